@@ -1,0 +1,4 @@
+"""pytimely: timely dataflow for Python."""
+from .order import Product, ProductSummary
+
+__all__ = ["Product", "ProductSummary"]

@@ -1,0 +1,70 @@
+"""The exceptions pytimely raises.  Everything derives from :class:`TimelyError`.
+
+Messages name the operator (and its address in the dataflow) whenever one is involved, and say
+what to do about the problem where we can tell.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "TimelyError",
+    "CycleError",
+    "GraphError",
+    "CapabilityError",
+    "OperatorError",
+    "WorkerFailure",
+    "CommunicationError",
+    "AuthenticationError",
+    "CaptureError",
+    "TruncatedCapture",
+]
+
+
+class TimelyError(Exception):
+    """Base class of every pytimely error."""
+
+
+class GraphError(TimelyError):
+    """The dataflow graph is malformed (bad connection, streams of two scopes mixed, ...)."""
+
+
+class CycleError(GraphError):
+    """A cycle of the dataflow graph does not strictly advance timestamps."""
+
+
+class CapabilityError(TimelyError):
+    """A timestamp token (capability) was misused: sending without one, using one of another
+    output, downgrading backwards, or using one that was dropped."""
+
+
+class OperatorError(TimelyError):
+    """User logic inside an operator raised; the original exception is ``__cause__``."""
+
+    def __init__(self, message: str, operator: str = "", address: tuple = ()) -> None:
+        super().__init__(message)
+        self.operator = operator
+        self.address = address
+
+
+class WorkerFailure(TimelyError):
+    """Another worker failed or disappeared; this worker cannot continue."""
+
+    def __init__(self, message: str, worker: int | None = None) -> None:
+        super().__init__(message)
+        self.worker = worker
+
+
+class CommunicationError(TimelyError):
+    """A connection between workers broke, or carried a malformed frame."""
+
+
+class AuthenticationError(CommunicationError):
+    """A peer did not prove knowledge of the shared secret."""
+
+
+class CaptureError(TimelyError):
+    """A capture file or stream is malformed (bad magic, version, checksum, or frame)."""
+
+
+class TruncatedCapture(CaptureError):
+    """The last frame of a capture is incomplete (the complete prefix remains readable)."""

@@ -1,0 +1,265 @@
+"""Antichains and frontiers.
+
+A *frontier* is the set of minimal timestamps that may still appear somewhere: every time that
+can still arrive is ``>=`` some element of it.  With partially ordered times a frontier can have
+several incomparable minima, so it is an *antichain* (no element ``<=`` another).
+
+* :class:`Antichain` is a plain antichain: insert keeps only minimal elements.
+* :class:`MutableAntichain` is a multiset of times with counts (which may be transiently
+  negative) whose *frontier* is the antichain of minimal times with **positive** count.  Its
+  ``update_iter`` takes count changes and returns the frontier changes they cause, as
+  ``(time, +1)`` for an element that joined the frontier and ``(time, -1)`` for one that left.
+  Progress tracking is built from chains of these: counts in, frontier changes out, and the
+  frontier changes of one become the count changes of the next.
+
+Cost model: an update that cannot change the frontier (a count added at a time strictly
+beyond the frontier, or removed at a time not in the frontier) is O(1); only updates that may
+matter trigger a rebuild, which scans the positive counts once.  Integer-only antichains have
+at most one element and take a faster path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from ..order import less_equal
+
+__all__ = ["Antichain", "MutableAntichain"]
+
+
+class Antichain:
+    """A set of mutually incomparable timestamps (the minimal elements of what was inserted)."""
+
+    __slots__ = ("_elements",)
+
+    def __init__(self, elements: Iterable[Any] = ()) -> None:
+        self._elements: list[Any] = []
+        for e in elements:
+            self.insert(e)
+
+    @classmethod
+    def from_elem(cls, element: Any) -> Antichain:
+        a = cls()
+        a._elements.append(element)
+        return a
+
+    def insert(self, t: Any) -> bool:
+        """Insert ``t`` unless some element is ``<=`` it; evict elements ``>=`` it.
+
+        Returns whether ``t`` was added.
+        """
+        elements = self._elements
+        if type(t) is int:
+            for e in elements:
+                if e <= t:
+                    return False
+            self._elements = [e for e in elements if not t <= e]
+            self._elements.append(t)
+            return True
+        for e in elements:
+            if less_equal(e, t):
+                return False
+        self._elements = [e for e in elements if not less_equal(t, e)]
+        self._elements.append(t)
+        return True
+
+    def less_equal(self, t: Any) -> bool:
+        """Some element is ``<= t``: ``t`` may still appear (it is at or beyond the frontier)."""
+        if type(t) is int:
+            for e in self._elements:
+                if e <= t:
+                    return True
+            return False
+        for e in self._elements:
+            if less_equal(e, t):
+                return True
+        return False
+
+    def less_than(self, t: Any) -> bool:
+        """Some element is strictly ``< t``."""
+        if type(t) is int:
+            for e in self._elements:
+                if e < t:
+                    return True
+            return False
+        for e in self._elements:
+            if less_equal(e, t) and e != t:
+                return True
+        return False
+
+    def dominates(self, other: Antichain) -> bool:
+        """Every element of ``other`` is ``>=`` some element of ``self``."""
+        return all(self.less_equal(t) for t in other)
+
+    def elements(self) -> list[Any]:
+        """The elements, sorted by the total order."""
+        return sorted(self._elements)
+
+    def is_empty(self) -> bool:
+        return not self._elements
+
+    def clear(self) -> None:
+        self._elements = []
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(sorted(self._elements))
+
+    def __len__(self) -> int:
+        return len(self._elements)
+
+    def __bool__(self) -> bool:
+        return bool(self._elements)
+
+    def __contains__(self, t: Any) -> bool:
+        return t in self._elements
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Antichain):
+            return set(self._elements) == set(other._elements)
+        if isinstance(other, (list, tuple, set, frozenset)):
+            return set(self._elements) == set(other)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(frozenset(self._elements))
+
+    def __repr__(self) -> str:
+        return f"Antichain({sorted(self._elements)!r})"
+
+
+class MutableAntichain:
+    """Counts per timestamp, and the antichain of minimal times with positive count.
+
+    Invariant: ``frontier()`` equals the minimal elements of ``{t : count_for(t) > 0}``.
+
+    >>> m = MutableAntichain()
+    >>> m.update_iter([(1, +1)])
+    [(1, 1)]
+    >>> m.update_iter([(1, -1), (2, +7)])
+    [(1, -1), (2, 1)]
+    >>> list(m.frontier())
+    [2]
+    """
+
+    __slots__ = ("_counts", "_frontier")
+
+    def __init__(self) -> None:
+        self._counts: dict[Any, int] = {}
+        self._frontier: list[Any] = []
+
+    @classmethod
+    def from_elem(cls, t: Any) -> MutableAntichain:
+        m = cls()
+        m._counts[t] = 1
+        m._frontier.append(t)
+        return m
+
+    def update_iter(self, updates: Iterable[tuple[Any, int]]) -> list[tuple[Any, int]]:
+        """Apply count changes; return the resulting frontier changes (each ±1)."""
+        counts = self._counts
+        frontier = self._frontier
+        rebuild = False
+        for t, d in updates:
+            if not d:
+                continue
+            c = counts.get(t, 0) + d
+            if c:
+                counts[t] = c
+            else:
+                del counts[t]
+            if rebuild:
+                continue
+            if d > 0:
+                # Matters unless some frontier element is <= t.
+                if type(t) is int:
+                    if not frontier or frontier[0] > t:
+                        rebuild = True
+                else:
+                    for f in frontier:
+                        if less_equal(f, t):
+                            break
+                    else:
+                        rebuild = True
+            else:
+                # Matters only if t is itself in the frontier.
+                if t in frontier:
+                    rebuild = True
+        if not rebuild:
+            return []
+        return self._rebuild()
+
+    def _rebuild(self) -> list[tuple[Any, int]]:
+        old = self._frontier
+        positive = [t for t, c in self._counts.items() if c > 0]
+        if not positive:
+            new: list[Any] = []
+        elif type(positive[0]) is int:
+            new = [min(positive)]
+        else:
+            positive.sort()
+            new = []
+            for t in positive:
+                # Sorted by a total order extending the partial order: t can only be
+                # dominated by elements already kept.
+                for e in new:
+                    if less_equal(e, t):
+                        break
+                else:
+                    new.append(t)
+        self._frontier = new
+        if old == new:
+            return []
+        changes = [(t, -1) for t in old if t not in new]
+        changes.extend((t, 1) for t in new if t not in old)
+        return changes
+
+    def frontier(self) -> Antichain:
+        a = Antichain()
+        a._elements = list(self._frontier)
+        return a
+
+    def frontier_list(self) -> list[Any]:
+        """The frontier elements (no copy semantics promised; do not mutate)."""
+        return self._frontier
+
+    def less_equal(self, t: Any) -> bool:
+        """Some frontier element is ``<= t``."""
+        if type(t) is int:
+            for e in self._frontier:
+                if e <= t:
+                    return True
+            return False
+        for e in self._frontier:
+            if less_equal(e, t):
+                return True
+        return False
+
+    def less_than(self, t: Any) -> bool:
+        """Some frontier element is strictly ``< t``."""
+        if type(t) is int:
+            for e in self._frontier:
+                if e < t:
+                    return True
+            return False
+        for e in self._frontier:
+            if less_equal(e, t) and e != t:
+                return True
+        return False
+
+    def count_for(self, t: Any) -> int:
+        return self._counts.get(t, 0)
+
+    def is_empty(self) -> bool:
+        """The frontier is empty (no positive counts)."""
+        return not self._frontier
+
+    def counts(self) -> dict[Any, int]:
+        """A copy of the non-zero counts."""
+        return dict(self._counts)
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(sorted(self._frontier))
+
+    def __repr__(self) -> str:
+        return f"MutableAntichain(frontier={sorted(self._frontier)!r})"

@@ -1,0 +1,507 @@
+"""Reachability: compiled path summaries and the pointstamp tracker of one scope.
+
+This is the engine behind every frontier.  It answers, for each location of a scope's graph,
+"which timestamps may still arrive here?", given counts of *pointstamps* — ``(location, time)``
+pairs with a count of capabilities (at operator outputs, :class:`Source` locations) or of
+messages in flight (at operator inputs, :class:`Target` locations).
+
+The graph
+    Node ``n`` is an operator with numbered inputs and outputs; its *internal summary* says, for
+    each ``(input i, output o)``, the antichain of path summaries by which a time arriving at
+    ``i`` may advance before it can appear at ``o`` (an empty antichain: no path at all).  Edges
+    connect a ``Source(n, o)`` to a ``Target(m, i)``; a source may feed many targets.  Node 0 is
+    the scope's own boundary, seen from inside: its *inputs* are the scope's outputs and its
+    *outputs* are the scope's inputs, and it has no internal paths.
+
+The safety rule
+    Pointstamp ``(l1, t1)`` *could-result-in* ``(l2, t2)`` if some path summary ``p`` from ``l1``
+    to ``l2`` has ``p(t1) <= t2``.  The frontier at ``l2`` is the antichain of minimal times
+    ``p(t1)`` over positive-count pointstamps ``(l1, t1)`` and paths ``p``.  No message can later
+    arrive at ``l2`` with a time not ``>=`` some frontier element (seed 000).  The builder rejects
+    graphs with a cycle that does not strictly advance time, since on such a cycle
+    could-result-in is not antisymmetric and the argument breaks.
+
+How the tracker works (after Naiad and the Rust crate)
+    Each location keeps two :class:`MutableAntichain` s: ``pointstamps`` (the counts reported at
+    that location) and ``implications`` (counts of *frontier elements* arriving from upstream,
+    including its own pointstamps).  An update changes a location's pointstamp frontier; each
+    frontier change (±1 at a time) enters a worklist; popping in increasing time order, a change
+    is applied to the location's implications, and every change of *that* frontier is pushed
+    along the location's outgoing edges (identity) or internal summaries (``results_in``).  Work
+    is therefore proportional to the frontier changes an update implies — an update that does
+    not move any frontier stops at once — never to the size of the graph.
+
+    Processing in time order makes coalescing work: all contributions to ``(t, l)`` are summed
+    before ``l`` is touched, and because summaries never move times backwards and every cycle
+    advances them, nothing already processed can be invalidated.
+
+Locations are dense integers internally (lists beat dicts of tuples by a wide margin in
+CPython); :class:`Source` / :class:`Target` are the public names.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterable, Sequence
+from typing import Any, NamedTuple
+
+from ..errors import CycleError
+from ..order import INT, domain_of, followed_by, results_in, summary_less_equal
+from .antichain import Antichain, MutableAntichain
+from .change_batch import ChangeBatch
+
+__all__ = ["Source", "Target", "Builder", "Tracker"]
+
+
+class Source(NamedTuple):
+    """An operator output port (a source of timestamped data)."""
+
+    node: int
+    port: int
+
+
+class Target(NamedTuple):
+    """An operator input port (a target of timestamped data)."""
+
+    node: int
+    port: int
+
+
+def _summary_antichain(items: Iterable[Any]) -> Antichain:
+    a = Antichain()
+    for s in items:
+        a.insert(s)
+    return a
+
+
+class Builder:
+    """Collects a scope's nodes and edges and compiles them into a :class:`Tracker`.
+
+    ``add_node(index, inputs, outputs, summary, name)``: ``summary[i][o]`` is an iterable of path
+    summaries from input ``i`` to output ``o`` (empty: no path).  Indices need not be added in
+    order, but must be dense ``0..n-1`` when ``build`` is called.
+    """
+
+    def __init__(self, domain: Any = int) -> None:
+        self.domain = domain_of(domain)
+        self._nodes: dict[int, tuple[int, int, list[list[Antichain]], str]] = {}
+        self._edges: list[tuple[Source, Target]] = []
+
+    def add_node(
+        self,
+        index: int,
+        inputs: int,
+        outputs: int,
+        summary: Sequence[Sequence[Iterable[Any]]],
+        name: str | None = None,
+    ) -> None:
+        if index in self._nodes:
+            raise ValueError(f"node {index} added twice")
+        if len(summary) != inputs or any(len(row) != outputs for row in summary):
+            raise ValueError(
+                f"node {index} ({name}): summary must be {inputs} rows of {outputs} antichains"
+            )
+        rows = [[_summary_antichain(cell) for cell in row] for row in summary]
+        self._nodes[index] = (inputs, outputs, rows, name or f"node {index}")
+
+    def add_edge(self, source: tuple[int, int], target: tuple[int, int]) -> None:
+        self._edges.append((Source(*source), Target(*target)))
+
+    # ----------------------------------------------------------------------------------------
+
+    def _check_shape(self) -> int:
+        n = len(self._nodes)
+        if sorted(self._nodes) != list(range(n)):
+            raise ValueError(f"node indices must be 0..{n - 1}, got {sorted(self._nodes)}")
+        for s, t in self._edges:
+            if s.node not in self._nodes or s.port >= self._nodes[s.node][1]:
+                raise ValueError(f"edge from missing output {s}")
+            if t.node not in self._nodes or t.port >= self._nodes[t.node][0]:
+                raise ValueError(f"edge into missing input {t}")
+        return n
+
+    def node_name(self, index: int) -> str:
+        return self._nodes[index][3]
+
+    def check_cycles(self) -> None:
+        """Raise :class:`CycleError` naming the operators of a non-advancing cycle, if any."""
+        identity = self.domain.identity()
+        succ: dict[tuple, list[tuple]] = {}
+        for s, t in self._edges:
+            succ.setdefault(("s", s.node, s.port), []).append(("t", t.node, t.port))
+        for index, (inputs, outputs, rows, _name) in self._nodes.items():
+            for i in range(inputs):
+                for o in range(outputs):
+                    if any(summary_less_equal(s, identity) for s in rows[i][o]):
+                        succ.setdefault(("t", index, i), []).append(("s", index, o))
+        cycle = _find_cycle(succ)
+        if cycle is not None:
+            names: list[str] = []
+            for _kind, node, _port in cycle:
+                name = self._nodes[node][3]
+                if not names or names[-1] != name:
+                    names.append(name)
+            if len(names) > 1 and names[-1] == names[0]:
+                names.pop()
+            raise CycleError(
+                "the dataflow graph has a cycle that does not advance timestamps "
+                f"(every cycle needs a feedback edge with a non-zero summary): "
+                f"{' -> '.join(names + names[:1])}"
+            )
+
+    def compile(self) -> dict[tuple, dict[tuple, Antichain]]:
+        """All-pairs minimal path summaries, keyed by ``Source``/``Target`` locations.
+
+        ``result[l1][l2]`` is the antichain of minimal summaries over all paths from ``l1`` to
+        ``l2`` (the identity for ``l1 == l2``).  Quadratic in the graph; used for scope summaries
+        of small graphs, for explanations and for tests.  The tracker never needs it.
+        """
+        self._check_shape()
+        self.check_cycles()
+        identity = self.domain.identity()
+        out_edges: dict[Source, list[Target]] = {}
+        for s, t in self._edges:
+            out_edges.setdefault(s, []).append(t)
+        result: dict[tuple, dict[tuple, Antichain]] = {}
+        locations: list[tuple] = []
+        for index, (inputs, outputs, _rows, _n) in sorted(self._nodes.items()):
+            locations.extend(Target(index, i) for i in range(inputs))
+            locations.extend(Source(index, o) for o in range(outputs))
+        for start in locations:
+            reach: dict[tuple, Antichain] = {start: Antichain.from_elem(identity)}
+            todo = [(start, identity)]
+            while todo:
+                loc, s = todo.pop()
+                if isinstance(loc, Source):
+                    nexts = [(t, s) for t in out_edges.get(loc, ())]
+                else:
+                    _i, outputs, rows, _n = self._nodes[loc.node]
+                    nexts = []
+                    for o in range(outputs):
+                        for internal in rows[loc.port][o]:
+                            composed = followed_by(s, internal)
+                            if composed is not None:
+                                nexts.append((Source(loc.node, o), composed))
+                for nloc, ns in nexts:
+                    a = reach.get(nloc)
+                    if a is None:
+                        a = reach[nloc] = Antichain()
+                    if a.insert(ns):
+                        todo.append((nloc, ns))
+            result[start] = reach
+        return result
+
+    def build(self) -> Tracker:
+        """Validate the graph and compile it into a :class:`Tracker`."""
+        self._check_shape()
+        self.check_cycles()
+        return Tracker(self)
+
+
+def _find_cycle(succ: dict[tuple, list[tuple]]) -> list[tuple] | None:
+    """Return the vertices of some directed cycle, or ``None``.  Iterative DFS (no recursion)."""
+    WHITE, GREY, BLACK = 0, 1, 2
+    color: dict[tuple, int] = {}
+    for root in list(succ):
+        if color.get(root, WHITE) != WHITE:
+            continue
+        stack: list[tuple[tuple, int]] = [(root, 0)]
+        path: list[tuple] = [root]
+        color[root] = GREY
+        while stack:
+            v, i = stack[-1]
+            nexts = succ.get(v, ())
+            if i < len(nexts):
+                stack[-1] = (v, i + 1)
+                w = nexts[i]
+                c = color.get(w, WHITE)
+                if c == GREY:
+                    return path[path.index(w):]
+                if c == WHITE:
+                    color[w] = GREY
+                    stack.append((w, 0))
+                    path.append(w)
+            else:
+                color[v] = BLACK
+                stack.pop()
+                path.pop()
+    return None
+
+
+class Tracker:
+    """Pointstamp counts of one scope (summed over all workers' reports) and their frontiers.
+
+    Use: ``update_source`` / ``update_target`` buffer count changes; ``propagate_all`` applies
+    them and records (a) every change to an implication frontier in ``pushed`` and (b) changes
+    to the frontier of internal pointstamps projected onto each scope output in
+    ``output_changes``.  Callers drain both after each ``propagate_all``.
+
+    Invariant after ``propagate_all``: for every location ``l``, ``implications[l]``'s frontier
+    equals the minimal elements of ``{p(t) : pointstamps[l'] has t with positive count, p a
+    minimal summary from l' to l}``.
+    """
+
+    def __init__(self, builder: Builder) -> None:
+        domain = builder.domain
+        self.domain = domain
+        nodes = builder._nodes
+        n = len(nodes)
+        self.node_names = [nodes[i][3] for i in range(n)]
+        self.node_inputs = [nodes[i][0] for i in range(n)]
+        self.node_outputs = [nodes[i][1] for i in range(n)]
+        # Dense location numbering: per node its targets, then its sources.
+        target_loc: list[list[int]] = []
+        source_loc: list[list[int]] = []
+        loc_node: list[int] = []
+        loc_port: list[int] = []
+        loc_is_source: list[bool] = []
+        for i in range(n):
+            ins, outs = nodes[i][0], nodes[i][1]
+            target_loc.append(list(range(len(loc_node), len(loc_node) + ins)))
+            loc_node.extend([i] * ins)
+            loc_port.extend(range(ins))
+            loc_is_source.extend([False] * ins)
+            source_loc.append(list(range(len(loc_node), len(loc_node) + outs)))
+            loc_node.extend([i] * outs)
+            loc_port.extend(range(outs))
+            loc_is_source.extend([True] * outs)
+        self.target_loc = target_loc
+        self.source_loc = source_loc
+        self.loc_node = loc_node
+        self.loc_port = loc_port
+        self.loc_is_source = loc_is_source
+        nlocs = len(loc_node)
+        # Forward structure: source -> targets (edges); target -> [(source, summary)] (internal).
+        forward: list[list[Any]] = [[] for _ in range(nlocs)]
+        backward: list[list[tuple[int, Any]]] = [[] for _ in range(nlocs)]
+        identity = domain.identity()
+        for s, t in builder._edges:
+            sl = source_loc[s.node][s.port]
+            tl = target_loc[t.node][t.port]
+            if tl not in forward[sl]:
+                forward[sl].append(tl)
+                backward[tl].append((sl, identity))
+        for i in range(n):
+            ins, outs, rows, _name = nodes[i]
+            for p in range(ins):
+                tl = target_loc[i][p]
+                for o in range(outs):
+                    sl = source_loc[i][o]
+                    for summary in rows[p][o]:
+                        forward[tl].append((sl, summary))
+                        backward[sl].append((tl, summary))
+        self._forward = forward
+        # Summaries from each location to each scope output (node 0's targets), computed
+        # backwards.  Locations of node 0's sources (scope inputs) give the scope summary and
+        # are excluded from the projection: the parent's frontier is not our capability.
+        n_scope_outputs = nodes[0][0] if n else 0
+        n_scope_inputs = nodes[0][1] if n else 0
+        to_outputs: list[list[tuple[int, Any]]] = [[] for _ in range(nlocs)]
+        self.scope_summary: list[list[Antichain]] = [
+            [Antichain() for _ in range(n_scope_outputs)] for _ in range(n_scope_inputs)
+        ]
+        for q in range(n_scope_outputs):
+            start = target_loc[0][q]
+            reach: dict[int, Antichain] = {start: Antichain.from_elem(identity)}
+            todo: list[tuple[int, Any]] = [(start, identity)]
+            while todo:
+                loc, s = todo.pop()
+                for prev, step in backward[loc]:
+                    composed = followed_by(step, s)
+                    if composed is None:
+                        continue
+                    a = reach.get(prev)
+                    if a is None:
+                        a = reach[prev] = Antichain()
+                    if a.insert(composed):
+                        todo.append((prev, composed))
+            for loc, a in reach.items():
+                if loc_node[loc] == 0 and loc_is_source[loc]:
+                    self.scope_summary[loc_port[loc]][q] = a
+                else:
+                    to_outputs[loc].extend((q, s) for s in a)
+        self._to_outputs = to_outputs
+        self._pointstamps: list[MutableAntichain | None] = [None] * nlocs
+        self._implications: list[MutableAntichain | None] = [None] * nlocs
+        self._pending: dict[int, list[tuple[Any, int]]] = {}
+        self.cap_counts = [0] * n
+        self.total_counts = 0
+        self.pushed: list[tuple[int, Any, int]] = []
+        self.output_changes = [ChangeBatch() for _ in range(n_scope_outputs)]
+
+    # ----------------------------------------------------------------------------------------
+    # Updates.
+
+    def update_source(self, node: int, port: int, t: Any, delta: int) -> None:
+        """A change in the count of capabilities at ``Source(node, port)`` for time ``t``."""
+        loc = self.source_loc[node][port]
+        p = self._pending.get(loc)
+        if p is None:
+            self._pending[loc] = [(t, delta)]
+        else:
+            p.append((t, delta))
+
+    def update_target(self, node: int, port: int, t: Any, delta: int) -> None:
+        """A change in the count of messages in flight to ``Target(node, port)`` at ``t``."""
+        loc = self.target_loc[node][port]
+        p = self._pending.get(loc)
+        if p is None:
+            self._pending[loc] = [(t, delta)]
+        else:
+            p.append((t, delta))
+
+    def update_loc(self, loc: int, t: Any, delta: int) -> None:
+        """Like ``update_source``/``update_target`` with a dense location id."""
+        p = self._pending.get(loc)
+        if p is None:
+            self._pending[loc] = [(t, delta)]
+        else:
+            p.append((t, delta))
+
+    def has_pending(self) -> bool:
+        return bool(self._pending)
+
+    def propagate_all(self) -> None:
+        """Apply buffered updates and propagate their consequences (see module docstring)."""
+        if not self._pending:
+            return
+        pending = self._pending
+        self._pending = {}
+        pointstamps = self._pointstamps
+        to_outputs = self._to_outputs
+        output_changes = self.output_changes
+        loc_is_source = self.loc_is_source
+        loc_node = self.loc_node
+        cap_counts = self.cap_counts
+        worklist: list[tuple[Any, int, int]] = []
+        push = heapq.heappush
+        for loc, updates in pending.items():
+            ps = pointstamps[loc]
+            if ps is None:
+                ps = pointstamps[loc] = MutableAntichain()
+            changes = ps.update_iter(updates)
+            if not changes:
+                continue
+            is_source = loc_is_source[loc]
+            projections = to_outputs[loc]
+            for t, d in changes:
+                self.total_counts += d
+                if is_source:
+                    cap_counts[loc_node[loc]] += d
+                for q, s in projections:
+                    t2 = t + s if type(s) is int else s.results_in(t)
+                    if t2 is not None:
+                        output_changes[q].update(t2, d)
+                push(worklist, (t, loc, d))
+        if worklist:
+            self._drain(worklist)
+
+    def _drain(self, worklist: list[tuple[Any, int, int]]) -> None:
+        implications = self._implications
+        forward = self._forward
+        loc_is_source = self.loc_is_source
+        pushed = self.pushed
+        pop = heapq.heappop
+        push = heapq.heappush
+        while worklist:
+            t, loc, d = pop(worklist)
+            while worklist and worklist[0][1] == loc and worklist[0][0] == t:
+                d += pop(worklist)[2]
+            if not d:
+                continue
+            imp = implications[loc]
+            if imp is None:
+                imp = implications[loc] = MutableAntichain()
+            changes = imp.update_iter(((t, d),))
+            if not changes:
+                continue
+            if loc_is_source[loc]:
+                targets = forward[loc]
+                for t2, d2 in changes:
+                    pushed.append((loc, t2, d2))
+                    for tl in targets:
+                        push(worklist, (t2, tl, d2))
+            else:
+                internal = forward[loc]
+                for t2, d2 in changes:
+                    pushed.append((loc, t2, d2))
+                    for sl, s in internal:
+                        t3 = t2 + s if type(s) is int else s.results_in(t2)
+                        if t3 is not None:
+                            push(worklist, (t3, sl, d2))
+
+    # ----------------------------------------------------------------------------------------
+    # Queries.
+
+    def target_frontier(self, node: int, port: int) -> Antichain:
+        """Times that may still arrive at ``Target(node, port)``."""
+        imp = self._implications[self.target_loc[node][port]]
+        return imp.frontier() if imp is not None else Antichain()
+
+    def source_frontier(self, node: int, port: int) -> Antichain:
+        """Times that may still be produced at ``Source(node, port)``."""
+        imp = self._implications[self.source_loc[node][port]]
+        return imp.frontier() if imp is not None else Antichain()
+
+    def pointstamp_count(self, location: Source | Target, t: Any) -> int:
+        loc = self.location_id(location)
+        ps = self._pointstamps[loc]
+        return ps.count_for(t) if ps is not None else 0
+
+    def location_id(self, location: Source | Target) -> int:
+        if isinstance(location, Source):
+            return self.source_loc[location.node][location.port]
+        return self.target_loc[location.node][location.port]
+
+    def location(self, loc: int) -> Source | Target:
+        if self.loc_is_source[loc]:
+            return Source(self.loc_node[loc], self.loc_port[loc])
+        return Target(self.loc_node[loc], self.loc_port[loc])
+
+    def tracking_anything(self) -> bool:
+        """Some location has a positive pointstamp (or updates are still buffered)."""
+        return self.total_counts > 0 or bool(self._pending)
+
+    def holds_capability(self, node: int) -> bool:
+        """Some output of ``node`` has a positive capability frontier in this view."""
+        return self.cap_counts[node] > 0
+
+    def positive_pointstamps(self) -> list[tuple[Source | Target, Any, int]]:
+        """Every ``(location, time, count)`` with a non-zero count, for debugging."""
+        out = []
+        for loc, ps in enumerate(self._pointstamps):
+            if ps is not None:
+                for t, c in ps.counts().items():
+                    out.append((self.location(loc), t, c))
+        return out
+
+    def explain(self, location: Source | Target) -> list[tuple[str, Source | Target, Any]]:
+        """Which positive pointstamps hold the frontier at ``location``: ``(name, loc, time)``.
+
+        Walks the graph backwards from ``location``; cost proportional to the graph.  This is
+        how a user finds out why a dataflow is stuck.
+        """
+        target = self.location_id(location)
+        seen = {target}
+        todo = [target]
+        back: dict[int, list[int]] = {}
+        for src, fw in enumerate(self._forward):
+            for item in fw:
+                dst = item if type(item) is int else item[0]
+                back.setdefault(dst, []).append(src)
+        while todo:
+            loc = todo.pop()
+            for prev in back.get(loc, ()):
+                if prev not in seen:
+                    seen.add(prev)
+                    todo.append(prev)
+        frontier = self._implications[target]
+        holding = []
+        for loc in sorted(seen):
+            ps = self._pointstamps[loc]
+            if ps is None:
+                continue
+            for t in ps.frontier_list():
+                if frontier is not None and frontier.less_equal(t):
+                    holding.append((self.node_names[self.loc_node[loc]], self.location(loc), t))
+        return holding
