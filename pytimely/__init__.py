@@ -1,4 +1,42 @@
-"""pytimely: timely dataflow for Python."""
-from .order import Product, ProductSummary
+"""pytimely: timely dataflow for Python.
 
-__all__ = ["Product", "ProductSummary"]
+Data carry logical timestamps; operators coordinate through timestamp tokens (capabilities) and
+learn from progress tracking which times may still arrive at their inputs.  See the README for
+a tour, DESIGN.md for the architecture.
+"""
+
+from . import errors
+from .dataflow import (
+    ActivateCapability,
+    Activator,
+    Broadcast,
+    Capability,
+    CapabilityRef,
+    CapabilitySet,
+    CaptureHandle,
+    Exchange,
+    InputHandle,
+    LoopHandle,
+    Notificator,
+    OperatorBuilder,
+    OperatorInfo,
+    Pipeline,
+    ProbeHandle,
+    Scope,
+    Stream,
+    UnorderedHandle,
+)
+from .execute import example, execute, execute_from_args
+from .order import Product, ProductSummary
+from .progress.operate import FrontierInterest
+from .worker import StuckError, Worker
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "errors", "example", "execute", "execute_from_args", "Worker", "StuckError",
+    "Product", "ProductSummary", "FrontierInterest",
+    "Scope", "Stream", "Capability", "CapabilityRef", "CapabilitySet", "ActivateCapability",
+    "Pipeline", "Exchange", "Broadcast", "OperatorBuilder", "OperatorInfo", "Activator",
+    "InputHandle", "UnorderedHandle", "ProbeHandle", "CaptureHandle", "LoopHandle", "Notificator",
+]

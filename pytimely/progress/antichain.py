@@ -28,6 +28,18 @@ from ..order import less_equal
 __all__ = ["Antichain", "MutableAntichain"]
 
 
+def _sorted(elements: list[Any]) -> list[Any]:
+    """``elements`` sorted by ``<`` if the type has one, else in insertion order.
+
+    Timestamps always have a total order, but an ``Antichain`` also holds path summaries, and
+    the summary protocol (``results_in``, ``followed_by``, ``less_equal``) promises no ``<``.
+    """
+    try:
+        return sorted(elements)
+    except TypeError:
+        return list(elements)
+
+
 class Antichain:
     """A set of mutually incomparable timestamps (the minimal elements of what was inserted)."""
 
@@ -93,8 +105,8 @@ class Antichain:
         return all(self.less_equal(t) for t in other)
 
     def elements(self) -> list[Any]:
-        """The elements, sorted by the total order."""
-        return sorted(self._elements)
+        """The elements, sorted by the total order (insertion order if there is none)."""
+        return _sorted(self._elements)
 
     def is_empty(self) -> bool:
         return not self._elements
@@ -103,7 +115,7 @@ class Antichain:
         self._elements = []
 
     def __iter__(self) -> Iterator[Any]:
-        return iter(sorted(self._elements))
+        return iter(_sorted(self._elements))
 
     def __len__(self) -> int:
         return len(self._elements)
@@ -125,7 +137,7 @@ class Antichain:
         return hash(frozenset(self._elements))
 
     def __repr__(self) -> str:
-        return f"Antichain({sorted(self._elements)!r})"
+        return f"Antichain({_sorted(self._elements)!r})"
 
 
 class MutableAntichain:

@@ -54,17 +54,39 @@ __all__ = ["Source", "Target", "Builder", "Tracker"]
 
 
 class Source(NamedTuple):
-    """An operator output port (a source of timestamped data)."""
+    """An operator output port (a source of timestamped data).
+
+    Equal only to another ``Source``: ``Source(1, 0)`` and ``Target(1, 0)`` name different
+    locations and must not collide as dict keys (plain tuple equality would make them equal).
+    """
 
     node: int
     port: int
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is Source and tuple.__eq__(self, other)
+
+    def __ne__(self, other: object) -> bool:
+        return not self.__eq__(other)
+
+    def __hash__(self) -> int:
+        return hash(("Source", self.node, self.port))
 
 
 class Target(NamedTuple):
-    """An operator input port (a target of timestamped data)."""
+    """An operator input port (a target of timestamped data).  Equal only to a ``Target``."""
 
     node: int
     port: int
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is Target and tuple.__eq__(self, other)
+
+    def __ne__(self, other: object) -> bool:
+        return not self.__eq__(other)
+
+    def __hash__(self) -> int:
+        return hash(("Target", self.node, self.port))
 
 
 def _summary_antichain(items: Iterable[Any]) -> Antichain:
@@ -327,6 +349,8 @@ class Tracker:
         self.cap_counts = [0] * n
         self.total_counts = 0
         self.pushed: list[tuple[int, Any, int]] = []
+        # Nodes whose capability frontier became empty in this view (callers drain it).
+        self.released: list[int] = []
         self.output_changes = [ChangeBatch() for _ in range(n_scope_outputs)]
 
     # ----------------------------------------------------------------------------------------
@@ -375,6 +399,7 @@ class Tracker:
         cap_counts = self.cap_counts
         worklist: list[tuple[Any, int, int]] = []
         push = heapq.heappush
+        released = self.released
         for loc, updates in pending.items():
             ps = pointstamps[loc]
             if ps is None:
@@ -387,7 +412,10 @@ class Tracker:
             for t, d in changes:
                 self.total_counts += d
                 if is_source:
-                    cap_counts[loc_node[loc]] += d
+                    node = loc_node[loc]
+                    cap_counts[node] += d
+                    if not cap_counts[node]:
+                        released.append(node)
                 for q, s in projections:
                     t2 = t + s if type(s) is int else s.results_in(t)
                     if t2 is not None:
@@ -478,30 +506,48 @@ class Tracker:
     def explain(self, location: Source | Target) -> list[tuple[str, Source | Target, Any]]:
         """Which positive pointstamps hold the frontier at ``location``: ``(name, loc, time)``.
 
-        Walks the graph backwards from ``location``; cost proportional to the graph.  This is
-        how a user finds out why a dataflow is stuck.
+        A pointstamp ``(l, t)`` holds it if some minimal path summary ``p`` from ``l`` to
+        ``location`` puts ``p(t)`` exactly on the frontier.  Walks the graph backwards from
+        ``location``, composing summaries; cost proportional to the graph.  This is how a user
+        finds out why a dataflow is stuck.
         """
         target = self.location_id(location)
-        seen = {target}
-        todo = [target]
-        back: dict[int, list[int]] = {}
+        frontier = self._implications[target]
+        if frontier is None or frontier.is_empty():
+            return []
+        identity = self.domain.identity()
+        back: dict[int, list[tuple[int, Any]]] = {}
         for src, fw in enumerate(self._forward):
             for item in fw:
-                dst = item if type(item) is int else item[0]
-                back.setdefault(dst, []).append(src)
+                if type(item) is int:
+                    back.setdefault(item, []).append((src, identity))
+                else:
+                    back.setdefault(item[0], []).append((src, item[1]))
+        # reach[l]: minimal summaries of the paths from l to ``target``.
+        reach: dict[int, Antichain] = {target: Antichain.from_elem(identity)}
+        todo: list[tuple[int, Any]] = [(target, identity)]
         while todo:
-            loc = todo.pop()
-            for prev in back.get(loc, ()):
-                if prev not in seen:
-                    seen.add(prev)
-                    todo.append(prev)
-        frontier = self._implications[target]
+            loc, s = todo.pop()
+            for prev, step in back.get(loc, ()):
+                composed = followed_by(step, s)
+                if composed is None:
+                    continue
+                a = reach.get(prev)
+                if a is None:
+                    a = reach[prev] = Antichain()
+                if a.insert(composed):
+                    todo.append((prev, composed))
+        at_frontier = frontier.frontier_list()
         holding = []
-        for loc in sorted(seen):
+        for loc in sorted(reach):
             ps = self._pointstamps[loc]
             if ps is None:
                 continue
+            summaries = list(reach[loc])
             for t in ps.frontier_list():
-                if frontier is not None and frontier.less_equal(t):
-                    holding.append((self.node_names[self.loc_node[loc]], self.location(loc), t))
+                for s in summaries:
+                    t2 = results_in(s, t)
+                    if t2 is not None and t2 in at_frontier:
+                        holding.append((self.node_names[self.loc_node[loc]], self.location(loc), t))
+                        break
         return holding

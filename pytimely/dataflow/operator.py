@@ -1,0 +1,410 @@
+"""Operators built from user logic: ports, sessions, and the runtime core.
+
+An operator is a constructor that receives its initial capabilities (one per output, at the
+minimum time) and returns the *logic*, a function the worker calls whenever the operator is
+scheduled.  This module holds the runtime pieces the logic touches:
+
+* :class:`InputPort` — iterating it yields ``(CapabilityRef, batch)`` pairs and records what
+  was consumed; ``frontier`` says which times may still arrive.
+* :class:`OutputPort` — ``session(cap)`` (or ``give``/``give_batch``) sends data; every send is
+  checked against a capability for that output and counted.
+* :class:`OperatorCore` — the child a scope schedules: applies pending frontier changes, calls
+  the logic, invalidates borrowed capability refs, flushes buffered output.
+
+Counting invariants (what makes frontiers correct):
+
+* a batch of ``n`` records consumed at ``t`` on input ``i`` adds ``(t, n)`` to
+  ``shared.consumeds[i]`` *when it is handed to the logic*;
+* a batch of ``n > 0`` records sent at ``t`` on output ``o`` adds ``(t, n)`` to
+  ``shared.produceds[o]`` when it is pushed downstream; empty batches are never pushed (an
+  empty message would create a count nobody ever consumes);
+* capability changes go to ``shared.internals[o]``.
+
+All of it is drained by the scope after the logic returns, as one atomic batch.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+from ..errors import CapabilityError
+from ..order import less_equal
+from ..progress.antichain import MutableAntichain
+from ..progress.operate import FrontierInterest, SharedProgress
+from .capability import Capability, CapabilityRef
+
+__all__ = ["InputPort", "OutputPort", "Session", "OperatorCore", "OperatorInfo", "Activator"]
+
+_BATCH = 1024  # records per buffered session batch before it is pushed
+
+
+class Frontier:
+    """Read-only view of an input's frontier: the times that may still arrive."""
+
+    __slots__ = ("_m",)
+
+    def __init__(self, m: MutableAntichain) -> None:
+        self._m = m
+
+    def less_equal(self, t: Any) -> bool:
+        """``t`` may still arrive (some frontier element is ``<= t``)."""
+        return self._m.less_equal(t)
+
+    def less_than(self, t: Any) -> bool:
+        """Some frontier element is strictly before ``t``."""
+        return self._m.less_than(t)
+
+    def is_empty(self) -> bool:
+        """No more data can ever arrive."""
+        return self._m.is_empty()
+
+    def elements(self) -> list[Any]:
+        return sorted(self._m.frontier_list())
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(sorted(self._m.frontier_list()))
+
+    def __len__(self) -> int:
+        return len(self._m.frontier_list())
+
+    def __bool__(self) -> bool:
+        return not self._m.is_empty()
+
+    def __repr__(self) -> str:
+        return f"Frontier({self.elements()!r})"
+
+
+class InputPort:
+    """An operator input: a FIFO of ``(time, batch)`` messages plus the input frontier."""
+
+    __slots__ = ("op", "index", "queue", "_frontier", "frontier", "consumed")
+
+    def __init__(self, op: OperatorCore, index: int) -> None:
+        self.op = op
+        self.index = index
+        self.queue: deque[tuple[Any, Any]] = deque()
+        self._frontier = MutableAntichain()
+        self.frontier = Frontier(self._frontier)
+        self.consumed = op.shared.consumeds[index]
+
+    @property
+    def op_name(self) -> str:
+        return self.op.name
+
+    def push(self, t: Any, batch: Any) -> None:
+        """Deliver a message (called by channels) and wake the operator."""
+        self.queue.append((t, batch))
+        self.op.activate()
+
+    def __iter__(self) -> Iterator[tuple[CapabilityRef, Any]]:
+        queue = self.queue
+        consumed = self.consumed
+        refs = self.op._refs
+        while queue:
+            t, batch = queue.popleft()
+            consumed.update(t, len(batch))
+            ref = CapabilityRef(t, self)
+            refs.append(ref)
+            yield ref, batch
+
+    def next(self) -> tuple[CapabilityRef, Any] | None:
+        """The next message, or ``None``."""
+        if not self.queue:
+            return None
+        t, batch = self.queue.popleft()
+        self.consumed.update(t, len(batch))
+        ref = CapabilityRef(t, self)
+        self.op._refs.append(ref)
+        return ref, batch
+
+    def drain_batches(self) -> Iterator[tuple[Any, Any]]:
+        """Yield ``(time, batch)`` without capability refs (for operators that never send)."""
+        queue = self.queue
+        consumed = self.consumed
+        while queue:
+            t, batch = queue.popleft()
+            consumed.update(t, len(batch))
+            yield t, batch
+
+    def has_data(self) -> bool:
+        return bool(self.queue)
+
+
+class Tee:
+    """The fan-out point of an output: every consumer receives every batch."""
+
+    __slots__ = ("consumers",)
+
+    def __init__(self) -> None:
+        self.consumers: list[Callable[[Any, Any], None]] = []
+
+    def push(self, t: Any, batch: Any) -> None:
+        consumers = self.consumers
+        if len(consumers) == 1:
+            consumers[0](t, batch)
+        elif consumers:
+            for c in consumers[:-1]:
+                c(t, batch.copy() if isinstance(batch, list) else batch)
+            consumers[-1](t, batch)
+
+
+class OutputPort:
+    """An operator output: counts and pushes batches, guarded by capabilities."""
+
+    __slots__ = ("op", "index", "internals", "produced", "tee", "_buf_time", "_buf")
+
+    def __init__(self, op: OperatorCore, index: int) -> None:
+        self.op = op
+        self.index = index
+        self.internals = op.shared.internals[index]
+        self.produced = op.shared.produceds[index]
+        self.tee = Tee()
+        self._buf_time: Any = None
+        self._buf: list[Any] | None = None
+
+    @property
+    def op_name(self) -> str:
+        return self.op.name
+
+    def activate(self) -> None:
+        self.op.activate()
+
+    # -- checks ---------------------------------------------------------------------------
+
+    def _check(self, cap: Any, t: Any) -> Any:
+        if isinstance(cap, Capability):
+            if not cap._valid:
+                raise CapabilityError(
+                    f"operator {self.op.name!r}: used a capability after drop()"
+                )
+            if cap._port is not self:
+                raise CapabilityError(
+                    f"operator {self.op.name!r}: a capability for output {cap._port.index}"
+                    f"{'' if cap._port.op is self.op else ' of operator ' + repr(cap._port.op.name)}"
+                    f" cannot send on output {self.index}"
+                )
+            base = cap._time
+        elif type(cap) is CapabilityRef:
+            if not cap._valid:
+                raise CapabilityError(
+                    f"operator {self.op.name!r}: a CapabilityRef is only valid during the call "
+                    "that received it; retain() it to keep it"
+                )
+            if cap._input.op is not self.op or not self.op._identity_to[cap._input.index][
+                self.index
+            ]:
+                raise CapabilityError(
+                    f"operator {self.op.name!r}: the message capability of input "
+                    f"{cap._input.index} cannot be used on output {self.index}; use "
+                    "retain()/delayed() for that output"
+                )
+            base = cap.time
+        else:
+            raise CapabilityError(
+                f"operator {self.op.name!r}: sending requires a Capability or CapabilityRef, "
+                f"got {type(cap).__name__}"
+            )
+        if t is None:
+            return base
+        if not less_equal(base, t):
+            raise CapabilityError(
+                f"operator {self.op.name!r}: cannot send at {t!r} with a capability at {base!r}"
+            )
+        return t
+
+    # -- sending --------------------------------------------------------------------------
+
+    def session(self, cap: Any, time: Any = None) -> Session:
+        """A session sending at ``time`` (default: the capability's time)."""
+        return Session(self, self._check(cap, time))
+
+    def give(self, cap: Any, record: Any, time: Any = None) -> None:
+        self._give_at(self._check(cap, time), record)
+
+    def give_batch(self, cap: Any, batch: Any, time: Any = None) -> None:
+        """Send a whole batch (a list, numpy array or Arrow batch) without copying it."""
+        t = self._check(cap, time)
+        if self._buf:
+            self.flush()
+        self._push(t, batch)
+
+    def _give_at(self, t: Any, record: Any) -> None:
+        buf = self._buf
+        if buf is None or self._buf_time != t:
+            if buf:
+                self.flush()
+            self._buf_time = t
+            buf = self._buf = []
+        buf.append(record)
+        if len(buf) >= _BATCH:
+            self.flush()
+
+    def _push(self, t: Any, batch: Any) -> None:
+        n = len(batch)
+        if not n:
+            return
+        self.produced.update(t, n)
+        self.tee.push(t, batch)
+
+    def flush(self) -> None:
+        buf = self._buf
+        if buf:
+            self._buf = None
+            self._push(self._buf_time, buf)
+
+
+class Session:
+    """Sending at one time on one output (obtained from ``OutputPort.session``)."""
+
+    __slots__ = ("_port", "time")
+
+    def __init__(self, port: OutputPort, time: Any) -> None:
+        self._port = port
+        self.time = time
+
+    def give(self, record: Any) -> None:
+        self._port._give_at(self.time, record)
+
+    def give_iterator(self, records: Iterable[Any]) -> None:
+        port, t = self._port, self.time
+        for r in records:
+            port._give_at(t, r)
+
+    def give_batch(self, batch: Any) -> None:
+        port = self._port
+        if port._buf:
+            port.flush()
+        port._push(self.time, batch)
+
+    give_vec = give_batch
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._port.flush()
+
+
+class Activator:
+    """Wakes one operator: now, or after a delay (seconds)."""
+
+    __slots__ = ("_op",)
+
+    def __init__(self, op: OperatorCore) -> None:
+        self._op = op
+
+    def activate(self) -> None:
+        self._op.activate()
+
+    def activate_after(self, delay: float) -> None:
+        if delay <= 0:
+            self._op.activate()
+        else:
+            self._op.scope.worker._activate_after(self._op.activate, delay)
+
+
+class OperatorInfo:
+    """What an operator constructor may want to know about itself."""
+
+    __slots__ = ("name", "index", "address", "worker_index", "peers", "_op")
+
+    def __init__(self, op: OperatorCore) -> None:
+        self.name = op.name
+        self.index = op.index
+        self.address = op.address
+        self.worker_index = op.scope.worker.index
+        self.peers = op.scope.worker.peers
+        self._op = op
+
+    def activator(self) -> Activator:
+        return Activator(self._op)
+
+
+class OperatorCore:
+    """A builder-made operator as its scope sees it (an ``Operate``)."""
+
+    local = True
+
+    def __init__(
+        self,
+        scope: Any,
+        name: str,
+        inputs: int,
+        outputs: int,
+        summary_rows: list[list[list[Any]]],
+        interest: list[FrontierInterest],
+    ) -> None:
+        self.scope = scope
+        self.name = name
+        self.index = scope._reserve()
+        self.address = scope.path + (self.index,)
+        self.inputs = inputs
+        self.outputs = outputs
+        self.shared = SharedProgress(inputs, outputs)
+        self.summary_rows = summary_rows
+        self._interest = list(interest)
+        identity = scope.domain.identity()
+        self._identity_to = [
+            [any(s == identity for s in cell) for cell in row] for row in summary_rows
+        ]
+        self.input_ports = [InputPort(self, i) for i in range(inputs)]
+        self.output_ports = [OutputPort(self, o) for o in range(outputs)]
+        self._refs: list[CapabilityRef] = []
+        self._logic: Callable[[], Any] | None = None
+        self._subgraph: Any = None
+        self.invocations = 0
+
+    # -- Operate --------------------------------------------------------------------------
+
+    def summary(self) -> list[list[list[Any]]]:
+        return self.summary_rows
+
+    def interest(self) -> list[FrontierInterest]:
+        return self._interest
+
+    def initial_internals(self) -> list[tuple[int, Any, int]]:
+        """One capability per worker at the minimum time on every output."""
+        t0 = self.scope.domain.minimum()
+        peers = self.scope.worker.peers
+        return [(o, t0, peers) for o in range(self.outputs)]
+
+    def mint_initial(self) -> list[Capability]:
+        """The constructor's capabilities (already counted by ``initial_internals``)."""
+        t0 = self.scope.domain.minimum()
+        return [Capability(t0, port, _record=False) for port in self.output_ports]
+
+    def activate(self) -> None:
+        sg = self._subgraph
+        if sg is not None:
+            sg.activate_child(self.index)
+
+    def schedule(self) -> bool:
+        self.invocations += 1
+        frontiers = self.shared.frontiers
+        for i, port in enumerate(self.input_ports):
+            fc = frontiers[i]
+            if fc:
+                port._frontier.update_iter(fc.drain())
+        logic = self._logic
+        if logic is not None:
+            try:
+                logic()
+            finally:
+                refs = self._refs
+                if refs:
+                    for r in refs:
+                        r._valid = False
+                    refs.clear()
+                for port in self.output_ports:
+                    if port._buf:
+                        port.flush()
+        else:
+            for port in self.input_ports:  # no logic: discard (still counted)
+                for _ in port.drain_batches():
+                    pass
+        return False
+
+    def __repr__(self) -> str:
+        return f"<operator {self.name!r} at {self.address}>"

@@ -1,0 +1,161 @@
+"""Operators that wait for a time to complete: ``count``, ``accumulate``, ``aggregate``,
+``delay`` and ``reclock``.
+
+They share one idiom (seed 004, §5): stash state per time together with a capability retained
+from the first message at that time, and when the input frontier no longer ``less_equal`` s the
+time — no more data at it can arrive — emit the result with that capability and drop it.  They
+declare ``IF_CAPABILITY`` interest: while they hold nothing, time passing is none of their
+business.  Pending times are released in the total order of times, so with partially ordered
+times results still appear in an order consistent with the partial order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ...order import less_equal
+from ...progress.operate import FrontierInterest
+from ..channels import Exchange, Pipeline
+from ..stream import Stream
+from .generic import binary_frontier, unary_frontier
+
+__all__ = ["accumulate", "count", "aggregate", "delay", "reclock", "release_ready"]
+
+_IF_CAP = FrontierInterest.IF_CAPABILITY
+
+
+def release_ready(pending: dict[Any, Any], frontier: Any) -> list[Any]:
+    """Pop and return, in time order, the times in ``pending`` that are complete (not
+    ``frontier.less_equal``)."""
+    if not pending:
+        return []
+    ready = [t for t in pending if not frontier.less_equal(t)]
+    ready.sort()
+    return ready
+
+
+def accumulate(
+    stream: Stream,
+    init: Callable[[], Any],
+    fold: Callable[[Any, Any], Any],
+    name: str = "Accumulate",
+) -> Stream:
+    """Per time: ``acc = fold(acc, batch)`` from ``init()``; emit ``acc`` when the time completes."""
+
+    def ctor(cap: Any, info: Any) -> Any:
+        cap.drop()
+        pending: dict[Any, list[Any]] = {}
+
+        def logic(inp: Any, out: Any) -> None:
+            for ref, batch in inp:
+                entry = pending.get(ref.time)
+                if entry is None:
+                    entry = pending[ref.time] = [ref.retain(), init()]
+                entry[1] = fold(entry[1], batch)
+            for t in release_ready(pending, inp.frontier):
+                held, acc = pending.pop(t)
+                out.give(held, acc)
+                held.drop()
+
+        return logic
+
+    return unary_frontier(stream, Pipeline, name, ctor, interest=_IF_CAP)
+
+
+def count(stream: Stream, name: str = "Count") -> Stream:
+    """Per time, the number of records (one record per non-empty time)."""
+    return accumulate(stream, int, lambda acc, batch: acc + len(batch), name)
+
+
+def aggregate(
+    stream: Stream,
+    fold: Callable[[Any, Any, Any], Any],
+    emit: Callable[[Any, Any], Any],
+    init: Callable[[], Any] = int,
+    key: Callable[[Any], Any] | None = None,
+    name: str = "Aggregate",
+) -> Stream:
+    """Keyed per-time aggregation of ``(key, value)`` records.
+
+    Records are exchanged by key; per time and key ``agg = fold(key, value, agg)`` from
+    ``init()``; when the time completes each key emits ``emit(key, agg)``.
+    """
+    route = key or (lambda kv: kv[0])
+
+    def ctor(cap: Any, info: Any) -> Any:
+        cap.drop()
+        pending: dict[Any, list[Any]] = {}
+
+        def logic(inp: Any, out: Any) -> None:
+            for ref, batch in inp:
+                entry = pending.get(ref.time)
+                if entry is None:
+                    entry = pending[ref.time] = [ref.retain(), {}]
+                aggs = entry[1]
+                for k, v in batch:
+                    aggs[k] = fold(k, v, aggs[k] if k in aggs else init())
+            for t in release_ready(pending, inp.frontier):
+                held, aggs = pending.pop(t)
+                out.give_batch(held, [emit(k, a) for k, a in aggs.items()])
+                held.drop()
+
+        return logic
+
+    return unary_frontier(stream, Exchange(route), name, ctor, interest=_IF_CAP)
+
+
+def delay(stream: Stream, f: Callable[[Any, Any], Any], name: str = "Delay") -> Stream:
+    """Move each record to the time ``f(record, time)`` (which must not be earlier), emitting
+    it once that time is complete at the input."""
+
+    def ctor(cap: Any, info: Any) -> Any:
+        cap.drop()
+        pending: dict[Any, list[Any]] = {}
+
+        def logic(inp: Any, out: Any) -> None:
+            for ref, batch in inp:
+                for x in batch:
+                    t2 = f(x, ref.time)
+                    entry = pending.get(t2)
+                    if entry is None:
+                        entry = pending[t2] = [ref.delayed(t2), []]
+                    entry[1].append(x)
+            for t in release_ready(pending, inp.frontier):
+                held, records = pending.pop(t)
+                out.give_batch(held, records)
+                held.drop()
+
+        return logic
+
+    return unary_frontier(stream, Pipeline, name, ctor, interest=_IF_CAP)
+
+
+def reclock(stream: Stream, clock: Stream, name: str = "Reclock") -> Stream:
+    """Re-time ``stream`` to the times of ``clock``: each record is emitted at the first clock
+    time at or after its own, once that clock time is complete on both inputs."""
+
+    def ctor(cap: Any, info: Any) -> Any:
+        cap.drop()
+        stash: dict[Any, list[Any]] = {}  # data time -> records (no token needed: the clock's
+        ticks: dict[Any, Any] = {}  # clock time -> capability      tokens do the sending)
+
+        def logic(data: Any, clk: Any, out: Any) -> None:
+            for t, batch in data.drain_batches():
+                stash.setdefault(t, []).extend(batch)
+            for ref, _batch in clk:
+                if ref.time not in ticks:
+                    ticks[ref.time] = ref.retain()
+            for c in sorted(ticks):
+                if clk.frontier.less_equal(c) or data.frontier.less_equal(c):
+                    continue
+                held = ticks.pop(c)
+                records = []
+                for t in sorted(t for t in stash if less_equal(t, c)):
+                    records.extend(stash.pop(t))
+                out.give_batch(held, records)
+                held.drop()
+
+        return logic
+
+    return binary_frontier(stream, clock, Pipeline, Pipeline, name, ctor, interest=_IF_CAP)

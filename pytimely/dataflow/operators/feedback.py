@@ -1,0 +1,62 @@
+"""Feedback edges: the only way to close a cycle.
+
+``scope.feedback(summary)`` returns a :class:`LoopHandle` and a stream.  Whatever is connected to
+the handle (``stream.connect_loop(handle)``) comes out of the stream with its time advanced by
+``summary`` — records whose advanced time does not exist (``results_in`` is ``None``) are
+dropped.  The operator's internal summary *is* ``summary``, which is what lets progress tracking
+see that going around the loop strictly advances time.  In an iterative scope ``feedback(1)``
+advances the loop counter by one and leaves the outer time alone.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...errors import GraphError
+from ...order import results_in
+from ...progress.operate import FrontierInterest
+from ..channels import Pipeline
+from ..operator import OperatorCore
+from ..stream import Stream
+
+__all__ = ["LoopHandle", "feedback"]
+
+
+class LoopHandle:
+    """The input end of a feedback edge; connect exactly one stream to it."""
+
+    __slots__ = ("_core", "_connected")
+
+    def __init__(self, core: OperatorCore) -> None:
+        self._core = core
+        self._connected = False
+
+    def connect(self, stream: Stream) -> None:
+        if self._connected:
+            raise GraphError("connect_loop(): this loop handle is already connected")
+        stream._check_scope(self._core.scope, "connect_loop()")
+        self._connected = True
+        core = self._core
+        stream._connect((core.index, 0), Pipeline.connect(core.scope.worker, core.input_ports[0].push))
+
+
+def feedback(scope: Any, summary: Any = 1) -> tuple[LoopHandle, Stream]:
+    s = scope.domain.summary(summary)
+    if s == scope.domain.identity():
+        raise GraphError("feedback(): the summary must strictly advance time (e.g. 1)")
+    core = OperatorCore(scope, "Feedback", 1, 1, [[[s]]], [FrontierInterest.NEVER])
+    scope._install(core.index, core)
+    for cap in core.mint_initial():
+        cap.drop()
+    inp = core.input_ports[0]
+    out = core.output_ports[0]
+
+    def logic() -> None:
+        push = out._push
+        for t, batch in inp.drain_batches():
+            t2 = results_in(s, t)
+            if t2 is not None:
+                push(t2, batch)
+
+    core._logic = logic
+    return LoopHandle(core), Stream(scope, (core.index, 0), out.tee)

@@ -1,0 +1,215 @@
+"""Generic operator builders: the way every other operator is made.
+
+An operator is a *constructor* ``ctor(capabilities, info) -> logic``: it receives its initial
+capabilities (one per output, at the minimum time; ``unary``-style builders pass just the one)
+and an :class:`~pytimely.dataflow.operator.OperatorInfo`, and returns the *logic*, called
+whenever the operator is scheduled as ``logic(*inputs, *outputs)``.
+
+* ``unary`` / ``binary``: one or two inputs, one output; not woken by frontier changes
+  (``FrontierInterest.NEVER``) — for operators that react to data only.
+* ``unary_frontier`` / ``binary_frontier``: the same, woken by frontier changes
+  (``ALWAYS`` by default, or ``interest=FrontierInterest.IF_CAPABILITY``).
+* ``sink``: one input, no output.  ``source``: no input, one output.
+* :class:`OperatorBuilder`: any number of inputs and outputs, explicit connectivity (which input
+  reaches which output, with which summaries, or not at all) and per-input interest.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ...errors import GraphError
+from ...progress.operate import FrontierInterest
+from ..channels import Pact, Pipeline
+from ..operator import OperatorCore, OperatorInfo
+from ..stream import Stream
+
+__all__ = [
+    "OperatorBuilder",
+    "unary",
+    "unary_frontier",
+    "binary",
+    "binary_frontier",
+    "sink",
+    "source",
+]
+
+_NO_PATH = object()
+
+
+class OperatorBuilder:
+    """Build an operator with any number of inputs and outputs.
+
+    >>> b = OperatorBuilder("Split", scope)                       # doctest: +SKIP
+    >>> i = b.new_input(stream, pt.Pipeline)                      # doctest: +SKIP
+    >>> evens, odds = b.new_output(), b.new_output()              # doctest: +SKIP
+    >>> def ctor(caps, info):                                     # doctest: +SKIP
+    ...     for c in caps: c.drop()
+    ...     def logic(inp, out_even, out_odd): ...
+    ...     return logic
+    >>> b.build(ctor)                                             # doctest: +SKIP
+    """
+
+    def __init__(self, name: str, scope: Any) -> None:
+        self.name = name
+        self.scope = scope
+        self._inputs: list[tuple[Stream, Pact, Any, FrontierInterest]] = []
+        self._outputs = 0
+        self._built = False
+
+    def new_input(
+        self,
+        stream: Stream,
+        pact: Pact = Pipeline,
+        connection: Sequence[Any] | None = None,
+        interest: FrontierInterest = FrontierInterest.ALWAYS,
+    ) -> int:
+        """Add an input; returns its index.
+
+        ``connection`` gives, per output, the path summaries from this input to it: a list of
+        summaries, a single summary, or ``None`` for no path.  Default: the identity to every
+        output (including outputs added later).
+        """
+        stream._check_scope(self.scope, f"operator {self.name!r}")
+        self._inputs.append((stream, pact, connection, FrontierInterest(interest)))
+        return len(self._inputs) - 1
+
+    def new_output(self) -> int:
+        """Add an output; returns its index."""
+        self._outputs += 1
+        return self._outputs - 1
+
+    def _summary_rows(self) -> list[list[list[Any]]]:
+        domain = self.scope.domain
+        identity = domain.identity()
+        rows = []
+        for _stream, _pact, connection, _i in self._inputs:
+            if connection is None:
+                rows.append([[identity] for _ in range(self._outputs)])
+                continue
+            if len(connection) != self._outputs:
+                raise GraphError(
+                    f"operator {self.name!r}: connection must name every output "
+                    f"({self._outputs}), got {len(connection)}"
+                )
+            row = []
+            for cell in connection:
+                if cell is None:
+                    row.append([])
+                elif isinstance(cell, (list, tuple)) and not _is_summary(cell):
+                    row.append([domain.summary(s) for s in cell])
+                else:
+                    row.append([domain.summary(cell)])
+            rows.append(row)
+        return rows
+
+    def build(self, constructor: Callable[[list[Any], OperatorInfo], Callable[..., Any]]) -> list[Stream]:
+        """Create the operator; returns its output streams."""
+        if self._built:
+            raise GraphError(f"operator {self.name!r} was already built")
+        self._built = True
+        scope = self.scope
+        core = OperatorCore(
+            scope,
+            self.name,
+            len(self._inputs),
+            self._outputs,
+            self._summary_rows(),
+            [i for _s, _p, _c, i in self._inputs],
+        )
+        worker = scope.worker
+        for index, (stream, pact, _c, _i) in enumerate(self._inputs):
+            push = pact.connect(worker, core.input_ports[index].push)
+            weight = worker.peers if pact.weight_per_peer else 1
+            stream._connect((core.index, index), push, weight)
+        caps = core.mint_initial()
+        logic = constructor(caps, OperatorInfo(core))
+        ports = list(core.input_ports) + list(core.output_ports)
+        if logic is not None:
+            if ports:
+                core._logic = lambda: logic(*ports)
+            else:
+                core._logic = logic
+        scope._install(core.index, core)
+        return [Stream(scope, (core.index, o), core.output_ports[o].tee) for o in range(self._outputs)]
+
+
+def _is_summary(cell: Any) -> bool:
+    # ProductSummary is a tuple subclass: a single summary, not a list of them.
+    from ...order import ProductSummary
+
+    return isinstance(cell, ProductSummary)
+
+
+def _single(stream: Stream, pact: Pact, name: str, ctor: Callable, interest: FrontierInterest) -> Stream:
+    b = OperatorBuilder(name, stream.scope)
+    b.new_input(stream, pact, interest=interest)
+    b.new_output()
+    return b.build(lambda caps, info: ctor(caps[0], info))[0]
+
+
+def unary(stream: Stream, pact: Pact, name: str, constructor: Callable) -> Stream:
+    """One input, one output; woken only by data or activation.  ``constructor(cap, info)``
+    returns ``logic(input, output)``."""
+    return _single(stream, pact, name, constructor, FrontierInterest.NEVER)
+
+
+def unary_frontier(
+    stream: Stream,
+    pact: Pact,
+    name: str,
+    constructor: Callable,
+    interest: FrontierInterest = FrontierInterest.ALWAYS,
+) -> Stream:
+    """Like :func:`unary`, also woken when the input frontier changes (per ``interest``)."""
+    return _single(stream, pact, name, constructor, interest)
+
+
+def _double(
+    s1: Stream, s2: Stream, p1: Pact, p2: Pact, name: str, ctor: Callable, interest: FrontierInterest
+) -> Stream:
+    b = OperatorBuilder(name, s1.scope)
+    b.new_input(s1, p1, interest=interest)
+    b.new_input(s2, p2, interest=interest)
+    b.new_output()
+    return b.build(lambda caps, info: ctor(caps[0], info))[0]
+
+
+def binary(s1: Stream, s2: Stream, p1: Pact, p2: Pact, name: str, constructor: Callable) -> Stream:
+    """Two inputs, one output; ``logic(input1, input2, output)``; woken only by data."""
+    return _double(s1, s2, p1, p2, name, constructor, FrontierInterest.NEVER)
+
+
+def binary_frontier(
+    s1: Stream,
+    s2: Stream,
+    p1: Pact,
+    p2: Pact,
+    name: str,
+    constructor: Callable,
+    interest: FrontierInterest = FrontierInterest.ALWAYS,
+) -> Stream:
+    """Like :func:`binary`, also woken when an input frontier changes (per ``interest``)."""
+    return _double(s1, s2, p1, p2, name, constructor, interest)
+
+
+def sink(
+    stream: Stream,
+    pact: Pact,
+    name: str,
+    logic_or_ctor: Callable,
+    interest: FrontierInterest = FrontierInterest.ALWAYS,
+) -> None:
+    """One input, no output.  Given ``logic(input)`` directly (sinks hold no capability)."""
+    b = OperatorBuilder(name, stream.scope)
+    b.new_input(stream, pact, interest=interest)
+    b.build(lambda caps, info: logic_or_ctor)
+
+
+def source(scope: Any, name: str, constructor: Callable) -> Stream:
+    """No input, one output: ``constructor(cap, info)`` returns ``logic(output)``.  Use
+    ``info.activator()`` to be scheduled again (sources are never woken by data)."""
+    b = OperatorBuilder(name, scope)
+    b.new_output()
+    return b.build(lambda caps, info: constructor(caps[0], info))[0]

@@ -1,0 +1,109 @@
+"""Record-at-a-time operators: ``map``, ``flat_map``, ``filter``, ``inspect`` and friends.
+
+All are ``unary`` operators on a ``Pipeline`` that drop their initial capability at once and are
+never woken by frontier changes.  Each processes a whole batch per step with a list
+comprehension, and forwards the message's time with the batch (the identity summary makes the
+message's own capability valid on the output, so no token is retained).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from ..channels import Pipeline
+from ..stream import Stream
+from .generic import sink, unary
+
+__all__ = ["map", "flat_map", "filter", "inspect", "inspect_batch", "inspect_time", "map_batch"]
+
+
+def _stateless(stream: Stream, name: str, transform: Callable[[Any], Any]) -> Stream:
+    """``transform(batch) -> batch`` applied to every batch, keeping its time."""
+
+    def ctor(cap: Any, info: Any) -> Any:
+        cap.drop()
+
+        def logic(inp: Any, out: Any) -> None:
+            push = out._push
+            for t, batch in inp.drain_batches():
+                push(t, transform(batch))
+
+        return logic
+
+    return unary(stream, Pipeline, name, ctor)
+
+
+def map(stream: Stream, f: Callable[[Any], Any], name: str = "Map") -> Stream:
+    """``f(record)`` for every record."""
+    return _stateless(stream, name, lambda batch: [f(x) for x in batch])
+
+
+def map_batch(stream: Stream, f: Callable[[Any], Any], name: str = "MapBatch") -> Stream:
+    """``f(batch) -> batch`` for every batch (vectorized transforms of numpy/Arrow batches)."""
+    return _stateless(stream, name, f)
+
+
+def flat_map(stream: Stream, f: Callable[[Any], Iterable[Any]], name: str = "FlatMap") -> Stream:
+    """Every record of ``f(record)`` for every record."""
+    return _stateless(stream, name, lambda batch: [y for x in batch for y in f(x)])
+
+
+def filter(stream: Stream, predicate: Callable[[Any], bool], name: str = "Filter") -> Stream:
+    """The records for which ``predicate`` is true."""
+    return _stateless(stream, name, lambda batch: [x for x in batch if predicate(x)])
+
+
+def inspect(stream: Stream, f: Callable[[Any], Any], name: str = "Inspect") -> Stream:
+    """Call ``f(record)`` on every record; pass the stream through unchanged."""
+
+    def look(batch: Any) -> Any:
+        for x in batch:
+            f(x)
+        return batch
+
+    return _stateless(stream, name, look)
+
+
+def inspect_time(stream: Stream, f: Callable[[Any, Any], Any], name: str = "InspectTime") -> Stream:
+    """Call ``f(time, record)`` on every record; pass the stream through."""
+
+    def ctor(cap: Any, info: Any) -> Any:
+        cap.drop()
+
+        def logic(inp: Any, out: Any) -> None:
+            for t, batch in inp.drain_batches():
+                for x in batch:
+                    f(t, x)
+                out._push(t, batch)
+
+        return logic
+
+    return unary(stream, Pipeline, name, ctor)
+
+
+def inspect_batch(stream: Stream, f: Callable[[Any, Any], Any], name: str = "InspectBatch") -> Stream:
+    """Call ``f(time, batch)`` on every batch; pass the stream through."""
+
+    def ctor(cap: Any, info: Any) -> Any:
+        cap.drop()
+
+        def logic(inp: Any, out: Any) -> None:
+            for t, batch in inp.drain_batches():
+                f(t, batch)
+                out._push(t, batch)
+
+        return logic
+
+    return unary(stream, Pipeline, name, ctor)
+
+
+def for_each(stream: Stream, f: Callable[[Any, Any], Any], name: str = "ForEach") -> None:
+    """A sink calling ``f(time, batch)`` per batch (woken by data only)."""
+    from ...progress.operate import FrontierInterest
+
+    def logic(inp: Any) -> None:
+        for t, batch in inp.drain_batches():
+            f(t, batch)
+
+    sink(stream, Pipeline, name, logic, interest=FrontierInterest.NEVER)

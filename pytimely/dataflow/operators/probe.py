@@ -1,0 +1,76 @@
+"""Probes: watching a stream's frontier from outside the dataflow.
+
+A :class:`ProbeHandle` mirrors the frontier of every stream probed with it (the union of their
+frontiers: a time is "not done" if it may still appear on any of them).  Before the probe
+operator first runs, the handle conservatively holds the minimum time, so ``less_than(t)`` is
+true for any later ``t`` until the dataflow has actually reported progress.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...progress.antichain import Antichain, MutableAntichain
+from ...progress.operate import FrontierInterest
+from ..channels import Pipeline
+from ..stream import Stream
+from .generic import sink
+
+__all__ = ["ProbeHandle", "probe", "probe_with"]
+
+
+class ProbeHandle:
+    """The frontier of the probed stream(s): which times may still appear there."""
+
+    __slots__ = ("_frontier",)
+
+    def __init__(self) -> None:
+        self._frontier = MutableAntichain()
+
+    def less_than(self, t: Any) -> bool:
+        """Some time strictly before ``t`` may still appear (``t``'s predecessors not done)."""
+        return self._frontier.less_than(t)
+
+    def less_equal(self, t: Any) -> bool:
+        """``t`` itself (or something before it) may still appear."""
+        return self._frontier.less_equal(t)
+
+    def done(self) -> bool:
+        """Nothing more can ever appear."""
+        return self._frontier.is_empty()
+
+    @property
+    def frontier(self) -> Antichain:
+        return self._frontier.frontier()
+
+    def __repr__(self) -> str:
+        return f"ProbeHandle(frontier={sorted(self._frontier.frontier_list())!r})"
+
+
+def probe_with(stream: Stream, handle: ProbeHandle, name: str = "Probe") -> Stream:
+    """Mirror ``stream``'s frontier into ``handle``; returns ``stream``."""
+    mirror = handle._frontier
+    t0 = stream.scope.domain.minimum()
+    mirror.update_iter([(t0, 1)])
+    state = {"shown": [t0]}
+
+    def logic(inp: Any) -> None:
+        for _ in inp.drain_batches():
+            pass
+        now = inp._frontier.frontier_list()
+        shown = state["shown"]
+        if now != shown:
+            changes = [(t, -1) for t in shown if t not in now]
+            changes.extend((t, 1) for t in now if t not in shown)
+            mirror.update_iter(changes)
+            state["shown"] = list(now)
+
+    sink(stream, Pipeline, name, logic, interest=FrontierInterest.ALWAYS)
+    return stream
+
+
+def probe(stream: Stream, name: str = "Probe") -> ProbeHandle:
+    """A new :class:`ProbeHandle` on ``stream``."""
+    handle = ProbeHandle()
+    probe_with(stream, handle, name)
+    return handle

@@ -1,0 +1,139 @@
+"""Operators that move records between streams or workers without looking at time.
+
+``exchange`` and ``broadcast`` re-partition across workers; ``concat``/``concatenate`` merge
+streams; ``partition``, ``branch`` and ``ok_err`` split one.  All are woken by data only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from ...errors import GraphError
+from ...progress.operate import FrontierInterest
+from ..channels import Broadcast, Exchange, Pact, Pipeline
+from ..stream import Stream
+from .generic import OperatorBuilder, unary
+
+__all__ = ["exchange", "broadcast", "concat", "concatenate", "partition", "branch", "ok_err"]
+
+
+def _forward(stream: Stream, pact: Pact, name: str) -> Stream:
+    def ctor(cap: Any, info: Any) -> Any:
+        cap.drop()
+
+        def logic(inp: Any, out: Any) -> None:
+            push = out._push
+            for t, batch in inp.drain_batches():
+                push(t, batch)
+
+        return logic
+
+    return unary(stream, pact, name, ctor)
+
+
+def exchange(stream: Stream, key: Callable[[Any], Any], name: str = "Exchange") -> Stream:
+    """Re-partition: each record goes to worker ``stable_hash(key(record)) % peers``."""
+    return _forward(stream, Exchange(key), name)
+
+
+def broadcast(stream: Stream, name: str = "Broadcast") -> Stream:
+    """Every record to every worker."""
+    return _forward(stream, Broadcast, name)
+
+
+def concatenate(scope: Any, streams: Iterable[Stream], name: str = "Concatenate") -> Stream:
+    """All records of all ``streams`` (of one scope) in one stream."""
+    streams = list(streams)
+    b = OperatorBuilder(name, scope)
+    for s in streams:
+        b.new_input(s, Pipeline, interest=FrontierInterest.NEVER)
+    b.new_output()
+
+    def ctor(caps: list[Any], info: Any) -> Any:
+        caps[0].drop()
+
+        def logic(*ports: Any) -> None:
+            out = ports[-1]
+            push = out._push
+            for inp in ports[:-1]:
+                for t, batch in inp.drain_batches():
+                    push(t, batch)
+
+        return logic
+
+    return b.build(ctor)[0]
+
+
+def concat(stream: Stream, other: Stream, name: str = "Concat") -> Stream:
+    """The records of both streams."""
+    return concatenate(stream.scope, [stream, other], name)
+
+
+def partition(
+    stream: Stream, parts: int, route: Callable[[Any], tuple[int, Any]], name: str = "Partition"
+) -> list[Stream]:
+    """``parts`` streams; ``route(record) -> (index, value)`` sends ``value`` to stream ``index``."""
+    if parts < 1:
+        raise GraphError("partition(): parts must be at least 1")
+    b = OperatorBuilder(name, stream.scope)
+    b.new_input(stream, Pipeline, interest=FrontierInterest.NEVER)
+    for _ in range(parts):
+        b.new_output()
+
+    def ctor(caps: list[Any], info: Any) -> Any:
+        for c in caps:
+            c.drop()
+
+        def logic(inp: Any, *outs: Any) -> None:
+            for t, batch in inp.drain_batches():
+                buckets: list[list[Any]] = [[] for _ in range(parts)]
+                for x in batch:
+                    i, v = route(x)
+                    buckets[i].append(v)
+                for i, bucket in enumerate(buckets):
+                    if bucket:
+                        outs[i]._push(t, bucket)
+
+        return logic
+
+    return b.build(ctor)
+
+
+def branch(
+    stream: Stream, condition: Callable[[Any, Any], bool], name: str = "Branch"
+) -> tuple[Stream, Stream]:
+    """``(false_stream, true_stream)`` split by ``condition(time, record)``."""
+    b = OperatorBuilder(name, stream.scope)
+    b.new_input(stream, Pipeline, interest=FrontierInterest.NEVER)
+    b.new_output()
+    b.new_output()
+
+    def ctor(caps: list[Any], info: Any) -> Any:
+        for c in caps:
+            c.drop()
+
+        def logic(inp: Any, out_false: Any, out_true: Any) -> None:
+            for t, batch in inp.drain_batches():
+                yes = [x for x in batch if condition(t, x)]
+                no = [x for x in batch if not condition(t, x)] if yes else batch
+                out_false._push(t, no)
+                out_true._push(t, yes)
+
+        return logic
+
+    s = b.build(ctor)
+    return s[0], s[1]
+
+
+def ok_err(
+    stream: Stream, logic: Callable[[Any], tuple[bool, Any]], name: str = "OkErr"
+) -> tuple[Stream, Stream]:
+    """``(oks, errs)``: ``logic(record) -> (is_ok, value)`` decides where ``value`` goes."""
+
+    def route(x: Any) -> tuple[int, Any]:
+        ok, value = logic(x)
+        return (0 if ok else 1), value
+
+    parts = partition(stream, 2, route, name)
+    return parts[0], parts[1]

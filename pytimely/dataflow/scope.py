@@ -1,0 +1,275 @@
+"""Scopes: where a dataflow graph is built, and how nested scopes nest.
+
+A :class:`Scope` is the building-time view of one scope instance: user code adds operators
+(each reserves the next child index), connects streams (each connection is an edge for progress
+tracking and a pusher for data), and nests scopes with ``region`` (same timestamps) and
+``iterative`` (``Product(outer, loop counter)`` timestamps).  When the building function
+returns, the scope compiles its graph into a :class:`~pytimely.progress.subgraph.Subgraph`,
+which its parent installs as one more child.
+
+Crossing a scope boundary is not an operator: ``stream.enter(inner)`` turns a parent stream into
+scope input ``p`` (data are re-stamped with ``to_inner`` and counted as having entered), and
+``stream.leave()`` turns an inner stream into scope output ``q`` (re-stamped with ``to_outer``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from ..errors import GraphError
+from ..order import INT, ProductDomain, to_inner, to_outer
+from ..order import summarize as order_summarize
+from ..progress.operate import FrontierInterest
+from ..progress.reachability import Builder
+from ..progress.subgraph import LocalProgcaster, Subgraph
+from .operator import Tee
+
+__all__ = ["Scope"]
+
+
+class Scope:
+    """A scope under construction (see the module docstring)."""
+
+    def __init__(
+        self,
+        worker: Any,
+        name: str,
+        domain: Any,
+        path: tuple[int, ...],
+        parent: Scope | None = None,
+        index_in_parent: int = 0,
+    ) -> None:
+        self.worker = worker
+        self.name = name
+        self.domain = domain
+        self.path = path
+        self.parent = parent
+        self.index_in_parent = index_in_parent
+        self._children: list[Any] = [None]
+        self._edges: list[tuple[tuple[int, int], tuple[int, int], int]] = []
+        self._ingress_tees: list[Tee] = []  # per scope input: fan-out of Source(0, p)
+        self._egress_tees: list[Tee] = []  # per scope output: the parent-side fan-out
+        self._subgraph: Subgraph | None = None
+        self._built = False
+        self._progress_channel = worker._allocate_channel()
+        self._pre_ingress: list[tuple[int, Any, int]] = []
+
+    # -- identity -------------------------------------------------------------------------
+
+    @property
+    def index(self) -> int:
+        """This worker's index."""
+        return self.worker.index
+
+    @property
+    def peers(self) -> int:
+        """The number of workers."""
+        return self.worker.peers
+
+    def __repr__(self) -> str:
+        return f"<scope {self.name!r} at {self.path}, times {self.domain!r}>"
+
+    # -- graph building -------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._built:
+            raise GraphError(
+                f"scope {self.name!r} is already built; operators must be added inside the "
+                "function given to dataflow()/region()/iterative()"
+            )
+
+    def _reserve(self) -> int:
+        self._check_open()
+        self._children.append(None)
+        return len(self._children) - 1
+
+    def _install(self, index: int, child: Any) -> None:
+        self._children[index] = child
+
+    def _add_edge(self, source: tuple[int, int], target: tuple[int, int], weight: int = 1) -> None:
+        self._check_open()
+        self._edges.append((source, target, weight))
+
+    # -- scope inputs and outputs -----------------------------------------------------------
+
+    def _new_scope_input(self, parent_stream: Any) -> Any:
+        """Make ``parent_stream`` (of the parent scope) scope input ``p``; return the inner
+        stream."""
+        from .stream import Stream
+
+        self._check_open()
+        p = len(self._ingress_tees)
+        inner_tee = Tee()
+        self._ingress_tees.append(inner_tee)
+        outer_domain = self.parent.domain
+        inner_domain = self.domain
+        scope = self
+        same = outer_domain == inner_domain
+
+        def ingress(t: Any, batch: Any) -> None:
+            ti = t if same else to_inner(outer_domain, inner_domain, t)
+            sg = scope._subgraph
+            if sg is not None:
+                sg.record_ingress(p, ti, len(batch))
+            else:  # pragma: no cover - data sent before the dataflow was built
+                scope._pre_ingress.append((p, ti, len(batch)))
+            inner_tee.push(ti, batch)
+
+        parent_stream._connect((self.index_in_parent, p), ingress)
+        return Stream(self, (0, p), inner_tee)
+
+    def _new_scope_output(self, inner_stream: Any) -> Any:
+        """Make ``inner_stream`` scope output ``q``; return the parent-side stream."""
+        from .stream import Stream
+
+        self._check_open()
+        q = len(self._egress_tees)
+        outer_tee = Tee()
+        self._egress_tees.append(outer_tee)
+        outer_domain = self.parent.domain
+        inner_domain = self.domain
+        if outer_domain == inner_domain:
+            egress = outer_tee.push
+        else:
+
+            def egress(t: Any, batch: Any) -> None:
+                outer_tee.push(t[0], batch)
+
+        inner_stream._connect((0, q), egress)
+        return Stream(self.parent, (self.index_in_parent, q), outer_tee)
+
+    # -- user API -------------------------------------------------------------------------
+
+    def new_input(self) -> tuple[Any, Any]:
+        """An input fed from outside the dataflow: ``(InputHandle, Stream)``."""
+        from .operators.input import new_input
+
+        return new_input(self)
+
+    def new_unordered_input(self) -> tuple[Any, Any]:
+        """An input whose times are managed by a capability: ``(UnorderedHandle, Stream)``."""
+        from .operators.input import new_unordered_input
+
+        return new_unordered_input(self)
+
+    def to_stream(self, iterable: Iterable[Any]) -> Any:
+        """A stream of the iterable's records at the minimum time (every worker emits all)."""
+        from .operators.input import to_stream
+
+        return to_stream(self, iterable)
+
+    def source(self, name: str, constructor: Callable) -> Any:
+        """An operator with no inputs and one output; see :func:`~.operators.generic.source`."""
+        from .operators.generic import source
+
+        return source(self, name, constructor)
+
+    def region(self, fn: Callable[[Scope], Any], name: str | None = None) -> Any:
+        """A nested scope with the same timestamps; returns ``fn(inner)``."""
+        return self._nested(fn, name or "Region", self.domain)
+
+    def iterative(self, fn: Callable[[Scope], Any], name: str | None = None) -> Any:
+        """A nested scope with ``Product(outer, loop counter)`` timestamps; returns ``fn(inner)``."""
+        return self._nested(fn, name or "Iterative", ProductDomain(self.domain, INT))
+
+    def scoped(self, fn: Callable[[Scope], Any], domain: Any, name: str | None = None) -> Any:
+        """A nested scope with the given time domain (the parent's, or a ProductDomain of it)."""
+        return self._nested(fn, name or "Scope", domain)
+
+    def _nested(self, fn: Callable[[Scope], Any], name: str, domain: Any) -> Any:
+        index = self._reserve()
+        child = Scope(self.worker, name, domain, self.path + (index,), self, index)
+        result = fn(child)
+        subgraph = child._build()
+        self._install(index, subgraph)
+        return result
+
+    def feedback(self, summary: Any = 1) -> tuple[Any, Any]:
+        """A loop edge: ``(LoopHandle, Stream)``; data given to the handle (``connect_loop``)
+        come back out of the stream with their time advanced by ``summary``."""
+        from .operators.feedback import feedback
+
+        return feedback(self, summary)
+
+    loop_variable = feedback
+
+    # -- compilation ----------------------------------------------------------------------
+
+    def _build(self) -> Subgraph:
+        """Compile the graph and create the runtime subgraph (validates cycles)."""
+        self._check_open()
+        worker = self.worker
+        builder = Builder(self.domain)
+        n_in = len(self._ingress_tees)
+        n_out = len(self._egress_tees)
+        builder.add_node(0, n_out, n_in, [[[] for _ in range(n_in)] for _ in range(n_out)],
+                         f"{self.name} (boundary)")
+        for index in range(1, len(self._children)):
+            child = self._children[index]
+            if child is None:
+                raise GraphError(f"scope {self.name!r}: child {index} was reserved but not built")
+            builder.add_node(index, child.inputs, child.outputs, child.summary(), child.name)
+        for source, target, _w in self._edges:
+            builder.add_edge(source, target)
+        tracker = builder.build()
+        outer = self.parent.domain if self.parent is not None else self.domain
+        inner = self.domain
+        if outer == inner:
+            ti = to_o = summ = _identity
+        else:
+            def ti(t: Any) -> Any:
+                return to_inner(outer, inner, t)
+
+            def to_o(t: Any) -> Any:
+                return t[0]
+
+            def summ(s: Any) -> Any:
+                return order_summarize(outer, inner, s)
+
+        if worker.peers == 1:
+            progcaster = LocalProgcaster()
+        else:
+            progcaster = worker._progcaster(self._progress_channel)
+        subgraph = Subgraph(
+            self.name,
+            self.path,
+            self._children,
+            self._edges,
+            tracker,
+            worker.peers,
+            ti,
+            to_o,
+            summ,
+            progcaster,
+        )
+        if worker.peers > 1:
+            worker._register_progress_channel(self._progress_channel, subgraph)
+        for index in range(1, len(self._children)):
+            child = self._children[index]
+            if isinstance(child, Subgraph):
+                child.set_parent_activator(_child_activator(subgraph, index))
+            else:
+                child._subgraph = subgraph
+        self._subgraph = subgraph
+        self._built = True
+        subgraph.initialize()
+        if self._pre_ingress:
+            for p, t, k in self._pre_ingress:
+                subgraph.record_ingress(p, t, k)
+            self._pre_ingress = []
+        return subgraph
+
+    def interest_of(self, index: int) -> list[FrontierInterest]:
+        return self._children[index].interest()
+
+
+def _identity(x: Any) -> Any:
+    return x
+
+
+def _child_activator(subgraph: Subgraph, index: int) -> Callable[[], None]:
+    def activate() -> None:
+        subgraph.activate_child(index)
+
+    return activate

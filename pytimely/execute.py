@@ -1,0 +1,87 @@
+"""Starting workers: ``example``, ``execute``, ``execute_from_args``.
+
+``execute(fn, workers=N)`` runs ``fn(worker)`` on ``N`` workers and returns their results in
+worker order.  One worker runs in the calling thread; several run one per OS process (the GIL
+makes threads useless for compute), connected by an authenticated TCP mesh.  When ``fn``
+returns, the worker closes the inputs it created (as dropping handles does in timely) and steps
+until all its dataflows have completed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from .worker import Worker
+
+__all__ = ["example", "execute", "execute_from_args", "run_worker"]
+
+
+def run_worker(fn: Callable[[Worker], Any], worker: Worker) -> Any:
+    """Run ``fn(worker)``, then close its inputs and finish its dataflows."""
+    result = fn(worker)
+    worker.close_inputs()
+    worker.run()
+    return result
+
+
+def example(fn: Callable[[Any], Any], timestamp: Any = int) -> Any:
+    """Build one dataflow with ``fn(scope)`` on a single worker and run it to completion."""
+    worker = Worker()
+    result = worker.dataflow(fn, timestamp=timestamp)
+    worker.close_inputs()
+    worker.run()
+    return result
+
+
+def execute(
+    fn: Callable[[Worker], Any],
+    workers: int = 1,
+    processes: int | None = None,
+    secret: bytes | None = None,
+    timeout: float | None = None,
+) -> list[Any]:
+    """Run ``fn(worker)`` on ``workers`` workers; returns their results in worker order.
+
+    ``workers == 1`` runs in this thread.  More workers run as that many local processes
+    (``processes`` may be given as an alias).  A failure in any worker stops all of them and
+    raises :class:`~pytimely.errors.WorkerFailure` naming it.
+    """
+    n = processes if processes is not None else workers
+    if n < 1:
+        raise ValueError("execute(): need at least one worker")
+    if n == 1:
+        return [run_worker(fn, Worker())]
+    from .communication.launch import run_processes
+
+    def body(allocator: Any) -> Any:
+        return run_worker(fn, Worker(allocator))
+
+    return run_processes(body, n, secret=secret, timeout=timeout)
+
+
+def execute_from_args(fn: Callable[[Worker], Any], argv: Sequence[str] | None = None) -> list[Any]:
+    """Like :func:`execute`, configured by timely's flags: ``-w/--workers`` (workers when
+    running locally), ``-n/--processes``, ``-p/--process``, ``-h/--hostfile``.
+
+    With ``-n N -p I`` this process is worker ``I`` of a cluster started by hand and the result
+    is ``[fn(worker)]`` for this process only.
+    """
+    import sys
+
+    from .communication.launch import connect_from_config, parse_args
+
+    config = parse_args(list(sys.argv[1:] if argv is None else argv))
+    if getattr(config, "processes", 1) > 1 and getattr(config, "process", None) is not None and (
+        getattr(config, "hostfile", None) is not None or getattr(config, "addresses", None)
+    ):
+        allocator = connect_from_config(config)
+        try:
+            result = run_worker(fn, Worker(allocator))
+        except BaseException as exc:
+            allocator.close(error=f"{type(exc).__name__}: {exc}")
+            raise
+        allocator.close()
+        return [result]
+    workers = max(getattr(config, "workers", 1), getattr(config, "processes", 1))
+    return execute(fn, workers=workers, secret=getattr(config, "secret", None))

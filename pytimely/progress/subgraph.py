@@ -1,0 +1,419 @@
+"""A scope as an operator: schedule children, exchange their progress, compute frontiers.
+
+A *subgraph* hosts children (operators or nested subgraphs) connected by edges, and presents
+itself to its own parent as one node: an operator whose inputs are the scope's inputs, whose
+outputs are the scope's outputs, and whose internal summary is computed from its insides.
+
+What one ``schedule()`` does (after Naiad and the Rust crate's ``Subgraph``):
+
+1. *Accept the parent's frontier*: changes to the frontier of scope input ``p`` become
+   capability changes at ``Source(0, p)`` — "child zero" is the scope boundary seen from inside,
+   and the outside world's possibility of sending data looks, from inside, like a capability
+   held at the boundary.
+2. *Harvest inputs*: records that crossed scope input ``p`` are moved, in the counts, from
+   ``Source(0, p)`` to the internal targets it feeds.
+3. *Receive* every worker's progress batches for this scope (our own included).
+4. *Propagate*: apply the received counts to the tracker.  Counts at the boundary go to the
+   parent instead (records leaving through scope output ``q`` are the parent's produced
+   messages; records harvested at input ``p`` are the parent's consumed messages).  Frontier
+   changes at children's inputs are queued in the children's ``SharedProgress.frontiers`` and
+   wake a child only if its :class:`FrontierInterest` asks for it — ``ALWAYS``, or
+   ``IF_CAPABILITY`` while the child holds a capability in the aggregated view.  A child whose
+   inputs are all finished and who holds nothing is woken once to retire.
+5. *Run the activated children*, in index order, each at most once per pass: a child
+   activated again after it ran waits for the next pass, and at most a few passes run per
+   ``schedule()`` (so a loop that always has work cannot hold the worker forever).  After each run the child's counts are drained: a plain operator's
+   into the batch to be exchanged with other workers, a nested scope's (already aggregated
+   across workers) straight into our own accumulation.
+6. *Send* this worker's batch to every worker, then go back to 3 while newly activated children
+   remain — so a single-worker dataflow settles within one step.
+7. Report to the parent: the frontier of internal pointstamps projected onto each scope output
+   (our "capabilities" as an operator), plus consumed/produced counts at the boundary.
+
+Laziness (seed 003): the parent calls ``schedule()`` only when something inside asked for it or
+when a frontier change reaches us and our interest asks for it.  A region whose children hold
+nothing reports no capability, so its ``IF_CAPABILITY`` interest lets the parent skip it
+entirely when only time moves; the changes pile up (and cancel) in ``shared.frontiers`` and are
+applied when the region next runs for any reason.
+
+Invariants: every batch handed to the progcaster is the sum of whole per-invocation batches of
+this worker (never a part of one); nothing is applied to the tracker before it has come back
+through the progcaster, so every worker's tracker sees the same multiset of batches.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable
+from typing import Any
+
+from ..errors import OperatorError
+from .antichain import MutableAntichain
+from .change_batch import ChangeBatch
+from .operate import FrontierInterest, SharedProgress
+from .reachability import Tracker
+
+__all__ = ["Subgraph", "LocalProgcaster"]
+
+_ALWAYS = FrontierInterest.ALWAYS
+# Passes over the activated children per schedule(): each child runs at most once per pass, in
+# index order; what a pass activates runs in the next one.  Several passes let a one-worker
+# dataflow settle within one step (data, then the frontier it unblocks); the bound keeps a loop
+# that always has work from holding the worker inside one step.
+_MAX_PASSES = 4
+_IF_CAPABILITY = FrontierInterest.IF_CAPABILITY
+
+
+class LocalProgcaster:
+    """Progress exchange for one worker: what is sent is received, in order."""
+
+    __slots__ = ("inbox",)
+
+    def __init__(self) -> None:
+        self.inbox: list[list[tuple[Any, int]]] = []
+
+    def send(self, batch: list[tuple[Any, int]]) -> None:
+        self.inbox.append(batch)
+
+    def recv(self) -> list[list[tuple[Any, int]]]:
+        if not self.inbox:
+            return []
+        got, self.inbox = self.inbox, []
+        return got
+
+
+class Subgraph:
+    """Runtime of one scope instance on one worker (see the module docstring).
+
+    Built by the dataflow layer from its children, edges and a compiled :class:`Tracker`; it
+    is itself an :class:`~pytimely.progress.operate.Operate` for its parent.
+    """
+
+    local = False
+
+    def __init__(
+        self,
+        name: str,
+        path: tuple[int, ...],
+        children: list[Any],
+        edges: list[tuple[tuple[int, int], tuple[int, int], int]],
+        tracker: Tracker,
+        peers: int,
+        to_inner: Callable[[Any], Any],
+        to_outer: Callable[[Any], Any],
+        summarize: Callable[[Any], Any],
+        progcaster: Any = None,
+    ) -> None:
+        self.name = name
+        self.path = path
+        self.children = children  # index 0 is None: the boundary
+        self.tracker = tracker
+        self.peers = peers
+        self._to_inner = to_inner
+        self._to_outer = to_outer
+        self._summarize = summarize
+        self.progcaster = progcaster if progcaster is not None else LocalProgcaster()
+        self.inputs = tracker.node_outputs[0]
+        self.outputs = tracker.node_inputs[0]
+        self.shared = SharedProgress(self.inputs, self.outputs)
+        n = len(children)
+        # Edge targets per (node, output), as (dense target location, weight): a record sent
+        # on the output is counted ``weight`` times at the target (weight > 1 only for
+        # broadcast edges, which deliver every record to every worker).
+        self._edge_targets: list[list[list[tuple[int, int]]]] = [
+            [[] for _ in range(tracker.node_outputs[i])] for i in range(n)
+        ]
+        for (snode, sport), (tnode, tport), weight in edges:
+            tl = tracker.target_loc[tnode][tport]
+            self._edge_targets[snode][sport].append((tl, weight))
+        self._input_targets = self._edge_targets[0]  # targets fed by scope input p
+        self._ingress = [ChangeBatch() for _ in range(self.inputs)]
+        self._output_capabilities = [MutableAntichain() for _ in range(self.outputs)]
+        self._local = ChangeBatch()  # this worker's counts, to be exchanged
+        self._final = ChangeBatch()  # counts every worker agrees on, to be applied
+        self._interest: list[list[FrontierInterest]] = [[] for _ in range(n)]
+        for i in range(1, n):
+            self._interest[i] = list(children[i].interest())
+        self._active: list[int] = []
+        self._active_set: set[int] = set()
+        self._scheduled_self = False
+        self._incomplete = [False] * n
+        self._live = n - 1
+        self._parent_activate: Callable[[], None] = _noop
+        self.invocations = 0
+
+    # ----------------------------------------------------------------------------------------
+    # As an operator in the parent.
+
+    def summary(self) -> list[list[list[Any]]]:
+        s = self._summarize
+        return [[[s(x) for x in a] for a in row] for row in self.tracker.scope_summary]
+
+    def interest(self) -> list[FrontierInterest]:
+        level = FrontierInterest.IF_CAPABILITY if self.outputs else FrontierInterest.NEVER
+        for row in self._interest[1:]:
+            for x in row:
+                if x > level:
+                    level = x
+        return [level] * self.inputs
+
+    def set_parent_activator(self, activate: Callable[[], None]) -> None:
+        self._parent_activate = activate
+
+    def initial_internals(self) -> list[tuple[int, Any, int]]:
+        """Our first report to the parent: the projected frontier of the children's initial
+        capabilities (computed by ``initialize``), counted once, without exchange."""
+        return [(q, t, d) for q, cb in enumerate(self.shared.internals) for t, d in cb.drain()]
+
+    def initialize(self) -> None:
+        """Count every child's initial capabilities and compute the first frontiers.
+
+        Initial capabilities are common knowledge (``peers`` per output, one per worker), so
+        they go straight into the tracker rather than through the exchange.
+        """
+        tracker = self.tracker
+        for index in range(1, len(self.children)):
+            for o, t, d in self.children[index].initial_internals():
+                tracker.update_source(index, o, t, d)
+            self.activate_child(index)  # everyone runs once (to drop or keep initial tokens)
+        self._propagate()
+
+    # ----------------------------------------------------------------------------------------
+    # Activation.
+
+    def activate_child(self, index: int) -> None:
+        """Schedule child ``index`` at this scope's next opportunity."""
+        if index not in self._active_set:
+            self._active_set.add(index)
+            heapq.heappush(self._active, index)
+            if not self._scheduled_self:
+                self._scheduled_self = True
+                self._parent_activate()
+
+    def activate(self) -> None:
+        """Ask the parent to schedule this scope (e.g. progress or data arrived)."""
+        if not self._scheduled_self:
+            self._scheduled_self = True
+            self._parent_activate()
+
+    def record_ingress(self, port: int, t: Any, count: int) -> None:
+        """``count`` records at inner time ``t`` crossed scope input ``port``."""
+        self._ingress[port].update(t, count)
+        self.activate()
+
+    def receive_progress(self, batch: list[tuple[Any, int]]) -> None:
+        """A progress batch from another worker arrived (see ``progcaster``)."""
+        self.progcaster.inbox.append(batch)
+        self.activate()
+
+    # ----------------------------------------------------------------------------------------
+    # Scheduling.
+
+    def schedule(self) -> bool:
+        self._scheduled_self = True  # activations during this call must not re-enter parent
+        self.invocations += 1
+        shared = self.shared
+        tracker = self.tracker
+        to_inner = self._to_inner
+        # 1. The parent's frontier, as capabilities at the boundary.
+        for p, cb in enumerate(shared.frontiers):
+            if cb:
+                for t, d in cb.drain():
+                    tracker.update_source(0, p, to_inner(t), d)
+        # 2. Records that entered through our inputs.
+        for p, cb in enumerate(self._ingress):
+            if cb:
+                src = tracker.source_loc[0][p]
+                targets = self._input_targets[p]
+                local = self._local
+                for t, k in cb.drain():
+                    local.update((src, t), -k)
+                    for tl, w in targets:
+                        local.update((tl, t), k * w)
+        if self._local:
+            self.progcaster.send(self._local.drain())
+        passes = 0
+        while True:
+            self._propagate()
+            if not self._active or passes >= _MAX_PASSES:
+                break
+            passes += 1
+            deferred: list[int] = []
+            self._run_children(set(), deferred)
+            for index in deferred:
+                if index not in self._active_set:
+                    self._active_set.add(index)
+                    heapq.heappush(self._active, index)
+            if self._local:
+                self.progcaster.send(self._local.drain())
+        self._scheduled_self = False
+        if self._active or self.progcaster.inbox or self._final:
+            self.activate()
+        return self._live > 0 or tracker.tracking_anything()
+
+    def _run_children(self, ran: set[int], deferred: list[int]) -> None:
+        children = self.children
+        active = self._active
+        active_set = self._active_set
+        tracker = self.tracker
+        while active:
+            index = heapq.heappop(active)
+            active_set.discard(index)
+            if index in ran:
+                deferred.append(index)
+                continue
+            ran.add(index)
+            child = children[index]
+            if child is None:
+                continue
+            try:
+                incomplete = child.schedule()
+            except OperatorError:
+                raise
+            except Exception as exc:  # user logic: name the operator and where it lives
+                raise OperatorError(
+                    f"operator {child.name!r} at {self.path + (index,)} raised "
+                    f"{type(exc).__name__}: {exc}",
+                    child.name,
+                    self.path + (index,),
+                ) from exc
+            self._extract(index, child)
+            self._incomplete[index] = incomplete
+            if not incomplete and not tracker.cap_counts[index] and self._inputs_done(index):
+                # Retire: the child can never be asked to do anything again.  (Its final
+                # reports were just extracted.)
+                if not self._pending_counts(child):
+                    children[index] = None
+                    self._live -= 1
+
+    def _pending_counts(self, child: Any) -> bool:
+        sp = child.shared
+        return any(sp.internals) or any(sp.produceds) or any(sp.consumeds)
+
+    def _inputs_done(self, index: int) -> bool:
+        tracker = self.tracker
+        imps = tracker._implications
+        for tl in tracker.target_loc[index]:
+            imp = imps[tl]
+            if imp is not None and not imp.is_empty():
+                return False
+        return True
+
+    def _extract(self, index: int, child: Any) -> None:
+        """Drain the counts of one child invocation into the right accumulation."""
+        sp = child.shared
+        tracker = self.tracker
+        into = self._local if child.local else self._final
+        for i, cb in enumerate(sp.consumeds):
+            if cb:
+                tl = tracker.target_loc[index][i]
+                for t, k in cb.drain():
+                    into.update((tl, t), -k)
+        for o, cb in enumerate(sp.produceds):
+            if cb:
+                targets = self._edge_targets[index][o]
+                for t, k in cb.drain():
+                    for tl, w in targets:
+                        into.update((tl, t), k * w)
+        for o, cb in enumerate(sp.internals):
+            if cb:
+                sl = tracker.source_loc[index][o]
+                for t, d in cb.drain():
+                    into.update((sl, t), d)
+
+    def _propagate(self) -> None:
+        """Apply received and final counts; distribute frontier changes; report upwards."""
+        tracker = self.tracker
+        final = self._final
+        for batch in self.progcaster.recv():
+            final.extend(batch)
+        if final:
+            shared = self.shared
+            to_outer = self._to_outer
+            loc_node = tracker.loc_node
+            loc_port = tracker.loc_port
+            loc_is_source = tracker.loc_is_source
+            for (loc, t), d in final.drain():
+                if loc_node[loc] == 0:
+                    if loc_is_source[loc]:
+                        shared.consumeds[loc_port[loc]].update(to_outer(t), -d)
+                    else:
+                        shared.produceds[loc_port[loc]].update(to_outer(t), d)
+                else:
+                    tracker.update_loc(loc, t, d)
+        if not tracker.has_pending():
+            return
+        tracker.propagate_all()
+        if tracker.released:
+            # A child that let go of its last capability may be finished: let it retire.
+            released = tracker.released
+            tracker.released = []
+            for node in released:
+                if (
+                    node
+                    and self.children[node] is not None
+                    and not tracker.cap_counts[node]
+                    and self._inputs_done(node)
+                ):
+                    self.activate_child(node)
+        if tracker.pushed:
+            pushed = tracker.pushed
+            tracker.pushed = []
+            children = self.children
+            interest = self._interest
+            loc_node = tracker.loc_node
+            loc_port = tracker.loc_port
+            loc_is_source = tracker.loc_is_source
+            cap_counts = tracker.cap_counts
+            touched: set[int] = set()
+            for loc, t, d in pushed:
+                if loc_is_source[loc]:
+                    continue
+                node = loc_node[loc]
+                if node == 0:
+                    continue
+                child = children[node]
+                if child is None:
+                    continue
+                port = loc_port[loc]
+                child.shared.frontiers[port].update(t, d)
+                level = interest[node][port]
+                if level == _ALWAYS or (level == _IF_CAPABILITY and cap_counts[node] > 0):
+                    self.activate_child(node)
+                else:
+                    touched.add(node)
+            for node in touched:
+                # Shutdown override: finished inputs and nothing held means "come and retire".
+                if node not in self._active_set and not cap_counts[node] and self._inputs_done(node):
+                    self.activate_child(node)
+        to_outer = self._to_outer
+        for q, cb in enumerate(tracker.output_changes):
+            if cb:
+                changes = self._output_capabilities[q].update_iter(
+                    [(to_outer(t), d) for t, d in cb.drain()]
+                )
+                if changes:
+                    self.shared.internals[q].extend(changes)
+
+    # ----------------------------------------------------------------------------------------
+    # Introspection.
+
+    def statistics(self) -> dict[str, Any]:
+        """What this scope is doing: live children, pending activations, held pointstamps."""
+        held = [
+            (self.tracker.node_names[loc.node], str(loc), t, c)
+            for loc, t, c in self.tracker.positive_pointstamps()
+            if c
+        ]
+        return {
+            "name": self.name,
+            "path": self.path,
+            "live_children": self._live,
+            "active_children": sorted(self._active_set),
+            "invocations": self.invocations,
+            "pointstamps": held,
+        }
+
+
+def _noop() -> None:
+    pass

@@ -1,0 +1,260 @@
+"""The worker: one thread of control that owns dataflows and steps them.
+
+A worker builds dataflows (``dataflow(fn)``) and then *steps*: each step receives what other
+workers sent (data and progress batches, which activate the operators and scopes they are
+for), fires due timed activations, schedules every dataflow that has something to do, and
+flushes its outgoing messages.  Nothing is polled: a dataflow nobody activated is not touched,
+and ``step_or_park`` sleeps on the communication layer when no dataflow is active.
+
+Every channel and every scope's progress exchange has an identifier allocated in construction
+order, so all workers that build the same dataflows in the same order agree on them.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import time as _time
+from collections.abc import Callable
+from typing import Any
+
+from .communication.allocator import Allocator, ThreadAllocator
+from .errors import TimelyError
+from .order import domain_of
+
+__all__ = ["Worker", "StuckError"]
+
+
+class StuckError(TimelyError):
+    """``step_while`` would wait forever: nothing can change, yet the condition still holds."""
+
+
+class _Progcaster:
+    """Progress exchange of one scope between workers: broadcast, own batches short-circuited."""
+
+    __slots__ = ("inbox", "_allocator", "_channel", "_others")
+
+    def __init__(self, allocator: Allocator, channel: int) -> None:
+        self.inbox: list[Any] = []
+        self._allocator = allocator
+        self._channel = channel
+        self._others = [w for w in range(allocator.peers) if w != allocator.index]
+
+    def send(self, batch: list[tuple[Any, int]]) -> None:
+        self.inbox.append(batch)
+        send = self._allocator.send
+        for w in self._others:
+            send(self._channel, w, batch)
+
+    def recv(self) -> list[Any]:
+        if not self.inbox:
+            return []
+        got, self.inbox = self.inbox, []
+        return got
+
+
+class Worker:
+    """Owns dataflows on one thread; see the module docstring."""
+
+    def __init__(self, allocator: Allocator | None = None) -> None:
+        self.allocator = allocator if allocator is not None else ThreadAllocator()
+        self.index = self.allocator.index
+        self.peers = self.allocator.peers
+        self._dataflows: dict[int, Any] = {}
+        self._names: dict[int, str] = {}
+        self._active: set[int] = set()
+        self._next_dataflow = 0
+        self._next_channel = 0
+        self._handlers: dict[int, Callable[[Any], None]] = {}
+        self._unrouted: dict[int, list[Any]] = {}
+        self._timers: list[tuple[float, int, Callable[[], None]]] = []
+        self._timer_seq = itertools.count()
+        self._inputs: list[Any] = []
+        self.steps = 0
+
+    def __repr__(self) -> str:
+        return f"<Worker {self.index} of {self.peers}, {len(self._dataflows)} dataflows>"
+
+    # -- building -------------------------------------------------------------------------
+
+    def dataflow(self, fn: Callable[[Any], Any], name: str | None = None, timestamp: Any = int) -> Any:
+        """Build a dataflow with ``fn(scope)``; returns what ``fn`` returns.
+
+        ``timestamp`` is the type of the dataflow's times: ``int`` (default) or a user type
+        implementing the timestamp protocol (see :mod:`pytimely.order`).
+        """
+        from .dataflow.scope import Scope
+        from .progress.subgraph import Subgraph
+
+        index = self._next_dataflow
+        self._next_dataflow += 1
+        name = name or f"Dataflow {index}"
+        scope = Scope(self, name, domain_of(timestamp), (index,))
+        result = fn(scope)
+        subgraph: Subgraph = scope._build()
+
+        def activate() -> None:
+            self._active.add(index)
+
+        subgraph.set_parent_activator(activate)
+        self._dataflows[index] = subgraph
+        self._names[index] = name
+        self._active.add(index)
+        return result
+
+    def _allocate_channel(self) -> int:
+        channel = self._next_channel
+        self._next_channel += 1
+        return channel
+
+    def _register_data_channel(self, channel: int, push: Callable[[Any, Any], None]) -> None:
+        self._register(channel, lambda payload: push(payload[0], payload[1]))
+
+    def _register_progress_channel(self, channel: int, subgraph: Any) -> None:
+        self._register(channel, subgraph.receive_progress)
+
+    def _register(self, channel: int, handler: Callable[[Any], None]) -> None:
+        self._handlers[channel] = handler
+        waiting = self._unrouted.pop(channel, None)
+        if waiting:
+            for payload in waiting:
+                handler(payload)
+
+    def _progcaster(self, channel: int) -> _Progcaster:
+        return _Progcaster(self.allocator, channel)
+
+    def _track_input(self, handle: Any) -> None:
+        self._inputs.append(handle)
+
+    # -- activation -----------------------------------------------------------------------
+
+    def _activate_after(self, fn: Callable[[], None], delay: float) -> None:
+        heapq.heappush(self._timers, (_time.monotonic() + delay, next(self._timer_seq), fn))
+        self.allocator.wake()
+
+    def _fire_timers(self) -> None:
+        timers = self._timers
+        if not timers:
+            return
+        now = _time.monotonic()
+        while timers and timers[0][0] <= now:
+            heapq.heappop(timers)[2]()
+
+    def _receive(self) -> None:
+        got = self.allocator.receive()
+        if not got:
+            return
+        handlers = self._handlers
+        for channel, _source, payload in got:
+            handler = handlers.get(channel)
+            if handler is None:
+                self._unrouted.setdefault(channel, []).append(payload)
+            else:
+                handler(payload)
+
+    # -- stepping -------------------------------------------------------------------------
+
+    def step(self) -> bool:
+        """Do whatever work is ready now; returns whether any dataflow remains."""
+        return self.step_or_park(0)
+
+    def step_or_park(self, timeout: float | None = None) -> bool:
+        """Like :meth:`step`, but if nothing is ready, sleep up to ``timeout`` seconds (``None``:
+        until something arrives) first.  Returns whether any dataflow remains."""
+        self._receive()
+        self._fire_timers()
+        if not self._active and timeout != 0:
+            delay = timeout
+            if self._timers:
+                due = max(0.0, self._timers[0][0] - _time.monotonic())
+                delay = due if delay is None else min(delay, due)
+            self.allocator.flush()
+            self.allocator.await_events(delay)
+            self._receive()
+            self._fire_timers()
+        if self._active:
+            self.steps += 1
+            active = sorted(self._active)
+            self._active.clear()
+            dataflows = self._dataflows
+            for index in active:
+                subgraph = dataflows.get(index)
+                if subgraph is not None and not subgraph.schedule():
+                    del dataflows[index]
+        self.allocator.flush()
+        return bool(self._dataflows)
+
+    def step_while(self, condition: Callable[[], bool], timeout: float | None = None) -> None:
+        """Step until ``condition()`` is false, parking when idle.
+
+        Raises :class:`StuckError` on a single worker when nothing can change any more but the
+        condition still holds (e.g. waiting on a probe of an input that was never advanced), and
+        :class:`TimeoutError` after ``timeout`` seconds if given.
+        """
+        deadline = None if timeout is None else _time.monotonic() + timeout
+        while condition():
+            if deadline is not None and _time.monotonic() > deadline:
+                raise TimeoutError(f"step_while: condition still true after {timeout} s")
+            if self.peers == 1 and not self._active and not self._timers:
+                raise StuckError(
+                    "step_while: the condition still holds but no dataflow has anything to do; "
+                    "did you forget to advance or close an input, or drop a capability?\n"
+                    + self.describe()
+                )
+            self.step_or_park(1.0 if deadline is None else max(0.0, min(1.0, deadline - _time.monotonic())))
+
+    def run(self) -> None:
+        """Step until every dataflow has completed (closing inputs left open by the caller is
+        the caller's job; see :func:`pytimely.execute`)."""
+        while self._dataflows:
+            if self.peers == 1 and not self._active and not self._timers:
+                raise StuckError(
+                    "the dataflows cannot complete: nothing has work to do but something still "
+                    "holds a capability or an input is open.\n" + self.describe()
+                )
+            self.step_or_park(1.0)
+
+    def close_inputs(self) -> None:
+        """Close every input handle of this worker (what leaving ``execute``'s function does)."""
+        for handle in self._inputs:
+            handle.close()
+
+    # -- introspection --------------------------------------------------------------------
+
+    def installed_dataflows(self) -> list[int]:
+        return sorted(self._dataflows)
+
+    def has_dataflows(self) -> bool:
+        return bool(self._dataflows)
+
+    def statistics(self) -> dict[str, Any]:
+        return {
+            "index": self.index,
+            "peers": self.peers,
+            "steps": self.steps,
+            "active": sorted(self._active),
+            "dataflows": {i: sg.statistics() for i, sg in self._dataflows.items()},
+        }
+
+    def describe(self) -> str:
+        """A human-readable account of what each live dataflow is waiting for."""
+        lines = []
+        for index, sg in sorted(self._dataflows.items()):
+            lines.append(f"dataflow {index} ({self._names.get(index)}):")
+            lines.extend(_describe_scope(sg, "  "))
+        return "\n".join(lines) if lines else "no dataflows"
+
+
+def _describe_scope(sg: Any, indent: str) -> list[str]:
+    from .progress.subgraph import Subgraph
+
+    lines = []
+    for loc, t, c in sg.tracker.positive_pointstamps():
+        name = sg.tracker.node_names[loc.node]
+        kind = "capability" if type(loc).__name__ == "Source" else "messages in flight"
+        lines.append(f"{indent}{name} {kind} at {loc}: time {t!r} x{c}")
+    for child in sg.children:
+        if isinstance(child, Subgraph):
+            lines.append(f"{indent}scope {child.name!r} at {child.path}:")
+            lines.extend(_describe_scope(child, indent + "  "))
+    return lines
