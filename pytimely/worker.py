@@ -12,6 +12,7 @@ order, so all workers that build the same dataflows in the same order agree on t
 
 from __future__ import annotations
 
+import gc
 import heapq
 import itertools
 import time as _time
@@ -90,8 +91,16 @@ class Worker:
         self._next_dataflow += 1
         name = name or f"Dataflow {index}"
         scope = Scope(self, name, domain_of(timestamp), (index,))
-        result = fn(scope)
-        subgraph: Subgraph = scope._build()
+        # Building allocates many long-lived objects and no garbage cycles; the cyclic
+        # collector would rescan all of them again and again (quadratic in dataflow size).
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            result = fn(scope)
+            subgraph: Subgraph = scope._build()
+        finally:
+            if collecting:
+                gc.enable()
 
         def activate() -> None:
             self._active.add(index)

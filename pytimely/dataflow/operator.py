@@ -25,7 +25,6 @@ All of it is drained by the scope after the logic returns, as one atomic batch.
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
@@ -84,7 +83,7 @@ class InputPort:
     def __init__(self, op: OperatorCore, index: int) -> None:
         self.op = op
         self.index = index
-        self.queue: deque[tuple[Any, Any]] = deque()
+        self.queue: list[tuple[Any, Any]] = []
         self._frontier = MutableAntichain()
         self.frontier = Frontier(self._frontier)
         self.consumed = op.shared.consumeds[index]
@@ -99,34 +98,37 @@ class InputPort:
         self.op.activate()
 
     def __iter__(self) -> Iterator[tuple[CapabilityRef, Any]]:
-        queue = self.queue
         consumed = self.consumed
         refs = self.op._refs
-        while queue:
-            t, batch = queue.popleft()
-            consumed.update(t, len(batch))
-            ref = CapabilityRef(t, self)
-            refs.append(ref)
-            yield ref, batch
+        while self.queue:
+            queue, self.queue = self.queue, []
+            for t, batch in queue:
+                consumed.update(t, len(batch))
+                ref = CapabilityRef(t, self)
+                refs.append(ref)
+                yield ref, batch
 
     def next(self) -> tuple[CapabilityRef, Any] | None:
         """The next message, or ``None``."""
         if not self.queue:
             return None
-        t, batch = self.queue.popleft()
+        t, batch = self.queue.pop(0)
         self.consumed.update(t, len(batch))
         ref = CapabilityRef(t, self)
         self.op._refs.append(ref)
         return ref, batch
 
-    def drain_batches(self) -> Iterator[tuple[Any, Any]]:
-        """Yield ``(time, batch)`` without capability refs (for operators that never send)."""
+    def drain_batches(self) -> list[tuple[Any, Any]]:
+        """Take every queued ``(time, batch)``, recording consumption, without capability
+        refs (for operators that forward data at its own time or never send)."""
         queue = self.queue
+        if not queue:
+            return queue
+        self.queue = []
         consumed = self.consumed
-        while queue:
-            t, batch = queue.popleft()
+        for t, batch in queue:
             consumed.update(t, len(batch))
-            yield t, batch
+        return queue
 
     def has_data(self) -> bool:
         return bool(self.queue)

@@ -167,10 +167,59 @@ class MutableAntichain:
         m._frontier.append(t)
         return m
 
+    def update_one(self, t: Any, d: int) -> tuple[tuple[Any, int], ...] | list[tuple[Any, int]]:
+        """Apply one count change; return the frontier changes it causes.
+
+        Integer times take a path that never scans the counts except when the frontier's only
+        element is retracted.
+        """
+        counts = self._counts
+        c = counts.get(t, 0) + d
+        if c:
+            counts[t] = c
+        elif t in counts:
+            del counts[t]
+        else:
+            return ()
+        frontier = self._frontier
+        if type(t) is int:
+            if d > 0:
+                if frontier:
+                    f = frontier[0]
+                    if f <= t or c <= 0:
+                        return ()
+                    self._frontier = [t]
+                    return ((f, -1), (t, 1))
+                if c > 0:
+                    self._frontier = [t]
+                    return ((t, 1),)
+                return ()
+            if c > 0 or not frontier or frontier[0] != t:
+                return ()
+            m = None
+            for k, v in counts.items():
+                if v > 0 and (m is None or k < m):
+                    m = k
+            if m is None:
+                self._frontier = []
+                return ((t, -1),)
+            self._frontier = [m]
+            return ((t, -1), (m, 1))
+        if d > 0:
+            for f in frontier:
+                if less_equal(f, t):
+                    return ()
+        elif t not in frontier:
+            return ()
+        return self._rebuild()
+
     def update_iter(self, updates: Iterable[tuple[Any, int]]) -> list[tuple[Any, int]]:
         """Apply count changes; return the resulting frontier changes (each ±1)."""
         counts = self._counts
         frontier = self._frontier
+        if type(updates) is list and len(updates) == 1:
+            t, d = updates[0]
+            return list(self.update_one(t, d)) if d else []
         rebuild = False
         for t, d in updates:
             if not d:

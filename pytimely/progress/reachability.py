@@ -440,7 +440,7 @@ class Tracker:
             imp = implications[loc]
             if imp is None:
                 imp = implications[loc] = MutableAntichain()
-            changes = imp.update_iter(((t, d),))
+            changes = imp.update_one(t, d)
             if not changes:
                 continue
             if loc_is_source[loc]:
