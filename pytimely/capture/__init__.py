@@ -1,0 +1,64 @@
+"""Capture and replay storage: the event model and its writers/readers.
+
+* :mod:`.event` -- :class:`Event` (``Event.Progress``, ``Event.Messages``), the writer/reader
+  protocols, :func:`extract`.
+* :mod:`.link` -- in-memory :class:`EventLink` (:class:`LinkWriter` / :class:`LinkReader`).
+* :mod:`.fileformat` -- the versioned, checksummed binary capture format for files
+  (:class:`FileWriter` / :class:`FileReader`) and streams (:class:`StreamWriter` /
+  :class:`StreamReader`); its module docstring is the format specification.
+* :mod:`.parquet` -- :class:`ParquetWriter` / :class:`ParquetReader` (needs pyarrow).
+* :mod:`.inspect` -- :func:`inspect_file`, the engine of ``pytimely replay FILE --inspect``.
+"""
+
+from .event import (
+    Event,
+    EventReader,
+    EventWriter,
+    Messages,
+    Progress,
+    batch_equal,
+    batch_len,
+    batch_records,
+    extract,
+)
+from .fileformat import (
+    FORMAT_VERSION,
+    MAGIC,
+    FileReader,
+    FileWriter,
+    StreamReader,
+    StreamWriter,
+    read_events,
+    read_header,
+    write_events,
+)
+from .inspect import inspect_file
+from .link import EventLink, LinkReader, LinkWriter
+from .parquet import ParquetReader, ParquetWriter
+
+__all__ = [
+    "FORMAT_VERSION",
+    "MAGIC",
+    "Event",
+    "EventLink",
+    "EventReader",
+    "EventWriter",
+    "FileReader",
+    "FileWriter",
+    "LinkReader",
+    "LinkWriter",
+    "Messages",
+    "ParquetReader",
+    "ParquetWriter",
+    "Progress",
+    "StreamReader",
+    "StreamWriter",
+    "batch_equal",
+    "batch_len",
+    "batch_records",
+    "extract",
+    "inspect_file",
+    "read_events",
+    "read_header",
+    "write_events",
+]

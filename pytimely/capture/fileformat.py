@@ -1,0 +1,1116 @@
+"""The pytimely capture format: files and byte streams of events.
+
+A *capture* is a self-describing, versioned, append-only sequence of checksummed frames, one per
+event.  The same bytes are written to files (:class:`FileWriter` / :class:`FileReader`) and to
+sockets, pipes or any binary stream (:class:`StreamWriter` / :class:`StreamReader`).  Decoding
+never unpickles anything unless *both* the writer and the reader opted in with
+``allow_pickle=True``.
+
+FORMAT (version 1)
+==================
+
+All integers are little-endian.  CRC32 is ``zlib.crc32`` (IEEE 802.3, as in gzip and PNG).
+
+Header (once, at byte 0)::
+
+    offset  size  field
+    0       8     magic  b"\\x89PTC\\r\\n\\x1a\\n"   (PNG-style: catches 7-bit and newline mangling)
+    8       2     format version (u16) = 1
+    10      2     flags (u16) = 0, reserved
+    12      4     metadata length M (u32), at most 1 MiB
+    16      4     CRC32 of bytes 0..16 followed by the metadata
+    20      M     metadata: a UTF-8 JSON object
+
+Metadata keys: ``"format": "pytimely-capture"``, ``"version": 1``, ``"creator"`` (pytimely and
+Python versions), ``"created"`` (UTC ISO-8601), ``"time_type"`` (informational: ``"int"``,
+``"Product(int, int)"``, ... or ``"any"``; every time in a frame is self-describing anyway),
+``"batch_codec": "pytimely-tagged-1"`` and ``"user"`` (the writer's ``metadata=`` dict).  Readers
+ignore unknown keys.
+
+Frames (any number, back to back, immediately after the header)::
+
+    offset  size  field
+    0       4     body length N (u32)
+    4       1     frame type: 1 PROGRESS, 2 MESSAGES, 3 END
+    5       1     flags: bit 0 = the body contains pickled data; other bits 0
+    6       2     reserved (u16) = 0
+    8       4     CRC32 of the body
+    12      4     CRC32 of bytes 0..12 of this frame header
+    16      N     body
+
+Bodies (codecs of :mod:`pytimely.capture.codec`: *tagged values* for times and records, *batch
+codecs* for lists / numpy arrays / Arrow IPC)::
+
+    PROGRESS  u8 mode; mode 0: u32 n, n x (tagged time, tagged delta)
+                       mode 1: u32 n, n x i64 time, n x i64 delta   (all times ints)
+    MESSAGES  tagged time, then the batch (codec byte + payload) up to the end of the body
+    END       empty: the writer's close() -- the stream was finished cleanly
+
+Every byte of a capture is covered by a checksum (no padding), and CRC32 detects every error
+confined to 32 consecutive bits, so any single corrupted byte is always detected.
+
+Reading rules
+-------------
+* Frames are decoded strictly in order.  Anything wrong -- magic, unsupported version, a header
+  or body checksum, an unknown frame type or flag, a non-zero reserved field, a length above
+  the reader's ``max_frame`` (default 4 GiB - 1, the format's limit), an undecodable body, a pickle frame without opt-in -- is a
+  :class:`~pytimely.errors.CaptureError` whose message names the file (or stream) and the byte
+  offset of the offending header or frame (also available as ``err.path`` / ``err.offset``).
+* **Errors come after the good prefix.**  ``poll()`` first returns every event decoded before the
+  problem; the *next* ``poll()`` raises.  A raised error is sticky (every later ``poll()``
+  raises it again); ``done`` becomes true only once it has been raised, so a replay that drains
+  ``poll()`` until ``done`` always sees all complete events *and then* the error.
+* **Truncation.**  A final frame (or header) cut short is a
+  :class:`~pytimely.errors.TruncatedCapture`, raised in the same way after the complete prefix.
+  ``reader.truncated`` holds the byte offset where the partial frame starts as soon as it is
+  known (``None`` otherwise).  With ``FileReader(path, tail=True)`` a partial final frame is
+  simply "not yet available": the reader waits for the writer to finish it.
+* ``done``: a ``FileReader`` with ``tail=False`` is done at end of file; with ``tail=True`` when
+  the last frame it has read is END and nothing follows it.  A ``StreamReader`` is done at the
+  END frame; a stream that closes without one raises ``TruncatedCapture`` (the writer died).
+  ``reader.closed_cleanly`` tells whether the last frame read was END.
+
+Writing rules
+-------------
+* ``push()`` encodes the event into a buffer (written out once it exceeds ``buffer_size``);
+  ``flush(fsync=False)`` hands the buffer to the OS (visible to tailing readers), ``fsync=True``
+  also forces it to stable storage; ``close()`` appends END, flushes and fsyncs.  Leaving a
+  ``with`` block by an exception flushes but does *not* write END (the stream did not finish).
+* **Appending.**  ``FileWriter(path)`` (``mode="a"``, the default) on an existing non-empty file
+  first validates it: the magic and version must match (and ``time_type``, if both give one),
+  every frame's checksums must hold, and the file must not end in a partial frame (pass
+  ``repair=True`` to cut such a torn tail off, the only time a writer ever shrinks a file).  New
+  frames then go after the existing ones; an END frame already there stays where it is (bytes
+  are never rewritten), readers simply read on past it.  Note for replay: every captured stream
+  retracts its implicit initial capability itself, so appending a *second, independent* capture
+  to a file does not make one valid stream -- keep separate captures in separate files (replay
+  takes many readers).  ``mode="w"`` truncates, ``mode="x"`` requires a new file.  A writer
+  holds an exclusive advisory lock (``flock``) on its file; a second writer fails fast.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import select
+import socket
+import struct
+import sys
+import time as _time
+import zlib
+from array import array
+from collections.abc import Iterator
+from typing import Any, Self
+
+from ..errors import CaptureError, TruncatedCapture
+from . import codec
+from .codec import CodecError
+from .event import Messages, Progress
+
+__all__ = [
+    "FORMAT_VERSION",
+    "MAGIC",
+    "FileReader",
+    "FileWriter",
+    "StreamReader",
+    "StreamWriter",
+    "encode_event",
+    "read_events",
+    "read_header",
+    "write_events",
+]
+
+MAGIC = b"\x89PTC\r\n\x1a\n"
+FORMAT_VERSION = 1
+BATCH_CODEC = "pytimely-tagged-1"
+
+_HEADER = struct.Struct("<8sHHII")  # magic, version, flags, metadata length, crc
+HEADER_SIZE = _HEADER.size  # 20
+MAX_METADATA = 1 << 20
+
+_FRAME = struct.Struct("<IBBHII")  # length, type, flags, reserved, body crc, header crc
+FRAME_HEADER_SIZE = _FRAME.size  # 16
+_FRAME_PREFIX = struct.Struct("<IBBHI")  # the 12 bytes covered by the header crc
+
+F_PROGRESS, F_MESSAGES, F_END = 1, 2, 3
+_FRAME_NAMES = {F_PROGRESS: "PROGRESS", F_MESSAGES: "MESSAGES", F_END: "END"}
+FLAG_PICKLE = 0x01
+_KNOWN_FLAGS = FLAG_PICKLE
+
+MAX_BODY = (1 << 32) - 1
+DEFAULT_MAX_FRAME = (1 << 32) - 1  # readers accept anything a writer can write
+
+_U32 = struct.Struct("<I")
+_LITTLE = sys.byteorder == "little"
+_I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
+
+
+def _error(cls: type, name: str, offset: int, what: str) -> CaptureError:
+    e = cls(f"{name}: {what} at byte offset {offset}")
+    e.path = name  # type: ignore[attr-defined]
+    e.offset = offset  # type: ignore[attr-defined]
+    return e
+
+
+# --------------------------------------------------------------------------------------------
+# Encoding
+
+
+def _creator() -> str:
+    try:
+        from importlib.metadata import version
+
+        v = version("pytimely")
+    except Exception:  # noqa: BLE001 - not installed, or broken metadata
+        v = "dev"
+    return f"pytimely {v} (Python {sys.version.split()[0]})"
+
+
+def _time_type_name(tt: Any) -> str:
+    if tt is None:
+        return "any"
+    if isinstance(tt, str):
+        return tt
+    name = getattr(tt, "__name__", None)
+    return name if isinstance(name, str) else repr(tt)
+
+
+def encode_header(time_type: Any = None, metadata: dict | None = None) -> tuple[bytes, dict]:
+    """The header bytes of a new capture and the metadata dict they carry."""
+    meta = {
+        "format": "pytimely-capture",
+        "version": FORMAT_VERSION,
+        "creator": _creator(),
+        "created": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "time_type": _time_type_name(time_type),
+        "batch_codec": BATCH_CODEC,
+        "user": dict(metadata or {}),
+    }
+    try:
+        raw = json.dumps(meta, sort_keys=True, allow_nan=False).encode("utf-8")
+    except (TypeError, ValueError) as e:
+        raise CaptureError(f"capture metadata must be JSON-serializable: {e}") from e
+    if len(raw) > MAX_METADATA:
+        raise CaptureError("capture metadata larger than 1 MiB")
+    prefix = struct.pack("<8sHHI", MAGIC, FORMAT_VERSION, 0, len(raw))
+    crc = zlib.crc32(raw, zlib.crc32(prefix))
+    return prefix + _U32.pack(crc) + raw, meta
+
+
+def _frame(ftype: int, flags: int, body: Any) -> bytes:
+    n = len(body)
+    if n > MAX_BODY:
+        raise CaptureError(f"event too large for one frame ({n} bytes; the limit is 4 GiB)")
+    prefix = _FRAME_PREFIX.pack(n, ftype, flags, 0, zlib.crc32(body))
+    return prefix + _U32.pack(zlib.crc32(prefix)) + bytes(body)
+
+
+def encode_event(event: Any, allow_pickle: bool = False) -> bytes:
+    """One complete frame (header + body) for ``event``."""
+    body = bytearray()
+    t = type(event)
+    try:
+        if t is Messages:
+            used = codec.encode_value(event.time, body, allow_pickle)
+            used = codec.encode_batch(event.batch, body, allow_pickle) or used
+            ftype = F_MESSAGES
+        elif t is Progress:
+            used = _encode_progress(event.changes, body, allow_pickle)
+            ftype = F_PROGRESS
+        else:
+            raise CaptureError(
+                f"can only capture Progress or Messages events, not {t.__module__}.{t.__qualname__}"
+            )
+    except CodecError as e:
+        raise CaptureError(f"cannot encode {t.__name__} event: {e}") from None
+    return _frame(ftype, FLAG_PICKLE if used else 0, body)
+
+
+def _encode_progress(changes: tuple, out: bytearray, allow_pickle: bool) -> bool:
+    n = len(changes)
+    if all(
+        type(t) is int and _I64_MIN <= t <= _I64_MAX and _I64_MIN <= d <= _I64_MAX
+        for t, d in changes
+    ):
+        times = array("q", [t for t, _ in changes])
+        deltas = array("q", [d for _, d in changes])
+        if not _LITTLE:
+            times.byteswap()
+            deltas.byteswap()
+        out.append(1)
+        out += _U32.pack(n)
+        out += times.tobytes()
+        out += deltas.tobytes()
+        return False
+    out.append(0)
+    out += _U32.pack(n)
+    used = False
+    for t, d in changes:
+        used = codec.encode_value(t, out, allow_pickle) or used
+        codec.encode_value(int(d), out, False)
+    return used
+
+
+def _decode_progress(c: Any) -> Progress:
+    mode = c.u8()
+    if mode == 1:
+        n = c.count(16)
+        times = array("q")
+        times.frombytes(c.take(8 * n))
+        deltas = array("q")
+        deltas.frombytes(c.take(8 * n))
+        if not _LITTLE:
+            times.byteswap()
+            deltas.byteswap()
+        changes = tuple(zip(times.tolist(), deltas.tolist()))
+    elif mode == 0:
+        n = c.count(2)
+        changes_l = []
+        for _ in range(n):
+            t = c.value()
+            d = c.value()
+            if type(d) is not int:
+                raise CodecError("progress delta is not an integer")
+            changes_l.append((t, d))
+        changes = tuple(changes_l)
+    else:
+        raise CodecError(f"unknown progress encoding {mode}")
+    if c.pos != c.end:
+        raise CodecError(f"{c.end - c.pos} unexpected bytes after the progress changes")
+    ev = Progress.__new__(Progress)
+    object.__setattr__(ev, "changes", changes)
+    return ev
+
+
+def _decode_messages(c: Any) -> Messages:
+    t = c.value()
+    return Messages(t, codec._decode_batch(c))
+
+
+def decode_body(ftype: int, body: Any, allow_pickle: bool = False) -> Any:
+    """The event of a PROGRESS or MESSAGES frame body (raises ``CodecError``)."""
+    c = codec._Cursor(body, 0, None, allow_pickle)
+    return codec._guard(_decode_messages if ftype == F_MESSAGES else _decode_progress, c)
+
+
+# --------------------------------------------------------------------------------------------
+# Incremental parsing (shared by file and stream readers and by the append scan)
+
+
+class _Parser:
+    """Turns a growing byte buffer into events; never reads past what it was fed."""
+
+    def __init__(self, name: str, allow_pickle: bool, max_frame: int, decode: bool = True):
+        self.name = name
+        self.allow_pickle = allow_pickle
+        self.max_frame = max_frame
+        self.decode = decode
+        self.buf = bytearray()
+        self.start = 0  # index in buf of the first unparsed byte
+        self.base = 0  # absolute offset of buf[0]
+        self.metadata: dict | None = None
+        self.version: int | None = None
+        self.ended = False  # the last frame parsed was END
+        self.frames = 0
+        self.error: CaptureError | None = None
+
+    @property
+    def offset(self) -> int:
+        """Absolute offset of the first byte not yet parsed."""
+        return self.base + self.start
+
+    @property
+    def pending(self) -> int:
+        """Bytes fed but not yet part of a complete frame."""
+        return len(self.buf) - self.start
+
+    def feed(self, data: bytes) -> None:
+        if self.start and (self.start > (1 << 20) or self.start == len(self.buf)):
+            self.buf = self.buf[self.start :]  # a copy: never resizes a buffer still viewed
+            self.base += self.start
+            self.start = 0
+        try:
+            self.buf += data
+        except BufferError:  # pragma: no cover - a decoded object still views the buffer
+            self.buf = self.buf + data
+
+    def _fail(self, offset: int, what: str) -> None:
+        self.error = _error(CaptureError, self.name, offset, what)
+
+    def _parse_header(self) -> bool:
+        buf, s = self.buf, self.start
+        have = len(buf) - s
+        k = min(have, len(MAGIC))
+        if buf[s : s + k] != MAGIC[:k]:
+            self._fail(self.offset, "not a pytimely capture (bad magic bytes)")
+            return False
+        if have < HEADER_SIZE:
+            return False
+        _, version, flags, mlen, crc = _HEADER.unpack_from(buf, s)
+        if version != FORMAT_VERSION:
+            self._fail(
+                self.offset + 8,
+                f"unsupported capture format version {version} "
+                f"(this pytimely reads version {FORMAT_VERSION})",
+            )
+            return False
+        if mlen > MAX_METADATA:
+            self._fail(
+                self.offset + 12, f"header metadata length {mlen} is too large (corrupt header)"
+            )
+            return False
+        if have < HEADER_SIZE + mlen:
+            return False
+        raw = bytes(buf[s + HEADER_SIZE : s + HEADER_SIZE + mlen])
+        if zlib.crc32(raw, zlib.crc32(buf[s : s + 16])) != crc:
+            self._fail(self.offset, "header checksum mismatch (corrupt header)")
+            return False
+        if flags != 0:
+            self._fail(self.offset + 10, f"unknown header flags 0x{flags:04x}")
+            return False
+        try:
+            meta = json.loads(raw.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError) as e:
+            self._fail(self.offset + HEADER_SIZE, f"header metadata is not valid JSON ({e})")
+            return False
+        if not isinstance(meta, dict):
+            self._fail(self.offset + HEADER_SIZE, "header metadata is not a JSON object")
+            return False
+        self.metadata = meta
+        self.version = version
+        self.start = s + HEADER_SIZE + mlen
+        return True
+
+    def parse(self, limit: int = -1) -> list:
+        """Decode complete frames (at most ``limit`` events; -1 = all).  Sets ``self.error``."""
+        out: list = []
+        if self.error is not None:
+            return out
+        if self.metadata is None and not self._parse_header():
+            return out
+        buf = self.buf
+        while limit != 0:
+            s = self.start
+            if len(buf) - s < FRAME_HEADER_SIZE:
+                break
+            n, ftype, flags, reserved, bcrc, hcrc = _FRAME.unpack_from(buf, s)
+            off = self.base + s
+            if zlib.crc32(buf[s : s + 12]) != hcrc:
+                self._fail(off, "frame header checksum mismatch (corrupt frame)")
+                break
+            if ftype not in _FRAME_NAMES:
+                self._fail(off, f"unknown frame type {ftype}")
+                break
+            if flags & ~_KNOWN_FLAGS or reserved:
+                self._fail(off, f"unknown frame flags 0x{flags:02x}/0x{reserved:04x}")
+                break
+            if n > self.max_frame:
+                self._fail(off, f"frame length {n} exceeds the limit max_frame={self.max_frame}")
+                break
+            if ftype == F_END and (n or flags):
+                self._fail(off, "END frame with a body")
+                break
+            if len(buf) - s - FRAME_HEADER_SIZE < n:
+                break
+            b0 = s + FRAME_HEADER_SIZE
+            body = memoryview(buf)[b0 : b0 + n]
+            try:
+                if zlib.crc32(body) != bcrc:
+                    self._fail(
+                        off, f"{_FRAME_NAMES[ftype]} frame body checksum mismatch (corrupt frame)"
+                    )
+                    break
+                if flags & FLAG_PICKLE and self.decode and not self.allow_pickle:
+                    self._fail(
+                        off,
+                        f"{_FRAME_NAMES[ftype]} frame contains pickled data; pass allow_pickle=True "
+                        "to the reader only if you trust where this capture came from",
+                    )
+                    break
+                if ftype == F_END:
+                    ev = None
+                elif not self.decode:
+                    ev = True
+                else:
+                    try:
+                        ev = decode_body(ftype, body, self.allow_pickle)
+                    except CodecError as e:
+                        self._fail(off, f"undecodable {_FRAME_NAMES[ftype]} frame: {e}")
+                        break
+            finally:
+                body.release()
+            self.start = b0 + n
+            self.frames += 1
+            if ev is None:
+                self.ended = True
+            else:
+                self.ended = False
+                out.append(ev)
+                limit -= 1
+        return out
+
+    def eof_error(self, what_if_clean: str | None = None) -> CaptureError | None:
+        """The error to report when no more bytes will come (None if the end is clean)."""
+        if self.error is not None:
+            return self.error
+        if self.metadata is None:
+            have = self.pending
+            if have == 0:
+                return _error(TruncatedCapture, self.name, self.offset, "empty capture (no header)")
+            return _error(
+                TruncatedCapture,
+                self.name,
+                self.offset,
+                f"truncated header ({have} bytes present)",
+            )
+        if self.pending:
+            s = self.start
+            if self.pending >= FRAME_HEADER_SIZE:
+                n = _FRAME.unpack_from(self.buf, s)[0]
+                what = (
+                    f"truncated final frame ({self.pending} of {FRAME_HEADER_SIZE + n} bytes "
+                    "present); the complete frames before it are intact"
+                )
+            else:
+                what = (
+                    f"truncated final frame ({self.pending} bytes of its "
+                    f"{FRAME_HEADER_SIZE}-byte header present); the complete frames before it "
+                    "are intact"
+                )
+            return _error(TruncatedCapture, self.name, self.offset, what)
+        if what_if_clean is not None and not self.ended:
+            return _error(TruncatedCapture, self.name, self.offset, what_if_clean)
+        return None
+
+
+class _ReaderBase:
+    """Deferred-error bookkeeping shared by the file and stream readers."""
+
+    _parser: _Parser
+
+    def _init_state(self) -> None:
+        self._pending_error: CaptureError | None = None
+        self._raised = False
+        self._done = False
+
+    @property
+    def done(self) -> bool:
+        """True once no more events will come (and any error has been raised)."""
+        return self._done
+
+    @property
+    def error(self) -> CaptureError | None:
+        """The error met so far (raised by the poll after the good prefix), or None."""
+        return self._pending_error
+
+    @property
+    def truncated(self) -> int | None:
+        """Byte offset where a truncated final frame (or header) starts, once known."""
+        e = self._pending_error
+        return e.offset if isinstance(e, TruncatedCapture) else None  # type: ignore[attr-defined]
+
+    @property
+    def metadata(self) -> dict | None:
+        """The header's metadata dict (None until the header has been read)."""
+        return self._parser.metadata
+
+    @property
+    def offset(self) -> int:
+        """Bytes of the capture consumed so far (header and complete frames)."""
+        return self._parser.offset
+
+    @property
+    def closed_cleanly(self) -> bool:
+        """Whether the last frame read so far is END."""
+        return self._parser.ended
+
+    def _finish(self, events: list) -> list:
+        if self._pending_error is not None and not events:
+            self._raised = True
+            self._done = True
+            raise self._pending_error
+        return events
+
+    def _check_raised(self) -> None:
+        if self._raised:
+            raise self._pending_error  # type: ignore[misc]
+
+    def __iter__(self) -> Iterator:
+        """All events until ``done`` (sleeping briefly while a tailing reader waits)."""
+        while not self._done:
+            evs = self.poll()  # type: ignore[attr-defined]
+            if evs:
+                yield from evs
+            elif not self._done:
+                _time.sleep(0.005)
+
+
+# --------------------------------------------------------------------------------------------
+# Files
+
+
+class FileReader(_ReaderBase):
+    """Reads a capture file; ``poll()`` returns every complete event available now.
+
+    ``tail=True`` follows a file that is still being written (it may not even exist yet); a
+    partial final frame is then just not available yet.  See the module docs for errors,
+    truncation and ``done``.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike,
+        tail: bool = False,
+        allow_pickle: bool = False,
+        *,
+        max_frame: int = DEFAULT_MAX_FRAME,
+        chunk_size: int = 16 << 20,
+    ) -> None:
+        self.path = os.fspath(path)
+        self.tail = tail
+        self._parser = _Parser(self.path, allow_pickle, max_frame)
+        self._chunk = chunk_size
+        self._f: Any = None
+        self._init_state()
+        if not tail:
+            self._open()
+
+    def _open(self) -> bool:
+        try:
+            self._f = open(self.path, "rb", buffering=0)  # noqa: SIM115 - held by the reader
+            return True
+        except FileNotFoundError as e:
+            if self.tail:
+                return False
+            raise CaptureError(f"{self.path}: no such capture file") from e
+        except OSError as e:
+            raise CaptureError(f"{self.path}: cannot open capture file: {e}") from e
+
+    def poll(self, max_events: int | None = None) -> list:
+        """Complete events available now (``[]`` if none); raises a deferred error."""
+        self._check_raised()
+        if self._done:
+            return []
+        if self._pending_error is not None:  # every event before it was already returned
+            return self._finish([])
+        if self._f is None and not self._open():
+            return []
+        p = self._parser
+        limit = -1 if max_events is None else max_events
+        events: list = []
+        eof = False
+        while True:
+            events += p.parse(limit - len(events) if limit >= 0 else -1)
+            if p.error is not None or (limit >= 0 and len(events) >= limit):
+                break
+            try:
+                data = self._f.read(self._chunk)
+            except OSError as e:
+                raise CaptureError(f"{self.path}: read failed: {e}") from e
+            if not data:
+                eof = True
+                break
+            p.feed(data)
+        if p.error is not None:
+            self._pending_error = p.error
+        elif eof:
+            if not self.tail:
+                err = p.eof_error()
+                if err is not None:
+                    self._pending_error = err
+                else:
+                    self._done = True
+                    self.close()
+            elif p.ended and not p.pending:
+                self._done = True
+                self.close()
+        return self._finish(events)
+
+    def close(self) -> None:
+        """Release the file handle (the reader can no longer poll new data)."""
+        if self._f is not None:
+            self._f.close()
+            self._f = None
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return (
+            f"FileReader({self.path!r}, tail={self.tail}, offset={self.offset}, done={self._done})"
+        )
+
+
+def read_header(path: str | os.PathLike) -> dict:
+    """The metadata of a capture file's header (validates magic, version and checksum)."""
+    name = os.fspath(path)
+    p = _Parser(name, False, DEFAULT_MAX_FRAME)
+    try:
+        with open(name, "rb") as f:
+            while p.metadata is None and p.error is None:
+                data = f.read(65536)
+                if not data:
+                    break
+                p.feed(data)
+                p.parse(0)
+    except OSError as e:
+        raise CaptureError(f"{name}: cannot read: {e}") from e
+    if p.metadata is None:
+        raise p.error or p.eof_error()  # type: ignore[misc]
+    return p.metadata
+
+
+class _BufferedWriter:
+    """Shared push/flush logic; subclasses provide ``_write(bytes)`` and ``_sync()``."""
+
+    name: str
+
+    def _init_writer(self, allow_pickle: bool, buffer_size: int) -> None:
+        self.allow_pickle = allow_pickle
+        self._buf = bytearray()
+        self._buffer_size = buffer_size
+        self._closed = False
+        self.events = 0
+
+    def push(self, event: Progress | Messages) -> None:
+        """Append one event (buffered; see ``flush``)."""
+        if self._closed:
+            raise CaptureError(f"{self.name}: push() after close()")
+        self._buf += encode_event(event, self.allow_pickle)
+        self.events += 1
+        if len(self._buf) >= self._buffer_size:
+            self._write_out()
+
+    def _write_out(self) -> None:
+        if self._buf:
+            data = bytes(self._buf)
+            self._buf.clear()
+            self._write(data)
+
+    def flush(self, fsync: bool = False) -> None:
+        """Hand buffered frames to the OS; with ``fsync`` force them to stable storage."""
+        if self._closed:
+            return
+        self._write_out()
+        if fsync:
+            self._sync()
+
+    def close(self) -> None:
+        """Append the END frame, flush, fsync, release (idempotent)."""
+        if self._closed:
+            return
+        try:
+            self._buf += _frame(F_END, 0, b"")
+            self.flush(fsync=True)
+        finally:
+            self._closed = True
+            self._release()
+
+    def _abort(self) -> None:
+        """Flush what was pushed, without END, and release."""
+        if self._closed:
+            return
+        try:
+            self.flush()
+        finally:
+            self._closed = True
+            self._release()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self._abort()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+
+class FileWriter(_BufferedWriter):
+    """Writes (or appends to) a capture file.  See the module docs for the rules."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike,
+        allow_pickle: bool = False,
+        *,
+        mode: str = "a",
+        time_type: Any = None,
+        metadata: dict | None = None,
+        buffer_size: int = 1 << 20,
+        repair: bool = False,
+        lock: bool = True,
+    ) -> None:
+        if mode not in ("a", "w", "x"):
+            raise ValueError("mode must be 'a' (append), 'w' (truncate) or 'x' (new file only)")
+        self.path = self.name = os.fspath(path)
+        self._init_writer(allow_pickle, buffer_size)
+        self._fd: int | None = None
+        flags = os.O_WRONLY | os.O_CREAT | getattr(os, "O_BINARY", 0) | getattr(os, "O_CLOEXEC", 0)
+        if mode == "x":
+            flags |= os.O_EXCL
+        try:
+            fd = os.open(self.path, flags, 0o644)
+        except FileExistsError as e:
+            raise CaptureError(f"{self.path}: capture file already exists (mode='x')") from e
+        except OSError as e:
+            raise CaptureError(f"{self.path}: cannot open for writing: {e}") from e
+        try:
+            if lock:
+                self._lock(fd)
+            size = os.fstat(fd).st_size
+            if mode == "w" and size:
+                os.ftruncate(fd, 0)
+                size = 0
+            if size:
+                end, meta = self._validate_existing(size, time_type, repair)
+                if end < size:
+                    os.ftruncate(fd, end)
+                self.metadata = meta
+                os.lseek(fd, 0, os.SEEK_END)
+            else:
+                header, self.metadata = encode_header(time_type, metadata)
+                os.lseek(fd, 0, os.SEEK_SET)
+                self._fd = fd
+                self._write(header)
+                os.fsync(fd)
+        except BaseException:
+            self._fd = None
+            os.close(fd)
+            raise
+        self._fd = fd
+
+    def _lock(self, fd: int) -> None:
+        try:
+            import fcntl
+        except ImportError:  # pragma: no cover - non-POSIX
+            return
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as e:
+            raise CaptureError(f"{self.path}: another writer has this capture file open") from e
+
+    def _validate_existing(self, size: int, time_type: Any, repair: bool) -> tuple[int, dict]:
+        p = _Parser(self.path, True, MAX_BODY, decode=False)
+        try:
+            with open(self.path, "rb", buffering=0) as f:
+                while True:
+                    p.parse()
+                    if p.error is not None:
+                        break
+                    data = f.read(16 << 20)
+                    if not data:
+                        break
+                    p.feed(data)
+        except OSError as e:
+            raise CaptureError(f"{self.path}: cannot read existing capture: {e}") from e
+        if p.error is not None:
+            raise p.error
+        err = p.eof_error()
+        if err is not None and (p.metadata is None or not repair):
+            if p.metadata is not None:
+                err.args = (err.args[0] + "; pass repair=True to cut the torn tail off and append",)
+            raise err
+        meta = p.metadata or {}
+        if time_type is not None and meta.get("time_type", "any") not in (
+            "any",
+            _time_type_name(time_type),
+        ):
+            raise CaptureError(
+                f"{self.path}: capture has time type {meta.get('time_type')!r}, "
+                f"not {_time_type_name(time_type)!r}; cannot append"
+            )
+        return p.offset, meta
+
+    def _write(self, data: bytes) -> None:
+        if self._fd is None:
+            raise CaptureError(f"{self.path}: writer is closed")
+        mv = memoryview(data)
+        try:
+            while mv:
+                n = os.write(self._fd, mv)
+                mv = mv[n:]
+        except OSError as e:
+            raise CaptureError(f"{self.path}: write failed: {e}") from e
+
+    def _sync(self) -> None:
+        if self._fd is not None:
+            try:
+                os.fsync(self._fd)
+            except OSError as e:
+                raise CaptureError(f"{self.path}: fsync failed: {e}") from e
+
+    def _release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def __del__(self) -> None:
+        fd = getattr(self, "_fd", None)
+        if fd is not None:
+            try:
+                self._write_out()
+            except Exception:  # noqa: BLE001, S110 - best effort during garbage collection
+                pass
+            os.close(fd)
+            self._fd = None
+
+    def __repr__(self) -> str:
+        return f"FileWriter({self.path!r}, events={self.events}, closed={self._closed})"
+
+
+def write_events(
+    path: str | os.PathLike, events: Any, allow_pickle: bool = False, **kw: Any
+) -> None:
+    """Write ``events`` to a new capture file (``mode="w"``) and close it cleanly."""
+    kw.setdefault("mode", "w")
+    with FileWriter(path, allow_pickle, **kw) as w:
+        for ev in events:
+            w.push(ev)
+
+
+def read_events(path: str | os.PathLike, allow_pickle: bool = False) -> list:
+    """Every event of a capture file (raises on truncation or corruption)."""
+    r = FileReader(path, allow_pickle=allow_pickle)
+    out: list = []
+    while not r.done:
+        out += r.poll()
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# Streams (sockets, pipes, file objects)
+
+
+def _stream_name(obj: Any) -> str:
+    if isinstance(obj, socket.socket):
+        try:
+            peer = obj.getpeername()
+            return f"<socket {peer}>" if peer else f"<socket fd={obj.fileno()}>"
+        except OSError:
+            return f"<socket fd={obj.fileno()}>"
+    return f"<stream {getattr(obj, 'name', type(obj).__name__)}>"
+
+
+class StreamWriter(_BufferedWriter):
+    """Writes a capture to a socket or a binary file object (the header is sent at once).
+
+    ``close()`` sends END, then shuts the socket down for writing and closes it (or closes the
+    file object); pass ``close_target=False`` to leave it open.
+    """
+
+    def __init__(
+        self,
+        target: Any,
+        allow_pickle: bool = False,
+        *,
+        time_type: Any = None,
+        metadata: dict | None = None,
+        buffer_size: int = 1 << 16,
+        close_target: bool = True,
+        name: str | None = None,
+    ) -> None:
+        self.target = target
+        self.name = name or _stream_name(target)
+        self._is_socket = isinstance(target, socket.socket)
+        self._close_target = close_target
+        self._init_writer(allow_pickle, buffer_size)
+        header, self.metadata = encode_header(time_type, metadata)
+        self._write(header)
+
+    def _write(self, data: bytes) -> None:
+        try:
+            if self._is_socket:
+                sock = self.target
+                if sock.gettimeout() == 0.0:
+                    mv = memoryview(data)
+                    while mv:
+                        try:
+                            n = sock.send(mv)
+                        except (BlockingIOError, InterruptedError):
+                            select.select([], [sock], [])
+                            continue
+                        mv = mv[n:]
+                else:
+                    sock.sendall(data)
+            else:
+                mv = memoryview(data)
+                while mv:
+                    n = self.target.write(mv)
+                    if n is None:  # non-blocking raw stream with nothing written
+                        _time.sleep(0.001)
+                        continue
+                    mv = mv[n:]
+        except OSError as e:
+            raise CaptureError(f"{self.name}: write failed: {e}") from e
+
+    def _sync(self) -> None:
+        if self._is_socket:
+            return
+        try:
+            if hasattr(self.target, "flush"):
+                self.target.flush()
+            fileno = getattr(self.target, "fileno", None)
+            if fileno is not None:
+                try:
+                    fd = fileno()
+                except (OSError, ValueError):
+                    return
+                try:
+                    os.fsync(fd)
+                except OSError:
+                    pass  # pipes and ttys cannot be fsynced
+        except OSError as e:
+            raise CaptureError(f"{self.name}: flush failed: {e}") from e
+
+    def flush(self, fsync: bool = False) -> None:
+        """Send buffered frames; for file objects also flush them (``fsync`` forces to disk)."""
+        if self._closed:
+            return
+        self._write_out()
+        if not self._is_socket and hasattr(self.target, "flush"):
+            try:
+                self.target.flush()
+            except OSError as e:
+                raise CaptureError(f"{self.name}: flush failed: {e}") from e
+        if fsync:
+            self._sync()
+
+    def _release(self) -> None:
+        if not self._close_target:
+            return
+        try:
+            if self._is_socket:
+                try:
+                    self.target.shutdown(socket.SHUT_WR)
+                except OSError:
+                    pass
+            self.target.close()
+        except OSError:
+            pass
+
+    def __repr__(self) -> str:
+        return f"StreamWriter({self.name}, events={self.events}, closed={self._closed})"
+
+
+class StreamReader(_ReaderBase):
+    """Reads a capture from a socket, pipe or binary file object without ever blocking.
+
+    A socket is switched to non-blocking mode; an object with a ``fileno()`` (a pipe) is read
+    with non-blocking ``os.read``; any other object's ``read(n)`` is called as is (it should not
+    block, e.g. ``io.BytesIO``).  ``done`` at the END frame; end of stream without END raises
+    :class:`~pytimely.errors.TruncatedCapture` (after the complete prefix).
+    """
+
+    def __init__(
+        self,
+        source: Any,
+        allow_pickle: bool = False,
+        *,
+        max_frame: int = DEFAULT_MAX_FRAME,
+        name: str | None = None,
+        max_read: int = 64 << 20,
+        close_source: bool = True,
+    ) -> None:
+        self.source = source
+        self.name = name or _stream_name(source)
+        self._parser = _Parser(self.name, allow_pickle, max_frame)
+        self._max_read = max_read
+        self._close_source = close_source
+        self._init_state()
+        self._fd: int | None = None
+        if isinstance(source, socket.socket):
+            source.setblocking(False)
+            self._kind = "socket"
+        else:
+            fd = None
+            fileno = getattr(source, "fileno", None)
+            if fileno is not None:
+                try:
+                    fd = fileno()
+                except (OSError, ValueError, AttributeError):
+                    fd = None
+            if fd is not None and not hasattr(source, "getvalue"):
+                os.set_blocking(fd, False)
+                self._fd = fd
+                self._kind = "fd"
+            else:
+                self._kind = "read"
+
+    def _read_available(self) -> tuple[bytes, bool]:
+        """(bytes available now, eof)."""
+        chunks = []
+        total = 0
+        eof = False
+        while total < self._max_read:
+            try:
+                if self._kind == "socket":
+                    data = self.source.recv(1 << 20)
+                elif self._kind == "fd":
+                    data = os.read(self._fd, 1 << 20)  # type: ignore[arg-type]
+                else:
+                    data = self.source.read(1 << 20)
+                    if data is None:
+                        break
+            except (BlockingIOError, InterruptedError):
+                break
+            except ConnectionResetError:
+                eof = True
+                break
+            except OSError as e:
+                raise CaptureError(f"{self.name}: read failed: {e}") from e
+            if not data:
+                eof = True
+                break
+            chunks.append(data)
+            total += len(data)
+        return b"".join(chunks), eof
+
+    def poll(self, max_events: int | None = None) -> list:
+        """Complete events available now (``[]`` if none); raises a deferred error."""
+        self._check_raised()
+        if self._done:
+            return []
+        if self._pending_error is not None:  # every event before it was already returned
+            return self._finish([])
+        p = self._parser
+        limit = -1 if max_events is None else max_events
+        events = p.parse(limit)
+        eof = False
+        if p.error is None and not p.ended and (limit < 0 or len(events) < limit):
+            data, eof = self._read_available()
+            if data:
+                p.feed(data)
+                events += p.parse(limit - len(events) if limit >= 0 else -1)
+        if p.error is not None:
+            self._pending_error = p.error
+        elif p.ended:
+            self._done = True
+            self._release()
+        elif eof:
+            self._pending_error = p.eof_error(
+                "stream closed without an END frame (the writer stopped before close())"
+            )
+            self._release()
+        return self._finish(events)
+
+    def _release(self) -> None:
+        if self._close_source:
+            try:
+                self.source.close()
+            except OSError:
+                pass
+
+    def close(self) -> None:
+        self._release()
+
+    def __repr__(self) -> str:
+        return f"StreamReader({self.name}, offset={self.offset}, done={self._done})"
