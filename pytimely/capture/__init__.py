@@ -8,6 +8,8 @@
   :class:`StreamReader`); its module docstring is the format specification.
 * :mod:`.parquet` -- :class:`ParquetWriter` / :class:`ParquetReader` (needs pyarrow).
 * :mod:`.inspect` -- :func:`inspect_file`, the engine of ``pytimely replay FILE --inspect``.
+* ``replay_into(readers, scope)`` -- replay recorded streams into a dataflow (defined in
+  :mod:`pytimely.dataflow.operators.replay`).
 """
 
 from .event import (
@@ -36,6 +38,14 @@ from .inspect import inspect_file
 from .link import EventLink, LinkReader, LinkWriter
 from .parquet import ParquetReader, ParquetWriter
 
+
+def __getattr__(name: str):  # replay lives in the dataflow layer, which imports this package
+    if name in ("replay_into", "ReplayHandle"):
+        from ..dataflow.operators import replay
+
+        return getattr(replay, name)
+    raise AttributeError(name)
+
 __all__ = [
     "FORMAT_VERSION",
     "MAGIC",
@@ -61,4 +71,6 @@ __all__ = [
     "read_events",
     "read_header",
     "write_events",
+    "replay_into",
+    "ReplayHandle",
 ]

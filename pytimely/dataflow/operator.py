@@ -78,15 +78,19 @@ class Frontier:
 class InputPort:
     """An operator input: a FIFO of ``(time, batch)`` messages plus the input frontier."""
 
-    __slots__ = ("op", "index", "queue", "_frontier", "frontier", "consumed")
+    __slots__ = ("op", "index", "queue", "_frontier", "consumed")
 
     def __init__(self, op: OperatorCore, index: int) -> None:
         self.op = op
         self.index = index
         self.queue: list[tuple[Any, Any]] = []
         self._frontier = MutableAntichain()
-        self.frontier = Frontier(self._frontier)
         self.consumed = op.shared.consumeds[index]
+
+    @property
+    def frontier(self) -> Frontier:
+        """The times that may still arrive on this input."""
+        return Frontier(self._frontier)
 
     @property
     def op_name(self) -> str:
@@ -346,17 +350,21 @@ class OperatorCore:
         self.outputs = outputs
         self.shared = SharedProgress(inputs, outputs)
         self.summary_rows = summary_rows
-        self._interest = list(interest)
-        identity = scope.domain.identity()
-        self._identity_to = [
-            [any(s == identity for s in cell) for cell in row] for row in summary_rows
-        ]
+        self._interest = interest
         self.input_ports = [InputPort(self, i) for i in range(inputs)]
         self.output_ports = [OutputPort(self, o) for o in range(outputs)]
         self._refs: list[CapabilityRef] = []
-        self._logic: Callable[[], Any] | None = None
+        self._logic: Callable[..., Any] | None = None
+        self._ports: tuple[Any, ...] = ()
         self._subgraph: Any = None
         self.invocations = 0
+
+    @property
+    def _identity_to(self) -> list[list[bool]]:
+        """``[i][o]``: input ``i`` reaches output ``o`` with the identity summary (so a message's
+        own capability is valid there)."""
+        identity = self.scope.domain.identity()
+        return [[any(s == identity for s in cell) for cell in row] for row in self.summary_rows]
 
     # -- Operate --------------------------------------------------------------------------
 
@@ -392,7 +400,7 @@ class OperatorCore:
         logic = self._logic
         if logic is not None:
             try:
-                logic()
+                logic(*self._ports)
             finally:
                 refs = self._refs
                 if refs:

@@ -159,6 +159,12 @@ class Scope:
 
         return to_stream(self, iterable)
 
+    def replay(self, readers: Any, **options: Any) -> Any:
+        """A stream replaying recorded streams; see :func:`pytimely.capture.replay_into`."""
+        from .operators.replay import replay_into
+
+        return replay_into(readers, self, **options)
+
     def source(self, name: str, constructor: Callable) -> Any:
         """An operator with no inputs and one output; see :func:`~.operators.generic.source`."""
         from .operators.generic import source

@@ -23,13 +23,18 @@ from .generic import sink
 __all__ = ["capture_into", "capture", "CaptureHandle"]
 
 
-def capture_into(stream: Stream, writer: Any, name: str = "Capture") -> None:
-    """Push every frontier change and batch of ``stream`` into ``writer`` (``push(event)``)."""
+def capture_into(stream: Stream, writer: Any, name: str = "Capture", close: bool = True) -> None:
+    """Push every frontier change and batch of ``stream`` into ``writer`` (``push(event)``).
+
+    When the stream is complete (its frontier is empty) the writer is flushed and, if
+    ``close`` and it has a ``close()`` method, closed: nothing more can ever be written.
+    """
     t0 = stream.scope.domain.minimum()
     state = {"shown": [t0]}
+    flush = getattr(writer, "flush", None)
 
     def logic(inp: Any) -> None:
-        now = inp._frontier.frontier_list()
+        now = list(inp._frontier.frontier_list())
         shown = state["shown"]
         if now != shown:
             changes = [(t, -1) for t in shown if t not in now]
@@ -38,8 +43,14 @@ def capture_into(stream: Stream, writer: Any, name: str = "Capture") -> None:
             state["shown"] = list(now)
         for t, batch in inp.drain_batches():
             writer.push(Messages(t, batch))
-        if not now and hasattr(writer, "flush"):
-            writer.flush()
+        if now != shown and now and flush is not None:
+            flush()  # a frontier change is what readers wait for: make it visible
+        if not now and not state.get("finished"):
+            state["finished"] = True
+            if close and hasattr(writer, "close"):
+                writer.close()
+            elif hasattr(writer, "flush"):
+                writer.flush()
 
     sink(stream, Pipeline, name, logic, interest=FrontierInterest.ALWAYS)
 

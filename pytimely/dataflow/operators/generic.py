@@ -35,7 +35,7 @@ __all__ = [
     "source",
 ]
 
-_NO_PATH = object()
+_IDENTITY_ROWS: dict[tuple, list[list[list[Any]]]] = {}
 
 
 class OperatorBuilder:
@@ -83,6 +83,15 @@ class OperatorBuilder:
     def _summary_rows(self) -> list[list[list[Any]]]:
         domain = self.scope.domain
         identity = domain.identity()
+        if all(c is None for _s, _p, c, _i in self._inputs):
+            # The common all-identity shape is shared between operators (never mutated).
+            key = (len(self._inputs), self._outputs, identity)
+            rows = _IDENTITY_ROWS.get(key)
+            if rows is None:
+                rows = [[[identity] for _ in range(self._outputs)] for _ in self._inputs]
+                if len(_IDENTITY_ROWS) < 64:
+                    _IDENTITY_ROWS[key] = rows
+            return rows
         rows = []
         for _stream, _pact, connection, _i in self._inputs:
             if connection is None:
@@ -125,12 +134,8 @@ class OperatorBuilder:
             stream._connect((core.index, index), push, weight)
         caps = core.mint_initial()
         logic = constructor(caps, OperatorInfo(core))
-        ports = list(core.input_ports) + list(core.output_ports)
-        if logic is not None:
-            if ports:
-                core._logic = lambda: logic(*ports)
-            else:
-                core._logic = logic
+        core._logic = logic
+        core._ports = (*core.input_ports, *core.output_ports)
         scope._install(core.index, core)
         return [Stream(scope, (core.index, o), core.output_ports[o].tee) for o in range(self._outputs)]
 

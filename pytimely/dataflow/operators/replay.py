@@ -1,0 +1,112 @@
+"""Replaying recorded streams into a dataflow (seed 002).
+
+``replay_into(readers, scope)`` builds a source operator that plays back any number of captured
+streams.  Each worker replays the readers it is given (give each recorded stream to exactly one
+worker); the streams may have been captured on any number of workers.
+
+Capability accounting: every recorded stream starts with an implicit capability at the minimum
+time, which its own progress events eventually retract.  The operator's initial capability is
+already counted once per worker, so on its first run each replaying worker adjusts it by
+``len(readers) - 1`` — after which the total is exactly one per replayed stream.  Progress
+events are then applied to the operator's capability counts as they are, and message events are
+sent at their recorded times (any interleaving of the recorded streams is itself a valid
+stream).
+
+Readers never block: each run takes what is available and, while some stream is unfinished,
+the operator wakes itself again after ``period`` seconds.  A stream is finished when its
+accumulated capability counts are all zero (its frontier is empty).  A reader that reports a
+truncated or corrupt capture raises after the complete prefix was replayed; with
+``on_error="close"`` the replay instead retracts what that stream still holds, so the dataflow
+completes with the prefix (and ``ReplayHandle.errors`` records what happened).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from ...capture.event import Messages, Progress
+from ...errors import CaptureError, TimelyError
+from ...progress.change_batch import ChangeBatch
+from ..operator import OperatorCore
+from ..stream import Stream
+
+__all__ = ["replay_into", "ReplayHandle"]
+
+
+class ReplayHandle:
+    """What a replay did: events and records replayed, and reader errors tolerated."""
+
+    __slots__ = ("events", "records", "errors", "finished")
+
+    def __init__(self) -> None:
+        self.events = 0
+        self.records = 0
+        self.errors: list[BaseException] = []
+        self.finished = False
+
+
+def replay_into(
+    readers: Iterable[Any] | Any,
+    scope: Any,
+    period: float = 0.001,
+    on_error: str = "raise",
+    name: str = "Replay",
+    handle: ReplayHandle | None = None,
+) -> Stream:
+    """Replay ``readers`` (objects with a non-blocking ``poll() -> list[Event]``) into ``scope``."""
+    if on_error not in ("raise", "close"):
+        raise ValueError("on_error must be 'raise' or 'close'")
+    if hasattr(readers, "poll"):
+        readers = [readers]
+    readers = list(readers)
+    stats = handle if handle is not None else ReplayHandle()
+    core = OperatorCore(scope, name, 0, 1, [], [])
+    scope._install(core.index, core)
+    port = core.output_ports[0]
+    internals = port.internals
+    t0 = scope.domain.minimum()
+    # Per stream: its accumulated capability counts (starting with the implicit +1 at min).
+    held = [ChangeBatch([(t0, 1)]) for _ in readers]
+    live = list(range(len(readers)))
+    state = {"started": False}
+    worker = scope.worker
+
+    def logic() -> None:
+        if not state["started"]:
+            state["started"] = True
+            internals.update(t0, len(readers) - 1)
+        for i in list(live):
+            reader = readers[i]
+            try:
+                events = reader.poll()
+            except (CaptureError, TimelyError, OSError) as exc:
+                if on_error == "raise":
+                    raise
+                stats.errors.append(exc)
+                for t, d in held[i].drain():
+                    internals.update(t, -d)
+                live.remove(i)
+                continue
+            for event in events:
+                stats.events += 1
+                if type(event) is Progress:
+                    for t, d in event.changes:
+                        internals.update(t, d)
+                        held[i].update(t, d)
+                elif type(event) is Messages:
+                    n = len(event.batch)
+                    if n:
+                        stats.records += n
+                        port._push(event.time, event.batch)
+                else:
+                    raise CaptureError(f"replay: not a capture event: {event!r}")
+            if not held[i]:
+                live.remove(i)
+        if live:
+            worker._activate_after(core.activate, period)
+        else:
+            stats.finished = True
+
+    core._logic = logic
+    return Stream(scope, (core.index, 0), port.tee)
