@@ -217,9 +217,18 @@ class MutableAntichain:
         """Apply count changes; return the resulting frontier changes (each ±1)."""
         counts = self._counts
         frontier = self._frontier
-        if type(updates) is list and len(updates) == 1:
-            t, d = updates[0]
-            return list(self.update_one(t, d)) if d else []
+        if type(updates) is list and updates and type(updates[0][0]) is int:
+            # Integer times: apply one by one on the scan-free path.  The concatenated
+            # changes are a valid (if not minimal) description of the frontier's movement.
+            if len(updates) == 1:
+                t, d = updates[0]
+                return list(self.update_one(t, d)) if d else []
+            out: list[tuple[Any, int]] = []
+            one = self.update_one
+            for t, d in updates:
+                if d:
+                    out.extend(one(t, d))
+            return out
         rebuild = False
         for t, d in updates:
             if not d:

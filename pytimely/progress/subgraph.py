@@ -233,8 +233,10 @@ class Subgraph:
         if self._local:
             self.progcaster.send(self._local.drain())
         passes = 0
+        progcaster = self.progcaster
         while True:
-            self._propagate()
+            if progcaster.inbox or self._final or tracker._pending:
+                self._propagate()
             if not self._active or passes >= _MAX_PASSES:
                 break
             passes += 1
@@ -245,7 +247,7 @@ class Subgraph:
                     self._active_set.add(index)
                     heapq.heappush(self._active, index)
             if self._local:
-                self.progcaster.send(self._local.drain())
+                progcaster.send(self._local.drain())
         self._scheduled_self = False
         if self._active or self.progcaster.inbox or self._final:
             self.activate()
@@ -341,7 +343,7 @@ class Subgraph:
                         shared.produceds[loc_port[loc]].update(to_outer(t), d)
                 else:
                     tracker.update_loc(loc, t, d)
-        if not tracker.has_pending():
+        if not tracker._pending:
             return
         tracker.propagate_all()
         if tracker.released:
