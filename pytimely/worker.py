@@ -57,7 +57,8 @@ class _Progcaster:
 class Worker:
     """Owns dataflows on one thread; see the module docstring."""
 
-    def __init__(self, allocator: Allocator | None = None) -> None:
+    def __init__(self, allocator: Allocator | None = None, freeze_gc: bool = True) -> None:
+        self._freeze_gc = freeze_gc
         self.allocator = allocator if allocator is not None else ThreadAllocator()
         self.index = self.allocator.index
         self.peers = self.allocator.peers
@@ -92,7 +93,10 @@ class Worker:
         name = name or f"Dataflow {index}"
         scope = Scope(self, name, domain_of(timestamp), (index,))
         # Building allocates many long-lived objects and no garbage cycles; the cyclic
-        # collector would rescan all of them again and again (quadratic in dataflow size).
+        # collector would rescan all of them again and again while we build, and then at every
+        # full collection while the dataflow runs.  So: no collection during the build, and the
+        # finished graph is moved out of the collector's sight (``gc.freeze``) until a dataflow
+        # completes (``gc.unfreeze`` then lets completed graphs be reclaimed).
         collecting = gc.isenabled()
         gc.disable()
         try:
@@ -101,6 +105,8 @@ class Worker:
         finally:
             if collecting:
                 gc.enable()
+        if self._freeze_gc:
+            gc.freeze()
 
         def activate() -> None:
             self._active.add(index)
@@ -190,6 +196,8 @@ class Worker:
                 subgraph = dataflows.get(index)
                 if subgraph is not None and not subgraph.schedule():
                     del dataflows[index]
+                    if self._freeze_gc:
+                        gc.unfreeze()  # let the collector reclaim the completed graph
         self.allocator.flush()
         return bool(self._dataflows)
 
