@@ -1,0 +1,41 @@
+"""Communication: how workers reach each other.
+
+* :mod:`.allocator` — the :class:`Allocator` interface every worker talks through, and the
+  single-worker :class:`ThreadAllocator`;
+* :mod:`.tcp` — :class:`TcpAllocator`, one worker per process over an authenticated TCP mesh;
+* :mod:`.wire` — frames and payload serialization (pickle 5 with out-of-band buffers);
+* :mod:`.handshake` — mutual HMAC authentication of every connection;
+* :mod:`.rendezvous` — how peers learn each other's addresses (static, local launcher, Spark);
+* :mod:`.launch` — :func:`run_processes`, timely's command-line flags, hand-started clusters;
+* :mod:`.hashing` — :func:`stable_hash`, the process-independent hash Exchange routes by.
+"""
+
+from .allocator import Allocator, ThreadAllocator
+from .hashing import stable_hash, stable_hash_array
+from .launch import Config, ConfigError, connect_from_config, parse_args, run_processes
+from .rendezvous import (
+    GatherRendezvous,
+    PipeRendezvous,
+    Rendezvous,
+    StaticRendezvous,
+    read_hostfile,
+)
+from .tcp import TcpAllocator
+
+__all__ = [
+    "Allocator",
+    "Config",
+    "ConfigError",
+    "GatherRendezvous",
+    "PipeRendezvous",
+    "Rendezvous",
+    "StaticRendezvous",
+    "TcpAllocator",
+    "ThreadAllocator",
+    "connect_from_config",
+    "parse_args",
+    "read_hostfile",
+    "run_processes",
+    "stable_hash",
+    "stable_hash_array",
+]

@@ -1,0 +1,175 @@
+"""Allocators: how one worker exchanges messages with all workers, itself included.
+
+An *allocator* is a worker's only window onto the other workers.  It moves opaque payloads on
+numbered *channels*: ``send(channel, target, payload)`` queues a payload for one worker,
+``broadcast`` for all of them, ``flush`` transmits what was queued, ``receive`` returns what has
+arrived.  The dataflow layer builds everything else on top — data channels (Pipeline, Exchange,
+Broadcast) and the progress exchange of every scope each get a channel id, allocated in the same
+order on every worker, and the worker maps each arriving message to the operator it activates.
+
+Guarantees every allocator gives
+    * FIFO per ``(channel, source, target)``: two payloads sent by one worker to another on one
+      channel are received in the order they were sent.  Nothing is promised across channels or
+      across sources.
+    * Nothing leaves before ``flush()``: sends are buffered, so a worker pays for transmission
+      once per step, not once per message.  ``await_events`` flushes before it parks, because
+      parking on unsent data could leave the whole mesh waiting.
+    * A payload sent to oneself is delivered as the very object (no copy, no serialization);
+      payloads to other processes are pickled once per ``send`` / ``broadcast``.  Either way the
+      sender must not mutate a payload after sending it.
+    * Failure is loud: once any worker has failed, ``receive`` and ``await_events`` raise
+      :class:`~pytimely.errors.WorkerFailure` naming it, on every surviving worker.
+    * Idle costs nothing: ``await_events`` parks the thread on a condition variable until a
+      message arrives, a peer fails, ``wake()`` is called, or the timeout passes.
+
+Where the idea comes from: the Rust crate's ``Allocate`` (thread / process / TCP allocators),
+with its typed per-channel pushers and pullers flattened into one untyped API.  Python pays per
+call, so one ``receive()`` that returns everything that arrived, tagged with its channel, is
+cheaper than polling a puller per channel; the worker routes the list itself.
+
+This module holds the abstract :class:`Allocator` and the single-worker
+:class:`ThreadAllocator`; the multi-process mesh is :class:`.tcp.TcpAllocator`.
+"""
+
+from __future__ import annotations
+
+import threading
+from abc import ABC, abstractmethod
+from types import TracebackType
+from typing import Any, Self
+
+from ..errors import CommunicationError
+
+__all__ = ["Allocator", "ThreadAllocator"]
+
+
+class Allocator(ABC):
+    """A worker's connection to all workers (see the module docstring for the guarantees).
+
+    Everything but :meth:`wake` must be called from the worker's own thread.
+    """
+
+    index: int
+    """This worker's index, ``0 <= index < peers``."""
+    peers: int
+    """The number of workers."""
+
+    @abstractmethod
+    def send(self, channel: int, target: int, payload: object) -> None:
+        """Queue ``payload`` for worker ``target`` (possibly this one) on ``channel``."""
+
+    @abstractmethod
+    def broadcast(self, channel: int, payload: object) -> None:
+        """Queue ``payload`` for every worker, this one included (serialized once)."""
+
+    @abstractmethod
+    def flush(self) -> None:
+        """Transmit everything queued so far."""
+
+    @abstractmethod
+    def receive(self) -> list[tuple[int, int, object]]:
+        """Everything that has arrived, as ``(channel, source, payload)``, without blocking.
+
+        FIFO per ``(source, channel)``.  Raises :class:`~pytimely.errors.WorkerFailure` if a
+        worker failed.
+        """
+
+    @abstractmethod
+    def await_events(self, timeout: float | None) -> None:
+        """Park until something is receivable, a worker fails (raises ``WorkerFailure``),
+        :meth:`wake` is called, or ``timeout`` seconds pass (``None``: no limit).  Returns at
+        once if something is already pending.  Flushes first."""
+
+    @abstractmethod
+    def wake(self) -> None:
+        """Make a parked (or the next) :meth:`await_events` return.  Thread-safe."""
+
+    @abstractmethod
+    def close(self, error: str | None = None) -> None:
+        """Shut down: tell every peer goodbye (or, with ``error``, that this worker failed and
+        why), close connections, join threads.  Idempotent."""
+
+    def statistics(self) -> dict[str, Any]:
+        """A snapshot of counters and state, for debugging."""
+        return {"index": self.index, "peers": self.peers}
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close(None if exc is None else f"{type(exc).__name__}: {exc}")
+
+
+class ThreadAllocator(Allocator):
+    """The allocator of a lone worker: index 0 of 1, in memory, payloads delivered as is."""
+
+    def __init__(self) -> None:
+        self.index = 0
+        self.peers = 1
+        self._queued: list[tuple[int, int, object]] = []  # sent, not yet flushed
+        self._ready: list[tuple[int, int, object]] = []  # flushed, not yet received
+        self._cond = threading.Condition(threading.Lock())
+        self._woken = False
+        self._closed = False
+        self._messages = 0
+
+    def send(self, channel: int, target: int, payload: object) -> None:
+        if target != 0:
+            raise ValueError(f"worker {target} does not exist: there is 1 worker (index 0)")
+        self._queued.append((channel, 0, payload))
+
+    def broadcast(self, channel: int, payload: object) -> None:
+        self._queued.append((channel, 0, payload))
+
+    def flush(self) -> None:
+        if self._closed:
+            raise CommunicationError("the allocator is closed")
+        if self._queued:
+            self._messages += len(self._queued)
+            self._ready.extend(self._queued)
+            self._queued = []
+
+    def receive(self) -> list[tuple[int, int, object]]:
+        ready = self._ready
+        self._ready = []
+        return ready
+
+    def await_events(self, timeout: float | None) -> None:
+        self.flush()
+        if self._ready:
+            self._woken = False
+            return
+        with self._cond:
+            if timeout is None:
+                self._cond.wait_for(lambda: self._woken)
+            elif timeout > 0:
+                self._cond.wait_for(lambda: self._woken, timeout)
+            self._woken = False
+
+    def wake(self) -> None:
+        with self._cond:
+            self._woken = True
+            self._cond.notify_all()
+
+    def close(self, error: str | None = None) -> None:
+        self._closed = True
+        self._queued = []
+        self._ready = []
+
+    def statistics(self) -> dict[str, Any]:
+        return {
+            "index": 0,
+            "peers": 1,
+            "messages": self._messages,
+            "queued": len(self._queued),
+            "ready": len(self._ready),
+            "closed": self._closed,
+        }
+
+    def __repr__(self) -> str:
+        return "ThreadAllocator(index=0, peers=1)"

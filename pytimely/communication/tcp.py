@@ -1,0 +1,716 @@
+"""``TcpAllocator``: one worker per process, all workers joined by a full TCP mesh.
+
+Python runs one thread at a time, so pytimely's unit of parallelism is the process: worker ``i``
+of ``n`` is process ``i``, and every pair of processes shares one TCP connection.  This module
+builds that mesh and moves frames (:mod:`.wire`) over it.
+
+Building the mesh
+    Each worker listens (on loopback unless its rendezvous says otherwise), publishes its address
+    through a :mod:`rendezvous <.rendezvous>`, then connects to every lower-indexed worker while
+    a background thread accepts the higher-indexed ones — the same orientation as the Rust
+    crate.  Connecting retries until a deadline (30 s by default), so processes may start in
+    any order.  Every connection is authenticated in both directions before anything on it is
+    decoded (:mod:`.handshake`); a caller that fails — wrong secret, unexpected index, random
+    bytes, silence — is dropped without affecting anything else.  Once every expected peer is
+    connected the listening socket is closed: a running mesh accepts nothing new.
+
+Threads
+    One *receiver thread* per peer does nothing but read frames from its socket into a shared
+    inbox and notify the worker.  It never waits for the worker, so every socket is always
+    drained; that is what lets the worker thread write with plain blocking ``sendmsg`` in
+    ``flush()`` without any risk of two workers blocking each other (a writer can only wait on a
+    reader that is guaranteed to make progress).  Decoding (``pickle.loads``) happens on the
+    worker thread in ``receive()``, so a receiver thread never runs user code.  The worker parks
+    in ``await_events`` on a condition variable the receivers notify — no polling.
+
+Failure
+    A peer that disappears without its GOODBYE frame (crash, ``kill -9``, lost host), a peer that
+    sends ABORT, and a peer whose stream is malformed all become a sticky failure that
+    ``receive()`` / ``await_events()`` raise from then on.  A worker that shuts down because of a
+    failure passes the *original* failed worker and message on in its own ABORT, so every worker
+    names the root cause, not the neighbour that told it.  TCP keep-alive is switched on so that
+    a peer whose host vanishes is noticed too (after about half a minute).
+
+Shutting down
+    ``close()`` sends GOODBYE (or ABORT), half-closes every connection and then keeps reading
+    until each peer has closed its side too, for at most ``linger`` seconds.  Closing a socket
+    with unread data makes the kernel reset the connection, which can destroy our own last
+    frames in flight; reading until the peer's end of stream avoids that.
+
+Trade-offs taken: unbounded inboxes (a slow worker buffers what its peers send rather than
+stalling them; the dataflow's progress tracking bounds how far ahead they run in practice), and
+frames to a peer that has already said goodbye are dropped (it has finished; counted in
+``statistics()``).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+from typing import Any
+
+from ..errors import AuthenticationError, CommunicationError, WorkerFailure
+from .allocator import Allocator
+from .handshake import HandshakeRejected, accept_handshake, connect_handshake
+from .rendezvous import Address, Rendezvous
+from .wire import (
+    KIND_ABORT,
+    KIND_DATA,
+    KIND_GOODBYE,
+    FrameError,
+    FrameReader,
+    StreamEnded,
+    deserialize,
+    encode_abort,
+    encode_data,
+    encode_goodbye,
+    serialize,
+)
+
+__all__ = ["TcpAllocator"]
+
+#: How long one handshake may take, on either side.
+HANDSHAKE_TIMEOUT = 10.0
+#: At most this many handshakes in progress on a listener (more callers are hung up on at once).
+MAX_PENDING_HANDSHAKES = 32
+try:
+    _IOV_MAX = min(os.sysconf("SC_IOV_MAX"), 1024)
+except (AttributeError, ValueError, OSError):  # pragma: no cover - non-POSIX
+    _IOV_MAX = 16
+_MSG_NOSIGNAL = getattr(socket, "MSG_NOSIGNAL", 0)
+
+# States of a peer connection.
+_CONNECTED = "connected"
+_GOODBYE = "said goodbye"  # GOODBYE received; the stream should end next
+_CLOSED = "closed"  # ended in order
+_FAILED = "failed"
+
+
+class _Peer:
+    __slots__ = (
+        "address",
+        "bytes_sent",
+        "frames_dropped",
+        "frames_received",
+        "frames_sent",
+        "index",
+        "reader",
+        "sock",
+        "state",
+        "thread",
+    )
+
+    def __init__(self, index: int, sock: socket.socket, address: Any) -> None:
+        self.index = index
+        self.address = address
+        self.sock = sock
+        self.thread: threading.Thread | None = None
+        self.state = _CONNECTED
+        self.frames_sent = 0
+        self.bytes_sent = 0
+        self.frames_received = 0
+        self.frames_dropped = 0
+        self.reader: FrameReader | None = None
+
+
+class TcpAllocator(Allocator):
+    """Worker ``index`` of ``peers``, one per process, over a full TCP mesh.
+
+    The constructor builds the mesh through ``rendezvous`` (see :mod:`.rendezvous`) and returns
+    once connected to every peer, or raises :class:`~pytimely.errors.CommunicationError` /
+    :class:`~pytimely.errors.AuthenticationError` within ``timeout`` seconds.  ``linger`` bounds
+    how long :meth:`close` waits for peers to close their side.
+    """
+
+    def __init__(
+        self,
+        index: int,
+        peers: int,
+        rendezvous: Rendezvous,
+        *,
+        timeout: float = 30.0,
+        linger: float = 5.0,
+    ) -> None:
+        if peers < 1 or not 0 <= index < peers:
+            raise ValueError(f"worker index {index} out of range for {peers} workers")
+        self.index = index
+        self.peers = peers
+        self._linger = linger
+        self._cond = threading.Condition(threading.Lock())
+        self._inbox: list[tuple[int, int, Any, list[bytearray]]] = []
+        self._woken = False
+        # The first failure seen: (exception class, worker to blame, its raw message, text).
+        self._failure: tuple[type[Exception], int | None, str, str] | None = None
+        self._closing = False
+        self._closed = False
+        self._local_queued: list[tuple[int, int, object]] = []
+        self._local_ready: list[tuple[int, int, object]] = []
+        self._outgoing: list[list[bytes | memoryview]] = [[] for _ in range(peers)]
+        self._frames_queued = [0] * peers  # DATA frames queued since the last flush, per target
+        self._peers: list[_Peer | None] = [None] * peers
+        self._remote: list[_Peer] = []
+        if peers > 1:
+            sockets = _build_mesh(index, peers, rendezvous, timeout)
+            for j, (sock, address) in sorted(sockets.items()):
+                peer = _Peer(j, sock, address)
+                self._peers[j] = peer
+                self._remote.append(peer)
+            for peer in self._remote:
+                peer.thread = threading.Thread(
+                    target=self._receive_from,
+                    args=(peer,),
+                    name=f"pytimely-recv-{index}<-{peer.index}",
+                    daemon=True,
+                )
+                peer.thread.start()
+
+    # --- sending ------------------------------------------------------------------------------
+
+    def send(self, channel: int, target: int, payload: object) -> None:
+        if target == self.index:
+            self._local_queued.append((channel, target, payload))
+            return
+        if not 0 <= target < self.peers:
+            raise ValueError(f"worker {target} does not exist: there are {self.peers} workers")
+        data, buffers = serialize(payload)
+        self._outgoing[target].extend(encode_data(channel, self.index, data, buffers))
+        self._frames_queued[target] += 1
+
+    def broadcast(self, channel: int, payload: object) -> None:
+        self._local_queued.append((channel, self.index, payload))
+        if self._remote:
+            data, buffers = serialize(payload)
+            frame = encode_data(channel, self.index, data, buffers)
+            for peer in self._remote:
+                self._outgoing[peer.index].extend(frame)
+                self._frames_queued[peer.index] += 1
+
+    def flush(self) -> None:
+        if self._closed:
+            raise CommunicationError(f"worker {self.index}: the allocator is closed")
+        if self._local_queued:
+            self._local_ready.extend(self._local_queued)
+            self._local_queued = []
+        for peer in self._remote:
+            chunks = self._outgoing[peer.index]
+            if not chunks:
+                continue
+            self._outgoing[peer.index] = []
+            frames = self._frames_queued[peer.index]
+            self._frames_queued[peer.index] = 0
+            if peer.state != _CONNECTED:
+                peer.frames_dropped += frames
+                continue
+            try:
+                peer.bytes_sent += _send_chunks(peer.sock, chunks)
+                peer.frames_sent += frames
+            except OSError as exc:
+                self._send_failed(peer, exc)
+
+    def _send_failed(self, peer: _Peer, exc: OSError) -> None:
+        # The connection broke under us.  If the peer had finished in order, that is fine;
+        # otherwise let its receiver thread tell why (an ABORT frame may still be in flight).
+        if peer.thread is not None:
+            peer.thread.join(2.0)
+        if peer.state in (_GOODBYE, _CLOSED):
+            return
+        self._set_failure(
+            WorkerFailure,
+            peer.index,
+            f"the connection to worker {peer.index} broke while sending ({exc!r}); it crashed "
+            "or was killed",
+        )
+        self._raise_failure()
+
+    # --- receiving ----------------------------------------------------------------------------
+
+    def receive(self) -> list[tuple[int, int, object]]:
+        if self._failure is not None:
+            self._raise_failure()
+        out = self._local_ready
+        self._local_ready = []
+        if self._inbox:
+            with self._cond:
+                inbox, self._inbox = self._inbox, []
+            for item in inbox:
+                channel, source, data, buffers = item
+                try:
+                    payload = deserialize(data, buffers)
+                except Exception as exc:  # unpickling may raise anything
+                    self._set_failure(
+                        CommunicationError,
+                        None,
+                        f"worker {self.index}: could not decode a message from worker {source} "
+                        f"on channel {channel}: {exc!r}",
+                    )
+                    raise self._failure_exception() from exc
+                out.append((channel, source, payload))
+        return out
+
+    def await_events(self, timeout: float | None) -> None:
+        self.flush()
+        with self._cond:
+            if not self._pending():
+                if timeout is None:
+                    self._cond.wait_for(self._pending)
+                elif timeout > 0:
+                    self._cond.wait_for(self._pending, timeout)
+            self._woken = False
+        if self._failure is not None:
+            self._raise_failure()
+
+    def _pending(self) -> bool:
+        return bool(self._inbox or self._local_ready or self._failure or self._woken)
+
+    def wake(self) -> None:
+        with self._cond:
+            self._woken = True
+            self._cond.notify_all()
+
+    def _receive_from(self, peer: _Peer) -> None:
+        """Receiver thread: frames from ``peer`` into the inbox until its stream ends."""
+        batch: list[tuple[int, int, Any, list[bytearray]]] = []
+
+        def hand_over() -> None:
+            if batch:
+                with self._cond:
+                    self._inbox.extend(batch)
+                    self._cond.notify()
+                peer.frames_received += len(batch)
+                batch.clear()
+
+        reader = peer.reader = FrameReader(peer.sock.recv_into, hand_over)
+        try:
+            while True:
+                frame = reader.read_frame()
+                if frame is None:
+                    hand_over()
+                    if peer.state == _GOODBYE or self._closing:
+                        peer.state = _CLOSED
+                    else:
+                        self._peer_failed(
+                            peer,
+                            WorkerFailure,
+                            peer.index,
+                            f"worker {peer.index} disconnected without saying goodbye (it "
+                            "crashed, was killed, or its host went away)",
+                        )
+                    return
+                kind, source, channel, payload, buffers = frame
+                if source != peer.index:
+                    raise FrameError(f"frame claims to come from worker {source}")
+                if peer.state != _CONNECTED:
+                    raise FrameError("frame after goodbye")
+                if kind == KIND_DATA:
+                    batch.append((channel, source, payload, buffers))
+                elif kind == KIND_GOODBYE:
+                    hand_over()
+                    peer.state = _GOODBYE
+                elif kind == KIND_ABORT:
+                    hand_over()
+                    message = bytes(payload).decode("utf-8", "replace")
+                    origin = channel if channel < self.peers else peer.index
+                    text = f"worker {origin} failed: {message}"
+                    if origin != peer.index:
+                        text += f" (reported by worker {peer.index})"
+                    self._peer_failed(peer, WorkerFailure, origin, text, message)
+                    return
+        except StreamEnded:
+            hand_over()
+            if self._closing:
+                peer.state = _CLOSED
+            else:
+                self._peer_failed(
+                    peer,
+                    WorkerFailure,
+                    peer.index,
+                    f"worker {peer.index} disconnected in the middle of a message (it crashed, "
+                    "was killed, or its host went away)",
+                )
+        except FrameError as exc:
+            self._peer_failed(
+                peer,
+                CommunicationError,
+                peer.index,
+                f"worker {self.index}: malformed frame from worker {peer.index}: {exc}",
+            )
+        except OSError as exc:
+            if peer.state == _GOODBYE or self._closing:
+                peer.state = _CLOSED
+            else:
+                self._peer_failed(
+                    peer,
+                    WorkerFailure,
+                    peer.index,
+                    f"the connection to worker {peer.index} broke ({exc!r}); it crashed or was "
+                    "killed",
+                )
+        except BaseException as exc:  # noqa: BLE001 - e.g. MemoryError: never die silently
+            self._peer_failed(
+                peer,
+                CommunicationError,
+                peer.index,
+                f"worker {self.index}: receiving from worker {peer.index} failed: {exc!r}",
+            )
+
+    def _peer_failed(
+        self,
+        peer: _Peer,
+        kind: type[Exception],
+        worker: int | None,
+        text: str,
+        message: str | None = None,
+    ) -> None:
+        peer.state = _FAILED
+        if not self._closing:
+            self._set_failure(kind, worker, text, message)
+
+    def _set_failure(
+        self, kind: type[Exception], worker: int | None, text: str, message: str | None = None
+    ) -> None:
+        with self._cond:
+            if self._failure is None:
+                self._failure = (kind, worker, text if message is None else message, text)
+            self._cond.notify_all()
+
+    def _failure_exception(self) -> Exception:
+        assert self._failure is not None
+        kind, worker, _message, text = self._failure
+        if kind is WorkerFailure:
+            return WorkerFailure(text, worker=worker)
+        return kind(text)
+
+    def _raise_failure(self) -> None:
+        raise self._failure_exception()
+
+    # --- shutting down ------------------------------------------------------------------------
+
+    def close(self, error: str | None = None) -> None:
+        if self._closed:
+            return
+        if error is None and self._failure is None:
+            try:
+                self.flush()
+            except WorkerFailure:
+                pass  # a peer failed while we flushed: tell the others (below)
+        self._closed = True
+        if error is None and self._failure is None:
+            last_frame = encode_goodbye(self.index)
+            linger = self._linger
+        else:
+            if self._failure is not None and self._failure[0] is WorkerFailure:
+                origin = self._failure[1]
+                message = self._failure[2]
+            else:
+                origin = self.index
+                message = error if error is not None else self._failure[3]  # type: ignore[index]
+            last_frame = encode_abort(self.index, self.index if origin is None else origin, message)
+            linger = min(self._linger, 1.0)
+        with self._cond:
+            self._closing = True
+        for peer in self._remote:
+            if peer.state == _CONNECTED or peer.state == _GOODBYE:
+                try:
+                    peer.sock.sendall(last_frame, _MSG_NOSIGNAL)
+                except OSError:
+                    pass
+            try:
+                peer.sock.shutdown(socket.SHUT_WR)
+            except OSError:
+                pass
+        # Keep draining until every peer has closed its side, so that closing does not reset
+        # connections whose last frames are still in flight.
+        deadline = time.monotonic() + linger
+        for peer in self._remote:
+            if peer.thread is not None:
+                peer.thread.join(max(0.0, deadline - time.monotonic()))
+        for peer in self._remote:
+            try:
+                peer.sock.shutdown(socket.SHUT_RDWR)  # wakes a receiver still blocked in recv
+            except OSError:
+                pass
+            if peer.thread is not None:
+                peer.thread.join(1.0)
+            peer.sock.close()
+        self._local_queued = []
+        self._local_ready = []
+        self._outgoing = [[] for _ in range(self.peers)]
+        self._frames_queued = [0] * self.peers
+        with self._cond:
+            self._inbox = []
+
+    # --- introspection ------------------------------------------------------------------------
+
+    def statistics(self) -> dict[str, Any]:
+        failure = self._failure
+        return {
+            "index": self.index,
+            "peers": self.peers,
+            "closed": self._closed,
+            "failure": None if failure is None else failure[3],
+            "inbox": len(self._inbox),
+            "local_ready": len(self._local_ready),
+            "connections": {
+                peer.index: {
+                    "address": peer.address,
+                    "state": peer.state,
+                    "frames_sent": peer.frames_sent,
+                    "bytes_sent": peer.bytes_sent,
+                    "frames_received": peer.frames_received,
+                    "bytes_received": 0 if peer.reader is None else peer.reader.bytes_read,
+                    "frames_dropped": peer.frames_dropped,
+                    "frames_queued": self._frames_queued[peer.index],
+                }
+                for peer in self._remote
+            },
+        }
+
+    def __repr__(self) -> str:
+        return f"TcpAllocator(index={self.index}, peers={self.peers})"
+
+
+# --- socket helpers ---------------------------------------------------------------------------
+
+
+def _send_chunks(sock: socket.socket, chunks: list[bytes | memoryview]) -> int:
+    """Write all chunks with as few ``sendmsg`` calls as the kernel allows; return the bytes."""
+    total = 0
+    i = 0
+    n = len(chunks)
+    while i < n:
+        sent = sock.sendmsg(chunks[i : i + _IOV_MAX], (), _MSG_NOSIGNAL)
+        total += sent
+        while sent:
+            size = len(chunks[i]) if isinstance(chunks[i], bytes) else chunks[i].nbytes
+            if sent >= size:
+                sent -= size
+                i += 1
+            else:  # partial write: keep the rest of this chunk
+                chunks[i] = memoryview(chunks[i])[sent:]
+                sent = 0
+    return total
+
+
+def _configure(sock: socket.socket) -> None:
+    """A mesh connection: blocking, no Nagle delay, keep-alive probes to notice dead hosts."""
+    sock.settimeout(None)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+    for option, value in (("TCP_KEEPIDLE", 10), ("TCP_KEEPINTVL", 5), ("TCP_KEEPCNT", 4)):
+        if hasattr(socket, option):
+            try:
+                sock.setsockopt(socket.IPPROTO_TCP, getattr(socket, option), value)
+            except OSError:  # pragma: no cover - platform without the option
+                pass
+
+
+def _listen(address: Address, backlog: int) -> socket.socket:
+    host, port = address
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    try:
+        return socket.create_server((host, port), family=family, backlog=backlog)
+    except OSError as exc:
+        raise CommunicationError(f"cannot listen on {host}:{port}: {exc}") from exc
+
+
+def _format(address: Any) -> str:
+    host, port = address[0], address[1]
+    return f"[{host}]:{port}" if ":" in str(host) else f"{host}:{port}"
+
+
+class _Acceptor:
+    """Accepts and authenticates the connections of workers ``index+1 .. peers-1``."""
+
+    def __init__(self, listener: socket.socket, index: int, peers: int, secret: bytes) -> None:
+        self.listener = listener
+        self.index = index
+        self.peers = peers
+        self.secret = secret
+        self.expected = set(range(index + 1, peers))
+        self.connected: dict[int, tuple[socket.socket, Any]] = {}
+        self.rejected: list[str] = []
+        self.cond = threading.Condition()
+        self.stopped = False
+        self.handshakes = 0
+        self.thread = threading.Thread(
+            target=self._accept_loop, name=f"pytimely-accept-{index}", daemon=True
+        )
+
+    def start(self) -> None:
+        if self.expected:
+            self.thread.start()
+
+    def _accept_loop(self) -> None:
+        # A short accept timeout lets us notice `stopped`; this thread lives only during setup.
+        self.listener.settimeout(0.2)
+        while True:
+            with self.cond:
+                if self.stopped or self.expected <= self.connected.keys():
+                    return
+                busy = self.handshakes >= MAX_PENDING_HANDSHAKES
+            try:
+                sock, address = self.listener.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            if busy:
+                sock.close()
+                continue
+            with self.cond:
+                self.handshakes += 1
+            threading.Thread(
+                target=self._handshake,
+                args=(sock, address),
+                name=f"pytimely-handshake-{self.index}",
+                daemon=True,
+            ).start()
+
+    def _wanted(self, j: int) -> bool:
+        with self.cond:
+            return not self.stopped and j in self.expected and j not in self.connected
+
+    def _register(self, sock: socket.socket, address: Any, j: int) -> bool:
+        with self.cond:
+            if self.stopped or j not in self.expected or j in self.connected:
+                return False
+            # Configure before publishing: a receiver thread may start reading at once, and must
+            # not inherit the handshake's timeout.
+            _configure(sock)
+            self.connected[j] = (sock, address)
+            self.cond.notify_all()
+            return True
+
+    def _handshake(self, sock: socket.socket, address: Any) -> None:
+        try:
+            sock.settimeout(HANDSHAKE_TIMEOUT)
+            accept_handshake(
+                sock,
+                self.secret,
+                self.index,
+                self.peers,
+                self._wanted,
+                lambda j: self._register(sock, address, j),
+            )
+        except (OSError, CommunicationError) as exc:
+            with self.cond:
+                registered = any(s is sock for s, _ in self.connected.values())
+            if registered:  # failed after registering (the ACK): its receiver will report it
+                return
+            sock.close()
+            with self.cond:
+                if len(self.rejected) < 20:
+                    self.rejected.append(f"{_format(address)}: {exc}")
+        finally:
+            with self.cond:
+                self.handshakes -= 1
+
+    def wait(self, deadline: float) -> dict[int, tuple[socket.socket, Any]]:
+        with self.cond:
+            self.cond.wait_for(
+                lambda: self.expected <= self.connected.keys(),
+                max(0.0, deadline - time.monotonic()),
+            )
+            complete = self.expected <= self.connected.keys()
+            self.stopped = True
+            missing = sorted(self.expected - self.connected.keys())
+            rejected = list(self.rejected)
+        if self.thread.is_alive():
+            self.thread.join(1.0)
+        if not complete:
+            self.close_all()
+            detail = f"; rejected callers: {'; '.join(rejected)}" if rejected else ""
+            raise CommunicationError(
+                f"worker {self.index}: workers {missing} did not connect in time{detail}"
+            )
+        return self.connected
+
+    def stop(self) -> None:
+        with self.cond:
+            self.stopped = True
+        if self.thread.is_alive():
+            self.thread.join(1.0)
+
+    def close_all(self) -> None:
+        with self.cond:
+            for sock, _ in self.connected.values():
+                sock.close()
+            self.connected = {}
+
+
+def _connect(
+    index: int, peers: int, secret: bytes, j: int, address: Address, deadline: float
+) -> socket.socket:
+    """Connect to worker ``j`` and authenticate, retrying until ``deadline``."""
+    delay = 0.02
+    last_error: BaseException | None = None
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise CommunicationError(
+                f"worker {index}: could not connect to worker {j} at {_format(address)} in time "
+                f"(last error: {last_error!r})"
+            )
+        try:
+            sock = socket.create_connection(address, timeout=min(remaining, HANDSHAKE_TIMEOUT))
+        except OSError as exc:
+            last_error = exc
+        else:
+            try:
+                sock.settimeout(min(max(remaining, 0.1), HANDSHAKE_TIMEOUT))
+                connect_handshake(sock, secret, index, peers, j)
+                _configure(sock)
+                return sock
+            except AuthenticationError as exc:
+                sock.close()
+                raise AuthenticationError(
+                    f"worker {index}: connecting to worker {j} at {_format(address)}: {exc}"
+                ) from None
+            except (OSError, HandshakeRejected) as exc:
+                sock.close()
+                last_error = exc
+        time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
+        delay = min(delay * 2, 0.5)
+
+
+def _build_mesh(
+    index: int, peers: int, rendezvous: Rendezvous, timeout: float
+) -> dict[int, tuple[socket.socket, Any]]:
+    """Connections to every other worker, authenticated, keyed by worker index."""
+    secret = rendezvous.secret
+    if not secret:
+        raise AuthenticationError(
+            "a TCP mesh needs a shared secret (e.g. --secret or PYTIMELY_SECRET)"
+        )
+    if isinstance(secret, str):
+        secret = secret.encode("utf-8")
+    deadline = time.monotonic() + timeout
+    bind_host, bind_port = rendezvous.bind_address(index)
+    listener = _listen((bind_host, bind_port), backlog=max(peers, 16))
+    acceptor: _Acceptor | None = None
+    connected: dict[int, tuple[socket.socket, Any]] = {}
+    try:
+        host, port = listener.getsockname()[:2]
+        addresses = rendezvous.exchange(index, (bind_host or host, port))
+        if len(addresses) != peers:
+            raise CommunicationError(
+                f"worker {index}: the rendezvous returned {len(addresses)} addresses for "
+                f"{peers} workers"
+            )
+        acceptor = _Acceptor(listener, index, peers, secret)
+        acceptor.start()
+        for j in range(index):
+            connected[j] = (_connect(index, peers, secret, j, addresses[j], deadline), addresses[j])
+        connected.update(acceptor.wait(deadline))
+        return connected
+    except BaseException:
+        if acceptor is not None:
+            acceptor.stop()
+            acceptor.close_all()
+        for sock, _ in connected.values():
+            sock.close()
+        raise
+    finally:
+        listener.close()
