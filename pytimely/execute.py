@@ -61,27 +61,23 @@ def execute(
 
 
 def execute_from_args(fn: Callable[[Worker], Any], argv: Sequence[str] | None = None) -> list[Any]:
-    """Like :func:`execute`, configured by timely's flags: ``-w/--workers`` (workers when
-    running locally), ``-n/--processes``, ``-p/--process``, ``-h/--hostfile``.
+    """Like :func:`execute`, configured by timely's flags: ``-w/--workers`` (worker processes on
+    this machine), ``-n/--processes`` and ``-p/--process`` (this process' place in a cluster
+    started by hand), ``-h/--hostfile`` (one ``host:port`` per process), ``--secret`` (or
+    ``PYTIMELY_SECRET``).  Other words are left for the program (``sys.argv`` is not changed).
 
-    With ``-n N -p I`` this process is worker ``I`` of a cluster started by hand and the result
-    is ``[fn(worker)]`` for this process only.
+    In a cluster (``-n N -p I``) the result is ``[fn(worker)]`` for this process only.
     """
-    import sys
-
     from .communication.launch import connect_from_config, parse_args
 
-    config = parse_args(list(sys.argv[1:] if argv is None else argv))
-    if getattr(config, "processes", 1) > 1 and getattr(config, "process", None) is not None and (
-        getattr(config, "hostfile", None) is not None or getattr(config, "addresses", None)
-    ):
+    config = parse_args(argv)
+    if config.mode == "cluster":
         allocator = connect_from_config(config)
         try:
             result = run_worker(fn, Worker(allocator))
         except BaseException as exc:
-            allocator.close(error=f"{type(exc).__name__}: {exc}")
+            allocator.close(error=f"worker {config.process}: {type(exc).__name__}: {exc}")
             raise
         allocator.close()
         return [result]
-    workers = max(getattr(config, "workers", 1), getattr(config, "processes", 1))
-    return execute(fn, workers=workers, secret=getattr(config, "secret", None))
+    return execute(fn, workers=config.workers, secret=config.secret)

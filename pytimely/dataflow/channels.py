@@ -50,8 +50,9 @@ Pipeline = _Pipeline()
 class Exchange(Pact):
     """Route records by ``key(record)``: equal keys meet on the same worker.
 
-    ``key`` may return any value :func:`stable_hash` accepts (int, str, bytes, float, tuples).
-    ``route=`` may instead give a function returning the worker-routing integer directly.
+    An integer key routes to worker ``key % peers`` (as in timely); any other key — str, bytes,
+    float, tuples — by :func:`stable_hash`, identical in every process.  ``route=`` may instead
+    give a function returning the routing integer directly.
     """
 
     def __init__(self, key: Callable[[Any], Any] | None = None, route: Callable | None = None):
@@ -95,7 +96,8 @@ class _ExchangePusher:
         else:
             h = stable_hash
             for x in batch:
-                parts[h(key(x)) % peers].append(x)
+                k = key(x)
+                parts[(k if type(k) is int else h(k)) % peers].append(x)
         send = self.worker.allocator.send
         for w, part in enumerate(parts):
             if part:
