@@ -20,7 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .communication.allocator import Allocator, ThreadAllocator
-from .errors import TimelyError
+from .errors import GraphError, TimelyError
 from .order import domain_of
 
 __all__ = ["Worker", "StuckError"]
@@ -91,6 +91,10 @@ class Worker:
         index = self._next_dataflow
         self._next_dataflow += 1
         name = name or f"Dataflow {index}"
+        # The first channel of every dataflow checks that all workers built the same graph:
+        # channel ids are allocated in construction order, so a different graph on another
+        # worker would otherwise cross-wire channels silently.
+        check_channel = self._allocate_channel()
         scope = Scope(self, name, domain_of(timestamp), (index,))
         # Building allocates many long-lived objects and no garbage cycles; the cyclic
         # collector would rescan all of them again and again while we build, and then at every
@@ -112,10 +116,29 @@ class Worker:
             self._active.add(index)
 
         subgraph.set_parent_activator(activate)
+        if self.peers > 1:
+            self._check_same_graph(check_channel, index, name, scope)
         self._dataflows[index] = subgraph
         self._names[index] = name
         self._active.add(index)
         return result
+
+    def _check_same_graph(self, channel: int, index: int, name: str, scope: Any) -> None:
+        mine = _fingerprint(scope._subgraph)
+        me = self.index
+
+        def compare(payload: Any) -> None:
+            source, theirs = payload
+            if theirs != mine:
+                raise GraphError(
+                    f"worker {source} built a different dataflow {index} than worker {me} "
+                    f"({name!r}): every worker must build the same dataflows in the same order"
+                )
+
+        self._register(channel, compare)
+        for w in range(self.peers):
+            if w != me:
+                self.allocator.send(channel, w, (me, mine))
 
     def _allocate_channel(self) -> int:
         channel = self._next_channel
@@ -260,6 +283,27 @@ class Worker:
             lines.append(f"dataflow {index} ({self._names.get(index)}):")
             lines.extend(_describe_scope(sg, "  "))
         return "\n".join(lines) if lines else "no dataflows"
+
+
+def _fingerprint(subgraph: Any) -> str:
+    """A digest of a scope's shape: children (names, ports, nesting) and edges."""
+    import hashlib
+
+    from .progress.subgraph import Subgraph
+
+    parts: list[str] = []
+
+    def walk(sg: Any) -> None:
+        tracker = sg.tracker
+        parts.append(f"scope {sg.name} {tracker.node_inputs} {tracker.node_outputs}")
+        parts.append(repr(tracker.node_names))
+        parts.append(repr([[sorted(t for t, _w in o) for o in node] for node in sg._edge_targets]))
+        for child in sg.children:
+            if isinstance(child, Subgraph):
+                walk(child)
+
+    walk(subgraph)
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 
 
 def _describe_scope(sg: Any, indent: str) -> list[str]:
