@@ -18,6 +18,8 @@ Routing uses :func:`~pytimely.communication.hashing.stable_hash`, never Python's
 from __future__ import annotations
 
 from collections.abc import Callable
+from itertools import compress
+from operator import not_
 from typing import Any
 
 from ..communication.hashing import stable_hash
@@ -51,13 +53,12 @@ class Exchange(Pact):
     """Route records by ``key(record)``: equal keys meet on the same worker.
 
     An integer key routes to worker ``key % peers`` (as in timely); any other key — str, bytes,
-    float, tuples — by :func:`stable_hash`, identical in every process.  ``route=`` may instead
-    give a function returning the routing integer directly.
+    float, tuples — by :func:`stable_hash`, identical in every process.  Without ``key`` the
+    record itself is the key.  ``route=`` may instead give a function returning the routing
+    integer directly.
     """
 
     def __init__(self, key: Callable[[Any], Any] | None = None, route: Callable | None = None):
-        if key is None and route is None:
-            raise TypeError("Exchange needs a key function (or route=)")
         self.key = key
         self.route = route
 
@@ -74,7 +75,15 @@ class Exchange(Pact):
 
 
 class _ExchangePusher:
-    __slots__ = ("worker", "channel", "local", "key", "route", "peers", "me")
+    """Splits each batch by destination worker; remote parts go to the allocator.
+
+    Routes of non-integer keys are memoized (hashing a ``str`` costs far more than a dict
+    lookup, and key sets are usually much smaller than record counts); the memo is bounded.
+    """
+
+    __slots__ = ("worker", "channel", "local", "key", "route", "peers", "me", "_memo")
+
+    _MEMO_LIMIT = 1 << 20
 
     def __init__(self, worker: Any, channel: int, local: Callable, key: Any, route: Any) -> None:
         self.worker = worker
@@ -84,20 +93,43 @@ class _ExchangePusher:
         self.route = route
         self.peers = worker.peers
         self.me = worker.index
+        self._memo: dict[Any, int] = {}
+
+    def _destinations(self, batch: Any) -> list[int]:
+        peers = self.peers
+        if self.route is not None:
+            route = self.route
+            return [route(x) % peers for x in batch]
+        keys = batch if self.key is None else list(map(self.key, batch))
+        memo = self._memo
+        try:
+            return list(map(memo.__getitem__, keys))
+        except (KeyError, TypeError):
+            pass
+        if len(memo) > self._MEMO_LIMIT:
+            memo.clear()
+        h = stable_hash
+        dests = []
+        for k in keys:
+            d = memo.get(k) if type(k) is not int else None
+            if d is None:
+                if type(k) is int:
+                    d = k % peers
+                else:
+                    d = h(k) % peers
+                    memo[k] = d
+            dests.append(d)
+        return dests
 
     def push(self, t: Any, batch: Any) -> None:
         peers = self.peers
-        parts: list[list[Any]] = [[] for _ in range(peers)]
-        key = self.key
-        if self.route is not None:
-            route = self.route
-            for x in batch:
-                parts[route(x) % peers].append(x)
+        dests = self._destinations(batch)
+        # One C-level selection pass per destination (itertools.compress) beats a Python loop
+        # that appends record by record.
+        if peers == 2:
+            parts = [list(compress(batch, map(not_, dests))), list(compress(batch, dests))]
         else:
-            h = stable_hash
-            for x in batch:
-                k = key(x)
-                parts[(k if type(k) is int else h(k)) % peers].append(x)
+            parts = [list(compress(batch, map(w.__eq__, dests))) for w in range(peers)]
         send = self.worker.allocator.send
         for w, part in enumerate(parts):
             if part:

@@ -198,9 +198,9 @@ class OutputPort:
                     f"operator {self.op.name!r}: a CapabilityRef is only valid during the call "
                     "that received it; retain() it to keep it"
                 )
-            if cap._input.op is not self.op or not self.op._identity_to[cap._input.index][
-                self.index
-            ]:
+            if cap._input.op is not self.op or not self.op._identity_reaches(
+                cap._input.index, self.index
+            ):
                 raise CapabilityError(
                     f"operator {self.op.name!r}: the message capability of input "
                     f"{cap._input.index} cannot be used on output {self.index}; use "
@@ -365,6 +365,12 @@ class OperatorCore:
         own capability is valid there)."""
         identity = self.scope.domain.identity()
         return [[any(s == identity for s in cell) for cell in row] for row in self.summary_rows]
+
+    def _identity_reaches(self, i: int, o: int) -> bool:
+        """Input ``i`` reaches output ``o`` with the identity summary (one cell of
+        ``_identity_to``, without building the whole ``inputs x outputs`` table per send)."""
+        identity = self.scope.domain.identity()
+        return any(s == identity for s in self.summary_rows[i][o])
 
     # -- Operate --------------------------------------------------------------------------
 

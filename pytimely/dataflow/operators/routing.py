@@ -32,8 +32,9 @@ def _forward(stream: Stream, pact: Pact, name: str) -> Stream:
     return unary(stream, pact, name, ctor)
 
 
-def exchange(stream: Stream, key: Callable[[Any], Any], name: str = "Exchange") -> Stream:
-    """Re-partition: each record goes to worker ``stable_hash(key(record)) % peers``."""
+def exchange(stream: Stream, key: Callable[[Any], Any] | None = None, name: str = "Exchange") -> Stream:
+    """Re-partition by ``key(record)`` (the record itself without ``key``); see
+    :class:`~pytimely.Exchange` for how keys map to workers."""
     return _forward(stream, Exchange(key), name)
 
 
