@@ -123,7 +123,9 @@ class Builder:
             raise ValueError(
                 f"node {index} ({name}): summary must be {inputs} rows of {outputs} antichains"
             )
-        rows = [[_summary_antichain(cell) for cell in row] for row in summary]
+        # Most cells of a wide node are empty (no path): skip the per-cell work for those.
+        rows = [[_summary_antichain(cell) if cell else Antichain() for cell in row]
+                for row in summary]
         self._nodes[index] = (inputs, outputs, rows, name or f"node {index}")
 
     def add_edge(self, source: tuple[int, int], target: tuple[int, int]) -> None:
@@ -153,8 +155,8 @@ class Builder:
             succ.setdefault(("s", s.node, s.port), []).append(("t", t.node, t.port))
         for index, (inputs, outputs, rows, _name) in self._nodes.items():
             for i in range(inputs):
-                for o in range(outputs):
-                    if any(summary_less_equal(s, identity) for s in rows[i][o]):
+                for o, cell in enumerate(rows[i]):
+                    if cell and any(summary_less_equal(s, identity) for s in cell):
                         succ.setdefault(("t", index, i), []).append(("s", index, o))
         cycle = _find_cycle(succ)
         if cycle is not None:
@@ -307,9 +309,11 @@ class Tracker:
             ins, outs, rows, _name = nodes[i]
             for p in range(ins):
                 tl = target_loc[i][p]
-                for o in range(outs):
+                for o, cell in enumerate(rows[p]):
+                    if not cell:
+                        continue
                     sl = source_loc[i][o]
-                    for summary in rows[p][o]:
+                    for summary in cell:
                         forward[tl].append((sl, summary))
                         backward[sl].append((tl, summary))
         self._forward = forward
