@@ -12,6 +12,7 @@ __all__ = [
     "GraphError",
     "CapabilityError",
     "OperatorError",
+    "OperatorCapabilityError",
     "WorkerFailure",
     "CommunicationError",
     "AuthenticationError",
@@ -44,6 +45,11 @@ class OperatorError(TimelyError):
         super().__init__(message)
         self.operator = operator
         self.address = address
+
+
+class OperatorCapabilityError(OperatorError, CapabilityError):
+    """A capability was misused inside an operator's logic: both an :class:`OperatorError`
+    (with the operator's name and address) and a :class:`CapabilityError`."""
 
 
 class WorkerFailure(TimelyError):

@@ -1,9 +1,9 @@
 """Parallelization contracts: how records on an edge reach the workers' operator instances.
 
 * :class:`Pipeline` — stay on this worker; the batch is handed to the consumer as is.
-* :class:`Exchange` — route each record to worker ``stable_hash(key(record)) % peers``.  On one
-  worker it is the identity, but still goes through the exchange pusher (so single-worker tests
-  exercise the same path).
+* :class:`Exchange` — route each record by ``key(record)``: an integer key to worker
+  ``key % peers`` (as in timely), any other key to ``stable_hash(key) % peers``.  On one worker
+  it is the identity (the channel is still allocated, so channel ids agree).
 * :class:`Broadcast` — every record to every worker.
 
 A contract never changes how many records exist at a time *in total*: progress tracking counts

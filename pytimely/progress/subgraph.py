@@ -47,7 +47,7 @@ import heapq
 from collections.abc import Callable
 from typing import Any
 
-from ..errors import OperatorError
+from ..errors import CapabilityError, OperatorCapabilityError, OperatorError
 from .antichain import MutableAntichain
 from .change_batch import ChangeBatch
 from .operate import FrontierInterest, SharedProgress
@@ -271,9 +271,11 @@ class Subgraph:
             try:
                 incomplete = child.schedule()
             except OperatorError:
-                raise
+                raise  # already names the operator
             except Exception as exc:  # user logic: name the operator and where it lives
-                raise OperatorError(
+                # Token misuse stays catchable as CapabilityError too.
+                cls = OperatorCapabilityError if isinstance(exc, CapabilityError) else OperatorError
+                raise cls(
                     f"operator {child.name!r} at {self.path + (index,)} raised "
                     f"{type(exc).__name__}: {exc}",
                     child.name,

@@ -7,6 +7,8 @@ streams; ``partition``, ``branch`` and ``ok_err`` split one.  All are woken by d
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from itertools import compress
+from operator import not_
 from typing import Any
 
 from ...errors import GraphError
@@ -116,10 +118,9 @@ def branch(
 
         def logic(inp: Any, out_false: Any, out_true: Any) -> None:
             for t, batch in inp.drain_batches():
-                yes = [x for x in batch if condition(t, x)]
-                no = [x for x in batch if not condition(t, x)] if yes else batch
-                out_false._push(t, no)
-                out_true._push(t, yes)
+                flags = [bool(condition(t, x)) for x in batch]
+                out_false._push(t, list(compress(batch, map(not_, flags))))
+                out_true._push(t, list(compress(batch, flags)))
 
         return logic
 
