@@ -63,7 +63,13 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("demo", help="run the main job")
     args = parser.parse_args(argv)
     if args.command == "replay":
-        return _replay(args)
+        try:
+            return _replay(args)
+        except Exception as exc:  # `pytimely replay FILE | head` closes our stdout early
+            if isinstance(exc, BrokenPipeError) or isinstance(exc.__cause__, BrokenPipeError):
+                sys.stderr.close()
+                return 0
+            raise
     if args.command == "bench":
         return _bench(args)
     from .demo import main as demo_main
