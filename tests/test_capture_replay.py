@@ -144,3 +144,82 @@ def test_tail_reader_replays_a_live_capture(tmp_path):
 
     cap = pt.execute(work)[0]
     assert cap.extract() == [(0, [0]), (1, [1]), (2, [2])]
+
+
+# --------------------------------------------------------------------------------------------
+# N -> M: captured on 5 workers, replayed on 1, 2 and 3.
+
+
+@pytest.fixture(scope="module")
+def five_worker_capture(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("five")
+
+    def work(worker):
+        path = os.path.join(directory, f"worker{worker.index}.ptc")
+
+        def build(scope):
+            inp, stream = scope.new_input()
+            stream.exchange(lambda x: x).map(lambda x: x * 2).capture_into(FileWriter(path))
+            return inp
+
+        inp = worker.dataflow(build)
+        for r in range(4):
+            for x in range(worker.index * 10, worker.index * 10 + 5):
+                inp.send(x + 100 * r)
+            inp.advance_to(r + 1)
+        inp.close()
+        worker.run()
+        return path
+
+    return pt.execute(work, workers=5)
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("replayers", [1, 2, 3])
+def test_five_captured_streams_replayed_on_m_workers(five_worker_capture, replayers):
+    paths = five_worker_capture
+
+    def work(worker):
+        mine = [FileReader(p) for i, p in enumerate(paths) if i % worker.peers == worker.index]
+
+        def build(scope):
+            out = replay_into(mine, scope)
+            return out.capture(), out.probe()
+
+        cap, probe = worker.dataflow(build)
+        worker.run()
+        assert probe.done()
+        return cap.extract()
+
+    results = pt.execute(work, workers=replayers)
+    got = sorted((t, x) for res in results for t, recs in res for x in recs)
+    expected = sorted(
+        (r, 2 * (x + 100 * r)) for r in range(4) for w in range(5) for x in range(w * 10, w * 10 + 5)
+    )
+    assert got == expected
+
+
+@pytest.mark.timeout(120)
+def test_capture_send_and_recv_over_sockets(tmp_path):
+    """timely's capture_send (5 workers) / capture_recv (3 workers) pair, as processes."""
+    import socket
+    import subprocess
+    import sys
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    probe_socket = socket.socket()
+    probe_socket.bind(("127.0.0.1", 0))
+    base = probe_socket.getsockname()[1] + 1
+    probe_socket.close()
+    env = dict(os.environ, PYTHONPATH=root)
+    recv = subprocess.Popen(
+        [sys.executable, os.path.join(root, "examples", "capture_recv.py"), "5", str(base), "-w", "3"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    send = subprocess.run(
+        [sys.executable, os.path.join(root, "examples", "capture_send.py"), str(base), "-w", "5"],
+        capture_output=True, text=True, env=env, timeout=90)
+    out, err = recv.communicate(timeout=90)
+    assert send.returncode == 0, send.stderr
+    assert recv.returncode == 0, err
+    lines = [line for line in out.splitlines() if line.startswith("replayed:")]
+    assert sorted(int(line.split()[1]) for line in lines) == sorted(list(range(10)) * 5)

@@ -133,7 +133,7 @@ def collatz(n):
     return steps
 
 
-@pytest.mark.parametrize("workers", [1, 2])
+@pytest.mark.parametrize("workers", [1, 2, 3])
 def test_loopdemo(workers):
     loopdemo = load("loopdemo")
     per_worker = loopdemo.run(4, 25, workers=workers)
@@ -162,7 +162,7 @@ def plain_bfs(edges, root):
     return depth
 
 
-@pytest.mark.parametrize("workers", [1, 2])
+@pytest.mark.parametrize("workers", [1, 2, 3])
 def test_bfs(workers):
     bfs = load("bfs")
     for nodes, edges, seed in [(300, 600, 0), (50, 40, 1)]:
@@ -199,7 +199,7 @@ def plain_pagerank(nodes, edges, iterations):
     return ranks
 
 
-@pytest.mark.parametrize("workers", [1, 2])
+@pytest.mark.parametrize("workers", [1, 2, 3])
 def test_pagerank(workers):
     pagerank = load("pagerank")
     nodes, edges, iterations = 150, 600, 8
@@ -214,7 +214,7 @@ def test_pagerank_zero_iterations():
     assert pagerank.run(10, 20, 0) == {v: 1.0 for v in range(10)}
 
 
-@pytest.mark.parametrize("workers", [1, 2])
+@pytest.mark.parametrize("workers", [1, 2, 3])
 def test_barrier(workers):
     barrier = load("barrier")
     for stats in barrier.run(50, workers=workers):
@@ -256,7 +256,7 @@ def plain_components(nodes, edges):
     return label
 
 
-@pytest.mark.parametrize("workers", [1, 2])
+@pytest.mark.parametrize("workers", [1, 2, 3])
 def test_unionfind(workers):
     unionfind = load("unionfind")
     nodes, edges = 400, 500
@@ -280,7 +280,7 @@ def plain_join(left, right):
     return sorted((k, v, w) for k, v in left for w in by_key.get(k, ()))
 
 
-@pytest.mark.parametrize("workers", [1, 2])
+@pytest.mark.parametrize("workers", [1, 2, 3])
 def test_hashjoin(workers):
     hashjoin = load("hashjoin")
     keys, vals, batch = 50, 600, 100
@@ -322,3 +322,29 @@ def test_event_driven_prints(capsys):
     out = capsys.readouterr().out
     assert "dataflows built (5 x 5)" in out
     assert "round 99 complete in" in out
+
+
+# --------------------------------------------------------------------------------------------
+# Three worker processes give the same answers as one.
+
+
+def test_hello_three_workers():
+    seen = load("hello").run(10, workers=3)
+    for index, pairs in enumerate(seen):
+        assert pairs == [(r, r) for r in range(10) if r % 3 == index]
+
+
+def test_distinct_three_workers():
+    per_worker = load("distinct").run(2, workers=3)
+    for t in range(2):
+        values = sorted(v for got in per_worker for v in got.get(t, []))
+        assert values == [0, 1, 2, 3, 4, 5, 7]  # the union of both inputs, once each
+        for index, got in enumerate(per_worker):
+            assert all(v % 3 == index for v in got.get(t, []))
+
+
+def test_wordcount_three_workers():
+    lines = ["a b c d e f", "b c d", "a a"]
+    per_worker = load("wordcount").run(4, lines, workers=3)
+    merged = sorted(x for got in per_worker for x in got)
+    assert merged == sorted(plain_wordcount(4, lines, workers=3))
