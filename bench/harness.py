@@ -112,6 +112,7 @@ def run_open_loop(
         return inp, out.probe()
 
     inp, probe = worker.dataflow(dataflow)
+    _barrier(worker)  # every worker has built its dataflow: start the clocks together
     hist = LatencyHistogram()
     pending: deque[tuple[int, np.ndarray]] = deque()  # (timestamp, scheduled ns of its records)
     sent = 0
@@ -143,7 +144,10 @@ def run_open_loop(
         t_now = (now - start) & mask
         if t_now > inp.time:
             inp.advance_to(t_now)
-        worker.step()
+        # Step; if nothing is ready, park until the next record is due (at most 1 ms) rather
+        # than spin: an open-loop source must not steal the CPU the workers need.
+        next_due = start + (sent + 1) * period_ns
+        worker.step_or_park(max(0.0, min(1e-3, (next_due - time.perf_counter_ns()) / 1e9)))
         done_at = time.perf_counter_ns()
         while pending and not probe.less_equal(pending[0][0]):
             _t, sched = pending.popleft()
@@ -160,6 +164,19 @@ def run_open_loop(
     if not dnf:
         worker.step_while(lambda: not probe.done(), timeout=10)
     return {"worker": index, "offered": sent, "dnf": dnf, "histogram": hist.to_state()}
+
+
+def _barrier(worker: Any) -> None:
+    """Return once every worker got here (a one-round input -> probe dataflow)."""
+
+    def build(scope: Any) -> Any:
+        inp, stream = scope.new_input()
+        return inp, stream.probe()
+
+    inp, probe = worker.dataflow(build)
+    inp.advance_to(1)
+    worker.step_while(lambda: probe.less_than(1))
+    inp.close()
 
 
 def merge_results(results: list[dict[str, Any]]) -> dict[str, Any]:
