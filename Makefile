@@ -1,11 +1,13 @@
 # The two commands of the README: `make demo` (the main job) and `make test` (the test suite).
-# Each creates .venv and installs what the project needs on a fresh machine.
+# Each creates .venv and installs what the project needs on a fresh machine, including a Java 17+
+# runtime for the embedded Spark (scripts/ensure-java.sh: apt-get openjdk-17-jre-headless when
+# `java` is missing or older).
 PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench lint clean
+.PHONY: demo test bench lint clean java
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -13,10 +15,13 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q -e '.[dev]'
 	touch $(STAMP)
 
-demo: $(STAMP)
+java:
+	@sh scripts/ensure-java.sh
+
+demo: $(STAMP) java
 	$(BIN)/python -m pytimely.demo
 
-test: $(STAMP)
+test: $(STAMP) java
 	$(BIN)/python -m pytest
 
 bench: $(STAMP)

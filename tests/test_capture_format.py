@@ -37,7 +37,7 @@ from pytimely.capture.fileformat import FRAME_HEADER_SIZE, encode_event
 from pytimely.errors import CaptureError, TimelyError, TruncatedCapture
 from pytimely.order import Product
 
-pa = pytest.importorskip("pyarrow")
+import pyarrow as pa  # noqa: E402  (a dependency of pytimely)
 
 
 class Custom:

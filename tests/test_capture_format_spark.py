@@ -1,33 +1,15 @@
-"""Parquet captures are readable by Spark as they are (skipped without pyspark / Java)."""
+"""Parquet captures are readable by Spark as they are (the session's Spark: tests/conftest.py)."""
 
 from __future__ import annotations
 
-import shutil
-
 import pytest
-
-pytest.importorskip("pyarrow")
-pyspark = pytest.importorskip("pyspark")
-if shutil.which("java") is None:  # pragma: no cover - environment
-    pytest.skip("Spark needs Java", allow_module_level=True)
 
 from pytimely.capture import Messages, ParquetReader, ParquetWriter, Progress
 from pytimely.order import Product
 
 
-@pytest.fixture(scope="module")
-def spark():
-    from pyspark.sql import SparkSession
-
-    return (
-        SparkSession.builder.master("local[2]")
-        .appName("pytimely-capture-format")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .getOrCreate()
-    )
-
-
+@pytest.mark.spark
+@pytest.mark.timeout(120)
 def test_spark_reads_parquet_capture(tmp_path, spark):
     P = Product
     evs = [

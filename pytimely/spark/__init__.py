@@ -1,0 +1,73 @@
+"""Running pytimely on Spark: Spark places the workers, feeds them and stores their output.
+
+Deployment model (see ``docs/spark.md``): N pytimely workers are the N tasks of **one barrier
+stage**, each a long-running task holding one task slot.  The tasks find each other once via
+``BarrierTaskContext.allGather`` and then talk over pytimely's own authenticated TCP mesh; the
+driver keeps a control connection to each.
+
+* :func:`local_session` -- an embedded ``local[N]`` Spark with a fast-starting configuration
+  whose Python workers run this interpreter.
+* :func:`run` -- ``fn(worker)`` on N Spark-placed workers; results in worker order.
+  :func:`run_to_dataframe` -- the same, the workers' rows as one DataFrame.
+* :func:`run_on_dataframe` -- a dataflow over a DataFrame: worker ``i`` reads partition ``i``
+  (Arrow batches, sorted by the time column) through one input whose time advances with the
+  partition's times.
+* :func:`write_parquet` -- per-epoch Parquet output from every worker
+  (``dir/worker=i/epoch=e.parquet``, written when the epoch completes);
+  :func:`capture_parquet` / :func:`capture_readers` -- captured streams as Parquet, readable
+  by ``spark.read.parquet`` and replayable with ``replay_into``.
+* :class:`StreamingBridge` -- a Structured Streaming query's micro-batches pushed into running
+  workers, one epoch per batch (``writeStream.foreachBatch(bridge.foreach_batch)``).
+
+Errors: :class:`~pytimely.errors.WorkerFailure` when a worker fails (naming it), and before
+anything is submitted :class:`NotEnoughSlots` / :class:`SparkSetupError` (dynamic allocation,
+wrong Python), :class:`JavaUnavailable`; :class:`SparkJobFailed` for other job failures.
+"""
+
+from .dataframe import feed_batches, prepare_dataframe, run_on_dataframe
+from .launcher import (
+    NotEnoughSlots,
+    SparkJobFailed,
+    available_slots,
+    check_deployable,
+    run,
+    run_to_dataframe,
+)
+from .session import (
+    FAST_START_JAVA_OPTIONS,
+    LOCAL_CONF,
+    JavaUnavailable,
+    SparkSetupError,
+    java_version,
+    local_session,
+    prepare_environment,
+    ship_package,
+)
+from .sinks import capture_parquet, capture_readers, epoch_path, to_arrow, write_parquet
+from .streaming import StreamingBridge
+
+__all__ = [
+    "FAST_START_JAVA_OPTIONS",
+    "LOCAL_CONF",
+    "JavaUnavailable",
+    "NotEnoughSlots",
+    "SparkJobFailed",
+    "SparkSetupError",
+    "StreamingBridge",
+    "available_slots",
+    "capture_parquet",
+    "capture_readers",
+    "check_deployable",
+    "epoch_path",
+    "feed_batches",
+    "java_version",
+    "local_session",
+    "prepare_dataframe",
+    "prepare_environment",
+    "run",
+    "run_on_dataframe",
+    "run_to_dataframe",
+    "ship_package",
+    "to_arrow",
+    "write_parquet",
+]

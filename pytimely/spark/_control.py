@@ -1,0 +1,417 @@
+"""The side channels of a Spark deployment: driver <-> workers control, feeders -> workers data.
+
+Besides the worker mesh (:mod:`pytimely.communication.tcp`), a Spark run has two kinds of
+connections, both authenticated with the run's shared secret before anything on them is decoded
+(the mesh's own HMAC handshake, :mod:`pytimely.communication.handshake`, in a different
+namespace: the ``peers`` field of the hellos, which the MACs cover, is a constant no mesh uses,
+so a control or feed connection can never be mistaken for a mesh connection, nor vice versa):
+
+* **control** — every worker task connects to the driver's :class:`Coordinator` as soon as it
+  starts.  Workers report ``hello`` (pid, host), ``ready`` (with the address of their feed
+  listener, for the streaming bridge), ``epoch`` (an epoch completed), ``error`` (they failed:
+  summary and traceback, sent *before* the task fails so the driver learns the real cause
+  first) and ``done``.  The driver sends ``close`` (an epoch of pushed input is complete) and
+  ``stop``.  If a worker's control connection ends without ``stop``/``done`` — the driver died
+  or gave up — the worker interrupts itself: no task outlives its driver.
+* **feed** — short-lived connections from the tasks of a streaming micro-batch job to worker
+  ``partition % N`` carrying Arrow IPC streams tagged with their epoch (:func:`push_batches`).
+
+Frames: ``<QQ`` (header length, payload length), a pickled header (only ever from an
+authenticated peer), then raw payload bytes (Arrow IPC).
+"""
+
+from __future__ import annotations
+
+import pickle
+import socket
+import struct
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from ..communication.handshake import accept_handshake, connect_handshake
+from ..errors import CommunicationError
+
+__all__ = ["ControlClient", "Coordinator", "FeedListener", "push_batches", "recv_frame", "send_frame"]
+
+#: ``peers`` value of control hellos (no mesh has this many workers).
+CONTROL_NAMESPACE = 0xFFFF_FF01
+#: ``peers`` value of feed hellos.
+FEED_NAMESPACE = 0xFFFF_FF02
+#: The driver's index in the control namespace.
+DRIVER_INDEX = 0xFFFF_FF00
+#: Feeders' index in the feed namespace.
+FEEDER_INDEX = 0xFFFF_FF00
+_HEAD = struct.Struct("<QQ")
+HANDSHAKE_TIMEOUT = 10.0
+
+
+def send_frame(sock: socket.socket, header: Any, payload: bytes | memoryview = b"") -> None:
+    head = pickle.dumps(header, protocol=5)
+    sock.sendall(_HEAD.pack(len(head), len(payload)) + head)
+    if len(payload):
+        sock.sendall(payload)
+
+
+def _recv_exact(sock: socket.socket, n: int) -> bytearray | None:
+    buf = bytearray(n)
+    view = memoryview(buf)
+    got = 0
+    while got < n:
+        k = sock.recv_into(view[got:])
+        if k == 0:
+            if got == 0:
+                return None
+            raise CommunicationError("connection closed in the middle of a frame")
+        got += k
+    return buf
+
+
+def recv_frame(sock: socket.socket) -> tuple[Any, bytearray] | None:
+    """The next ``(header, payload)``, or None at a clean end of stream."""
+    raw = _recv_exact(sock, _HEAD.size)
+    if raw is None:
+        return None
+    hlen, plen = _HEAD.unpack(raw)
+    if hlen > 1 << 24:
+        raise CommunicationError(f"control frame header of {hlen} bytes")
+    head = _recv_exact(sock, hlen) if hlen else bytearray()
+    if head is None:
+        raise CommunicationError("connection closed in the middle of a frame")
+    payload = _recv_exact(sock, plen) if plen else bytearray()
+    if payload is None:
+        raise CommunicationError("connection closed in the middle of a frame")
+    return pickle.loads(head), payload
+
+
+def _connect(address: tuple[str, int], secret: bytes, index: int, namespace: int, expected: int,
+             timeout: float) -> socket.socket:
+    deadline = time.monotonic() + timeout
+    delay = 0.05
+    while True:
+        try:
+            sock = socket.create_connection(address, timeout=HANDSHAKE_TIMEOUT)
+            try:
+                connect_handshake(sock, secret, index, namespace, expected)
+            except BaseException:
+                sock.close()
+                raise
+            sock.settimeout(None)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            return sock
+        except OSError as exc:
+            if time.monotonic() + delay > deadline:
+                raise CommunicationError(
+                    f"cannot reach {address[0]}:{address[1]}: {exc!r}"
+                ) from exc
+            time.sleep(delay)
+            delay = min(delay * 2, 0.5)
+
+
+def _listen(host: str) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    return socket.create_server((host, 0), family=family, backlog=64)
+
+
+# --- driver side ---------------------------------------------------------------------------------
+
+
+class Coordinator:
+    """The driver's end of the control connections of one run (see the module docstring).
+
+    ``on_message(index, header, payload)`` is called on a reader thread for every message from a
+    worker, after the coordinator updated its own record of it (``hellos``, ``ready``,
+    ``failure``, ``done``, ``epochs``).  ``changed`` is notified on every message.
+    """
+
+    def __init__(
+        self,
+        secret: bytes,
+        workers: int,
+        bind_host: str,
+        advertise_host: str,
+        on_message: Callable[[int, Any, bytearray], None] | None = None,
+    ) -> None:
+        self.secret = secret
+        self.workers = workers
+        self._listener = _listen(bind_host)
+        self.address = (advertise_host, self._listener.getsockname()[1])
+        self._listener.settimeout(0.2)
+        self._on_message = on_message
+        self.changed = threading.Condition()
+        self.hellos: dict[int, dict[str, Any]] = {}
+        self.ready: dict[int, Any] = {}
+        self.done: set[int] = set()
+        self.epochs: dict[int, int] = {}  # worker -> highest completed epoch it reported
+        self.failure: dict[str, Any] | None = None  # the first worker error reported
+        self.errors: list[dict[str, Any]] = []
+        self._socks: dict[int, socket.socket] = {}
+        self._send_lock = threading.Lock()
+        self._closed = False
+        self._thread = threading.Thread(target=self._accept_loop, name="pytimely-coordinator",
+                                        daemon=True)
+        self._thread.start()
+
+    def _accept_loop(self) -> None:
+        while not self._closed:
+            try:
+                sock, _address = self._listener.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(sock,), daemon=True,
+                             name="pytimely-coordinator-conn").start()
+
+    def _serve(self, sock: socket.socket) -> None:
+        index: list[int] = []
+
+        def register(j: int) -> bool:
+            with self.changed:
+                if self._closed or j in self._socks:
+                    return False
+                self._socks[j] = sock
+                index.append(j)
+                return True
+
+        try:
+            sock.settimeout(HANDSHAKE_TIMEOUT)
+            accept_handshake(
+                sock, self.secret, DRIVER_INDEX, CONTROL_NAMESPACE,
+                lambda j: 0 <= j < self.workers, register,
+            )
+            sock.settimeout(None)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        except (OSError, CommunicationError):
+            sock.close()
+            return
+        (i,) = index
+        try:
+            while True:
+                frame = recv_frame(sock)
+                if frame is None:
+                    break
+                header, payload = frame
+                self._record(i, header)
+                if self._on_message is not None:
+                    self._on_message(i, header, payload)
+        except (OSError, CommunicationError):
+            pass
+        finally:
+            with self.changed:
+                if self._socks.get(i) is sock:
+                    del self._socks[i]
+                self.changed.notify_all()
+            sock.close()
+
+    def _record(self, i: int, header: Any) -> None:
+        kind = header[0]
+        with self.changed:
+            if kind == "hello":
+                self.hellos[i] = header[1]
+            elif kind == "ready":
+                self.ready[i] = header[1]
+            elif kind == "epoch":
+                self.epochs[i] = max(self.epochs.get(i, -1), header[1])
+            elif kind == "done":
+                self.done.add(i)
+            elif kind == "error":
+                report = dict(header[1])
+                report["time"] = time.monotonic()
+                self.errors.append(report)
+                if self.failure is None or (
+                    self.failure.get("relayed") and not report.get("relayed")
+                ):
+                    self.failure = report
+            self.changed.notify_all()
+
+    def send(self, i: int, header: Any, payload: bytes = b"") -> bool:
+        """Send a message to worker ``i``; False if it is not connected."""
+        sock = self._socks.get(i)
+        if sock is None:
+            return False
+        try:
+            with self._send_lock:
+                send_frame(sock, header, payload)
+            return True
+        except OSError:
+            return False
+
+    def broadcast(self, header: Any) -> None:
+        for i in range(self.workers):
+            self.send(i, header)
+
+    def connected(self) -> set[int]:
+        with self.changed:
+            return set(self._socks)
+
+    def wait(self, condition: Callable[[], bool], timeout: float | None) -> bool:
+        with self.changed:
+            return self.changed.wait_for(condition, timeout)
+
+    def close(self) -> None:
+        with self.changed:
+            self._closed = True
+            socks = list(self._socks.values())
+            self.changed.notify_all()
+        try:
+            self._listener.close()
+        except OSError:
+            pass
+        for sock in socks:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            sock.close()
+        self._thread.join(1.0)
+
+
+# --- worker side ---------------------------------------------------------------------------------
+
+
+class ControlClient:
+    """A worker's control connection to the driver.
+
+    Messages from the driver are handed to ``on_message(header)`` on a reader thread.  If the
+    connection ends before :meth:`close` (the driver died or gave up on the run),
+    ``on_lost(reason)`` is called.
+    """
+
+    def __init__(
+        self,
+        address: tuple[str, int],
+        secret: bytes,
+        index: int,
+        on_message: Callable[[Any], None] | None = None,
+        on_lost: Callable[[str], None] | None = None,
+        timeout: float = 30.0,
+    ) -> None:
+        self.index = index
+        self._sock = _connect(tuple(address), secret, index, CONTROL_NAMESPACE, DRIVER_INDEX,
+                              timeout)
+        self._lock = threading.Lock()
+        self._closing = False
+        self._on_message = on_message
+        self._on_lost = on_lost
+        self._thread = threading.Thread(target=self._read, name=f"pytimely-control-{index}",
+                                        daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        reason = "the driver closed the control connection"
+        try:
+            while True:
+                frame = recv_frame(self._sock)
+                if frame is None:
+                    break
+                header, _payload = frame
+                if self._on_message is not None:
+                    self._on_message(header)
+        except (OSError, CommunicationError) as exc:
+            reason = f"the control connection to the driver broke: {exc!r}"
+        if not self._closing and self._on_lost is not None:
+            self._on_lost(reason)
+
+    def send(self, header: Any) -> None:
+        try:
+            with self._lock:
+                send_frame(self._sock, header)
+        except OSError:
+            pass  # the reader thread notices a lost driver
+
+    def close(self) -> None:
+        self._closing = True
+        try:
+            self._sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self._sock.close()
+        self._thread.join(1.0)
+
+
+class FeedListener:
+    """A worker's listener for pushed input (Arrow IPC streams tagged with their epoch).
+
+    ``on_batch(epoch, payload)`` is called on a connection thread for every pushed batch.
+    """
+
+    def __init__(self, secret: bytes, index: int, bind_host: str,
+                 on_batch: Callable[[int, bytearray], None],
+                 on_error: Callable[[str], None]) -> None:
+        self._secret = secret
+        self._index = index
+        self._on_batch = on_batch
+        self._on_error = on_error
+        self._listener = _listen(bind_host)
+        self._listener.settimeout(0.2)
+        self.port = self._listener.getsockname()[1]
+        self._closed = False
+        self._thread = threading.Thread(target=self._accept_loop, daemon=True,
+                                        name=f"pytimely-feed-{index}")
+        self._thread.start()
+
+    def _accept_loop(self) -> None:
+        while not self._closed:
+            try:
+                sock, _ = self._listener.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(sock,), daemon=True,
+                             name=f"pytimely-feed-conn-{self._index}").start()
+
+    def _serve(self, sock: socket.socket) -> None:
+        try:
+            sock.settimeout(HANDSHAKE_TIMEOUT)
+            accept_handshake(sock, self._secret, self._index, FEED_NAMESPACE,
+                             lambda j: j == FEEDER_INDEX, lambda j: True)
+            sock.settimeout(None)
+        except (OSError, CommunicationError):
+            sock.close()
+            return
+        try:
+            while True:
+                frame = recv_frame(sock)
+                if frame is None:
+                    break
+                header, payload = frame
+                if header[0] == "data":
+                    self._on_batch(int(header[1]), payload)
+            send_frame(sock, ("ack",))
+        except (OSError, CommunicationError) as exc:
+            if not self._closed:
+                self._on_error(f"a feed connection broke: {exc!r}")
+        finally:
+            sock.close()
+
+    def close(self) -> None:
+        self._closed = True
+        try:
+            self._listener.close()
+        except OSError:
+            pass
+        self._thread.join(1.0)
+
+
+def push_batches(address: tuple[str, int], secret: bytes, worker: int, epoch: int,
+                 payloads: Any, timeout: float = 30.0) -> int:
+    """Push Arrow IPC payloads for ``epoch`` to worker ``worker`` at ``address``; returns how
+    many were pushed (the worker counts them before closing the epoch)."""
+    sock = _connect(tuple(address), secret, FEEDER_INDEX, FEED_NAMESPACE, worker, timeout)
+    n = 0
+    try:
+        for payload in payloads:
+            send_frame(sock, ("data", epoch), payload)
+            n += 1
+        sock.shutdown(socket.SHUT_WR)
+        # Wait for the worker to acknowledge: when this returns, it has every batch.
+        sock.settimeout(timeout)
+        frame = recv_frame(sock)
+        if frame is None or frame[0][0] != "ack":
+            raise CommunicationError(f"worker {worker} did not acknowledge epoch {epoch}'s input")
+    finally:
+        sock.close()
+    return n

@@ -1,0 +1,236 @@
+"""Building a Spark session that can host pytimely workers, and checking one that exists.
+
+:func:`local_session` starts an embedded Spark (``local[cores]``) with the lean, fast-starting
+configuration measured in ``spark.md`` (UI off, loopback only, few shuffle partitions, barrier
+slot checks that fail in seconds instead of ten minutes).  Most importantly it makes Spark's
+Python workers run **this** interpreter: ``PYSPARK_PYTHON`` must name ``sys.executable`` before
+the JVM starts, otherwise the workers run whatever ``python3`` is on the PATH, which usually
+lacks pyarrow or pytimely.  It also puts the directory pytimely is imported from on the
+workers' ``PYTHONPATH``, so a source checkout works without installing it.
+
+:func:`ship_package` is for real clusters: it zips the pytimely package and hands it to
+``SparkContext.addPyFile`` so that executors can import it (numpy and pyarrow must be
+installed there).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+from typing import Any
+
+from ..errors import TimelyError
+
+__all__ = [
+    "FAST_START_JAVA_OPTIONS",
+    "LOCAL_CONF",
+    "JavaUnavailable",
+    "SparkSetupError",
+    "java_version",
+    "local_session",
+    "prepare_environment",
+    "ship_package",
+]
+
+
+class SparkSetupError(TimelyError):
+    """Spark cannot host pytimely workers as configured (the message says what to change)."""
+
+
+class JavaUnavailable(SparkSetupError):
+    """No Java 17+ to run Spark 4 (``scripts/ensure-java.sh`` installs one on Debian/Ubuntu)."""
+
+
+#: JVM flags that halve Spark's start-up (C1 only, serial GC).  They cost about a third of the
+#: JVM's throughput: good for tests and demos, not for benchmarks.
+FAST_START_JAVA_OPTIONS = "-XX:+UseSerialGC -XX:TieredStopAtLevel=1"
+
+#: The configuration :func:`local_session` starts from (see spark.md, "Recommended test config").
+LOCAL_CONF: dict[str, str] = {
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.driver.bindAddress": "127.0.0.1",
+    "spark.driver.host": "127.0.0.1",
+    "spark.sql.shuffle.partitions": "4",
+    "spark.default.parallelism": "4",
+    "spark.sql.adaptive.enabled": "false",
+    "spark.sql.execution.arrow.pyspark.enabled": "true",
+    "spark.sql.execution.arrow.maxRecordsPerBatch": "100000",
+    # A barrier stage that needs more slots than exist fails after maxFailures x interval
+    # (default 40 x 15 s = 10 minutes); pytimely checks the slots itself before submitting.
+    "spark.scheduler.barrier.maxConcurrentTasksCheck.maxFailures": "1",
+    "spark.scheduler.barrier.maxConcurrentTasksCheck.interval": "1s",
+    # allGather / barrier() wait this long for the slowest task (default: 365 days).
+    "spark.barrier.sync.timeout": "120s",
+    "spark.python.task.killTimeout": "2s",
+}
+
+
+def java_version(java: str | None = None) -> tuple[int, str] | None:
+    """``(major, first line of java -version)`` of the Java Spark would use, or None."""
+    home = os.environ.get("JAVA_HOME")
+    if java is None:
+        candidate = os.path.join(home, "bin", "java") if home else None
+        java = candidate if candidate and os.path.exists(candidate) else shutil.which("java")
+    if java is None:
+        return None
+    try:
+        out = subprocess.run(
+            [java, "-version"], capture_output=True, text=True, timeout=30, check=False
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    text = (out.stderr or out.stdout).strip()
+    match = re.search(r'version "(\d+)(?:\.(\d+))?', text)
+    if not match:
+        return None
+    major = int(match.group(1))
+    if major == 1 and match.group(2):  # "1.8.0_x" is Java 8
+        major = int(match.group(2))
+    return major, text.splitlines()[0] if text else ""
+
+
+def _check_java() -> None:
+    found = java_version()
+    if found is None:
+        raise JavaUnavailable(
+            "Spark needs Java 17 or newer, and no `java` was found (JAVA_HOME or PATH).  On "
+            "Debian/Ubuntu: scripts/ensure-java.sh, or apt-get install openjdk-17-jre-headless"
+        )
+    if found[0] < 17:
+        raise JavaUnavailable(
+            f"Spark 4 needs Java 17 or newer; found {found[1]!r}.  Install openjdk-17 "
+            "(scripts/ensure-java.sh) and point JAVA_HOME or PATH at it"
+        )
+
+
+def _package_root() -> str:
+    """The directory the ``pytimely`` package is imported from (its parent directory)."""
+    import pytimely
+
+    return os.path.dirname(os.path.dirname(os.path.abspath(pytimely.__file__)))
+
+
+def prepare_environment(local_ip: str | None = "127.0.0.1") -> None:
+    """Set what Spark's launcher and Python workers read from the environment.
+
+    Must run before the first SparkSession (i.e. the JVM) of the process is created:
+    ``PYSPARK_PYTHON`` and ``PYSPARK_DRIVER_PYTHON`` become ``sys.executable``; the directory
+    pytimely is imported from is added to ``PYTHONPATH``; ``SPARK_LOCAL_IP`` is set to
+    ``local_ip`` unless already set (None: leave it).
+    """
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    if local_ip is not None:
+        os.environ.setdefault("SPARK_LOCAL_IP", local_ip)
+    root = _package_root()
+    parts = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if root not in parts:
+        os.environ["PYTHONPATH"] = os.pathsep.join([root, *parts])
+
+
+_SAME_PYTHON: dict[str, bool] = {}
+
+
+def _same_python(exe: str) -> bool:
+    """Whether ``exe`` (as Spark would start it) is this interpreter."""
+    known = _SAME_PYTHON.get(exe)
+    if known is not None:
+        return known
+    resolved = shutil.which(exe) or exe
+    try:
+        same = os.path.samefile(resolved, sys.executable)
+    except OSError:
+        same = False
+    if not same:  # e.g. a pyenv shim or a wrapper script: ask the interpreter itself
+        try:
+            out = subprocess.run(
+                [resolved, "-c", "import sys; print(sys.executable)"],
+                capture_output=True, text=True, timeout=30, check=False,
+            )
+            reported = out.stdout.strip()
+            same = bool(reported) and os.path.samefile(reported, sys.executable)
+        except (OSError, subprocess.SubprocessError):
+            same = False
+    _SAME_PYTHON[exe] = same
+    return same
+
+
+def local_session(
+    cores: int = 4,
+    *,
+    app_name: str = "pytimely",
+    conf: dict[str, str] | None = None,
+    driver_memory: str = "1g",
+    fast_start: bool = True,
+    log_level: str = "ERROR",
+) -> Any:
+    """An embedded Spark on this machine, ``local[cores]``, ready to host pytimely workers.
+
+    ``cores`` is the number of task slots: ``N`` long-running pytimely workers hold ``N`` of them
+    for their whole life, and anything else Spark does meanwhile (a streaming query's
+    micro-batches, writes, reads) needs more, so use at least ``N + 1`` (over-subscribing the
+    machine's cores is fine).  ``conf`` overrides :data:`LOCAL_CONF`; ``fast_start`` adds
+    :data:`FAST_START_JAVA_OPTIONS` to the driver JVM.
+
+    If a SparkContext is already running in this process it is reused (``getOrCreate``) provided
+    its Python workers run this interpreter; otherwise :class:`SparkSetupError` says why.
+    """
+    from pyspark import SparkContext
+    from pyspark.sql import SparkSession
+
+    active = SparkContext._active_spark_context
+    if active is not None:
+        if not _same_python(active.pythonExec):
+            raise SparkSetupError(
+                f"the running SparkContext starts Python workers with {active.pythonExec!r}, not "
+                f"this interpreter ({sys.executable}); set PYSPARK_PYTHON={sys.executable} "
+                "before the first SparkSession is created (pytimely.spark.local_session does)"
+            )
+        return SparkSession.builder.getOrCreate()
+    if cores < 1:
+        raise ValueError("local_session: cores must be at least 1")
+    _check_java()
+    prepare_environment()
+    settings = dict(LOCAL_CONF)
+    settings["spark.master"] = f"local[{cores}]"
+    settings["spark.sql.shuffle.partitions"] = str(cores)
+    settings["spark.default.parallelism"] = str(cores)
+    settings["spark.app.name"] = app_name
+    settings["spark.driver.memory"] = driver_memory
+    if fast_start:
+        settings["spark.driver.extraJavaOptions"] = FAST_START_JAVA_OPTIONS
+    settings.update(conf or {})
+    builder = SparkSession.builder
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel(log_level)
+    return spark
+
+
+def ship_package(spark: Any, directory: str | None = None) -> str:
+    """Zip the pytimely package and ``addPyFile`` it, so that executors can import it.
+
+    For clusters whose executors do not have pytimely installed (numpy and pyarrow they must
+    have).  Returns the path of the zip file.
+    """
+    import pytimely
+
+    package = os.path.dirname(os.path.abspath(pytimely.__file__))
+    directory = directory or tempfile.mkdtemp(prefix="pytimely-ship-")
+    path = os.path.join(directory, "pytimely.zip")
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
+        for base, dirs, files in os.walk(package):
+            dirs[:] = [d for d in dirs if d != "__pycache__"]
+            for name in files:
+                if name.endswith((".py", ".typed")):
+                    full = os.path.join(base, name)
+                    zf.write(full, os.path.relpath(full, os.path.dirname(package)))
+    spark.sparkContext.addPyFile(path)
+    return path

@@ -1,0 +1,378 @@
+"""Structured Streaming into running workers: one epoch per micro-batch.
+
+:class:`StreamingBridge` starts N long-running workers (one barrier stage, as
+:func:`pytimely.spark.run`), each with a dataflow built by ``build(scope, stream)`` around one
+input, and a feed listener.  Its :meth:`~StreamingBridge.foreach_batch` is a
+``writeStream.foreachBatch`` function: for micro-batch ``b`` it
+
+1. runs ``batch_df.mapInArrow(push)``: the task of partition ``p`` pushes its Arrow batches over
+   an authenticated TCP connection to worker ``p % N`` (``key=`` repartitions the micro-batch by
+   those columns first, so that partition ``p`` -- all of its keys -- goes to worker ``p``),
+   tagged with epoch ``b``; each push is acknowledged once the worker has it;
+2. sends every worker "close epoch ``b``: you got ``k`` pushes" over its control connection.
+
+A worker holds the pushed batches of epoch ``b`` until the close (data of a later epoch may
+overtake it), then sends them at time ``b`` and advances its input to ``b + 1``.  Input of an
+epoch that is never closed -- its micro-batch was interrupted, e.g. by stopping the query -- is
+dropped when the bridge stops (Spark delivers that batch again after a restart).  When
+its dataflow has finished epoch ``b`` -- the streams ``build`` returned (default: the input
+stream) have passed ``b`` -- it reports to the driver; once every worker did,
+:attr:`~StreamingBridge.completed` becomes ``b`` and ``on_epoch(b)`` is called on the driver.
+Per-epoch results are best written with :func:`pytimely.spark.write_parquet` (return its
+stream from ``build``: when epoch ``b`` is reported complete, every worker's file for ``b`` is
+on disk).
+
+Micro-batch ids are the epochs.  A batch id at or below the last closed epoch (Spark re-runs
+the last batch after a restart from its checkpoint) is skipped: delivery into one bridge is
+exactly-once per batch id.  The workers hold N task slots for the bridge's whole life, and each
+micro-batch needs at least one more: the bridge insists on ``N + 1`` slots.
+
+Usage::
+
+    with StreamingBridge(spark, build, workers=2) as bridge:
+        q = stream_df.writeStream.foreachBatch(bridge.foreach_batch).start()
+        ...
+        q.stop()
+    results = bridge.results          # build's return values, per worker
+"""
+
+from __future__ import annotations
+
+import threading
+import time as _time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from ..errors import TimelyError
+from .dataframe import RECORD_FORMATS, arrow_to_records
+from .launcher import Launch, TaskInbox, _check_lost, _portable, _result_row, worker_task
+
+__all__ = ["StreamingBridge"]
+
+
+def _ipc_bytes(batch: Any) -> Any:
+    import pyarrow as pa
+
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, batch.schema) as writer:
+        writer.write_batch(batch)
+    return sink.getvalue()
+
+
+def _read_ipc(payload: Any) -> list[Any]:
+    import pyarrow as pa
+
+    return pa.ipc.open_stream(pa.py_buffer(payload)).read_all().to_batches()
+
+
+def _as_streams(out: Any, default: Any) -> list[Any]:
+    from ..dataflow.stream import Stream
+
+    if out is None:
+        return [default]
+    if isinstance(out, Stream):
+        return [out]
+    if isinstance(out, (list, tuple)) and out and all(isinstance(s, Stream) for s in out):
+        return list(out)
+    return [default]
+
+
+def _bridge_body(
+    build: Callable[[Any, Any], Any], records: str, secret: bytes, bind_host: str, advertise: str
+) -> Callable[[Any, Any, TaskInbox], Any]:
+    def body(worker: Any, control: Any, inbox: TaskInbox) -> Any:
+        from ._control import FeedListener
+
+        def dataflow(scope: Any) -> Any:
+            handle, stream = scope.new_input()
+            out = build(scope, stream)
+            probes = [s.probe() for s in _as_streams(out, stream)]
+            return handle, out, probes
+
+        handle, out, probes = worker.dataflow(dataflow)
+        feed = FeedListener(
+            secret, worker.index, bind_host,
+            on_batch=lambda e, payload: inbox.put(("data", e, payload)),
+            on_error=lambda why: inbox.put(("feed-error", why)),
+        )
+        try:
+            control.send(("ready", {"feed": (advertise, feed.port)}))
+            held: dict[int, list[Any]] = {}  # epoch -> payloads received, not yet closed
+            received: dict[int, int] = {}
+            closes: list[tuple[int, int]] = []
+            closed: list[int] = []  # epochs closed, not yet reported complete
+            stopping = False
+            epochs = 0
+            rows = 0
+
+            while True:
+                items = inbox.take()
+                _check_lost(items)
+                for item in items:
+                    kind = item[0]
+                    if kind == "data":
+                        epoch, payload = item[1], item[2]
+                        if epoch < handle.time:
+                            raise TimelyError(
+                                f"worker {worker.index}: input for epoch {epoch} arrived after "
+                                "the epoch was closed"
+                            )
+                        received[epoch] = received.get(epoch, 0) + 1
+                        held.setdefault(epoch, []).append(payload)
+                    elif kind == "close":
+                        closes.append((item[1], item[2]))
+                    elif kind == "stop":
+                        stopping = True
+                    elif kind == "feed-error":
+                        raise TimelyError(f"worker {worker.index}: {item[1]}")
+                # An epoch enters the dataflow when the driver closes it (its micro-batch was
+                # delivered completely) and every push it counted has arrived.
+                while closes and received.get(closes[0][0], 0) >= closes[0][1]:
+                    epoch, expected = closes.pop(0)
+                    if received.pop(epoch, 0) != expected:
+                        raise TimelyError(
+                            f"worker {worker.index}: epoch {epoch}: more pushes arrived than "
+                            f"the driver counted ({expected})"
+                        )
+                    if epoch < handle.time:
+                        raise TimelyError(f"worker {worker.index}: epoch {epoch} closed twice")
+                    if epoch > handle.time:
+                        handle.advance_to(epoch)
+                    for payload in held.pop(epoch, []):
+                        for batch in _read_ipc(payload):
+                            if batch.num_rows:
+                                handle.send_batch(arrow_to_records(batch, records))
+                                rows += batch.num_rows
+                    handle.advance_to(epoch + 1)
+                    closed.append(epoch)
+                    epochs += 1
+                if stopping and not closes:
+                    break
+                worker.step_or_park(0.5)
+                last = None
+                while closed and not any(p.less_equal(closed[0]) for p in probes):
+                    last = closed.pop(0)
+                if last is not None:
+                    control.send(("epoch", last))
+            # Input of epochs never closed (a micro-batch interrupted by stopping the query) is
+            # dropped: Spark re-delivers that batch when the query restarts.
+            dropped = sum(received.values())
+            handle.close()
+            worker.run()
+            if closed:
+                control.send(("epoch", closed[-1]))
+            return {"result": _portable(out), "epochs": epochs, "rows": rows,
+                    "dropped_pushes": dropped}
+        finally:
+            feed.close()
+
+    return body
+
+
+class StreamingBridge:
+    """Long-running workers fed by a Structured Streaming query (module docstring).
+
+    ``build(scope, stream)`` as for :func:`pytimely.spark.run_on_dataframe` (``records`` is
+    ``"rows"``, ``"tuples"`` or ``"arrow"``).  ``on_epoch(epoch)`` is called on the driver when
+    every worker has finished an epoch.  ``wait=True`` makes ``foreach_batch`` return only once
+    its epoch is complete (back-pressure on the query; per-epoch latency is then what Spark
+    reports as batch duration).  Other options as for :func:`pytimely.spark.run`.
+    """
+
+    def __init__(
+        self,
+        spark: Any,
+        build: Callable[[Any, Any], Any],
+        workers: int = 2,
+        *,
+        records: str = "rows",
+        key: str | list[str] | None = None,
+        on_epoch: Callable[[int], Any] | None = None,
+        wait: bool = False,
+        ready_timeout: float = 120.0,
+        **options: Any,
+    ) -> None:
+        if records not in RECORD_FORMATS:
+            raise ValueError(f"records must be one of {RECORD_FORMATS}, not {records!r}")
+        self.spark = spark
+        self.workers = workers
+        self.records = records
+        self.key = [key] if isinstance(key, str) else key
+        self.on_epoch = on_epoch
+        self.wait = wait
+        self.results: list[Any] | None = None
+        self.completed = -1  # highest epoch every worker has finished
+        self._last_closed = -1
+        self._epoch_lock = threading.Condition()
+        self._closed_at: dict[int, float] = {}
+        self.latencies: dict[int, float] = {}  # epoch -> seconds from foreach_batch to complete
+        options.setdefault("description", "pytimely workers fed by a stream")
+        self._launch = Launch(spark, workers, extra_slots=1, on_message=self._message, **options)
+        launch = self._launch
+        spec = launch.spec
+        bind_host = launch.bind_host
+
+        def task(index: int, _items: Any) -> Iterator[Any]:
+            from pyspark import BarrierTaskContext
+
+            if bind_host in ("0.0.0.0", "::", ""):
+                ctx = BarrierTaskContext.get()
+                advertise = ctx.getTaskInfos()[index].address.rsplit(":", 1)[0].strip("[]")
+            else:
+                advertise = bind_host
+            body = _bridge_body(build, records, spec.secret, bind_host, advertise)
+            i, result = worker_task(spec, body)
+            yield _result_row(i, result)
+
+        rdd = launch.sc.parallelize(range(workers), workers).barrier().mapPartitionsWithIndex(task)
+        try:
+            launch.start(rdd.collect)
+            coord = launch.coordinator
+            launch.wait(lambda: len(coord.ready) == workers, timeout=ready_timeout)
+            if len(coord.ready) < workers:
+                if not launch.alive():
+                    launch.finish()
+                raise TimelyError(
+                    f"only {len(coord.ready)} of {workers} streaming workers were ready within "
+                    f"{ready_timeout:g} s"
+                )
+            self.feeds = [tuple(coord.ready[i]["feed"]) for i in range(workers)]
+        except BaseException:
+            launch.close()
+            raise
+
+    # -- driver-side bookkeeping ------------------------------------------------------------
+
+    def _message(self, index: int, header: Any, payload: Any) -> None:
+        if header[0] != "epoch":
+            return
+        coord = self._launch.coordinator
+        done = min(coord.epochs.get(i, -1) for i in range(self.workers))
+        fire = []
+        with self._epoch_lock:
+            while self.completed < done:
+                self.completed += 1
+                start = self._closed_at.pop(self.completed, None)
+                if start is not None:
+                    self.latencies[self.completed] = _time.monotonic() - start
+                    fire.append(self.completed)
+            self._epoch_lock.notify_all()
+        if self.on_epoch is not None:
+            for epoch in fire:
+                try:
+                    self.on_epoch(epoch)
+                except Exception:  # noqa: BLE001, S110 - a callback must not kill the reader
+                    pass
+
+    def _check_running(self) -> None:
+        launch = self._launch
+        if launch.coordinator.failure is not None or not launch.alive():
+            launch.wait(timeout=launch.grace + 5.0)
+            if not launch.alive():
+                launch.finish()  # raises the failure
+            raise TimelyError("the streaming workers failed")
+
+    # -- the foreachBatch function -----------------------------------------------------------
+
+    def foreach_batch(self, batch_df: Any, batch_id: int) -> None:
+        """Push micro-batch ``batch_id`` into the workers as epoch ``batch_id``, then close it."""
+        import pyarrow as pa
+
+        from ._control import push_batches
+
+        self._check_running()
+        epoch = int(batch_id)
+        if epoch <= self._last_closed:
+            return  # a re-run of a batch we already delivered
+        started = _time.monotonic()
+        feeds = self.feeds
+        secret = self._launch.secret
+        n = self.workers
+        df = batch_df.repartition(n, *self.key) if self.key else batch_df
+        schema = pa.schema([("worker", pa.int64()), ("pushes", pa.int64()),
+                            ("rows", pa.int64())])
+
+        def push(batches: Iterator[Any]) -> Iterator[Any]:
+            from pyspark import TaskContext
+
+            w = TaskContext.get().partitionId() % n
+            counted = {"rows": 0}
+
+            def payloads() -> Iterator[Any]:
+                for b in batches:
+                    if b.num_rows:
+                        counted["rows"] += b.num_rows
+                        yield _ipc_bytes(b)
+
+            it = payloads()
+            first = next(it, None)
+            pushes = 0
+            if first is not None:
+                def chain() -> Iterator[Any]:
+                    yield first
+                    yield from it
+
+                pushes = push_batches(feeds[w], secret, w, epoch, chain())
+            yield pa.RecordBatch.from_arrays(
+                [pa.array([w], pa.int64()), pa.array([pushes], pa.int64()),
+                 pa.array([counted["rows"]], pa.int64())], schema=schema,
+            )
+
+        stats = df.mapInArrow(push, "worker long, pushes long, rows long").collect()
+        counts = [0] * n
+        for row in stats:
+            counts[row["worker"]] += row["pushes"]
+        with self._epoch_lock:
+            self._closed_at[epoch] = started
+        coord = self._launch.coordinator
+        for w in range(n):
+            if not coord.send(w, ("close", epoch, counts[w])):
+                self._check_running()
+                raise TimelyError(f"worker {w} is not connected; cannot close epoch {epoch}")
+        self._last_closed = epoch
+        if self.wait:
+            self.wait_for(epoch)
+
+    # -- observing and stopping --------------------------------------------------------------
+
+    def wait_for(self, epoch: int, timeout: float | None = 120.0) -> None:
+        """Block until every worker has finished ``epoch`` (TimeoutError after ``timeout``)."""
+        deadline = None if timeout is None else _time.monotonic() + timeout
+        while True:
+            with self._epoch_lock:
+                if self.completed >= epoch:
+                    return
+                self._epoch_lock.wait(0.25)
+            if self._launch.coordinator.failure is not None or not self._launch.alive():
+                self._check_running()
+            if deadline is not None and _time.monotonic() > deadline:
+                raise TimeoutError(f"epoch {epoch} did not complete within {timeout:g} s")
+
+    def stop(self, timeout: float | None = 120.0) -> list[Any]:
+        """Close the input (after every closed epoch is in), let the dataflows finish, and
+        return ``build``'s return values per worker (also kept in :attr:`results`)."""
+        launch = self._launch
+        try:
+            launch.coordinator.broadcast(("stop",))
+            if not launch.wait(timeout=timeout):
+                launch.cancel(f"the workers did not stop within {timeout} s")
+                launch.wait(timeout=30.0)
+            outcome = launch.finish()
+        finally:
+            launch.close()
+        self.results = [r["result"] for r in outcome]
+        self.stats = [{k: v for k, v in r.items() if k != "result"} for r in outcome]
+        return self.results
+
+    def cancel(self) -> None:
+        """Stop the workers now (cancels their Spark job)."""
+        self._launch.close()
+
+    def __enter__(self) -> StreamingBridge:  # noqa: PYI034
+        return self
+
+    def __exit__(self, kind: object, exc: object, tb: object) -> None:
+        if kind is None:
+            self.stop()
+        else:
+            self.cancel()

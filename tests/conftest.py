@@ -1,0 +1,49 @@
+"""The Spark fixture: one local SparkSession for the whole test session (tests marked ``spark``).
+
+The environment is set here, at import time, before any JVM can start: Spark's Python workers
+must run this interpreter (``PYSPARK_PYTHON``), stay on loopback (``SPARK_LOCAL_IP``), and be
+able to import pytimely and the test modules (``PYTHONPATH``: functions defined at the top level
+of a test module are pickled by reference, so the workers import that module).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+
+_TESTS = os.path.dirname(os.path.abspath(__file__))
+_ROOT = os.path.dirname(_TESTS)
+
+os.environ["PYSPARK_PYTHON"] = sys.executable
+os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+_paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    [_ROOT, _TESTS, *[p for p in _paths if p not in (_ROOT, _TESTS)]]
+)
+
+#: Task slots of the test session: 2 long-running workers + room for the jobs beside them.
+SPARK_CORES = 4
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """``local[4]``, UI off, fast-start JVM flags (see ``pytimely.spark.local_session``).
+
+    Java 17+ is installed by ``make test`` (scripts/ensure-java.sh); without it the Spark tests
+    fail with the reason rather than pass silently.
+    """
+    from pytimely.spark import JavaUnavailable, local_session
+
+    try:
+        session = local_session(
+            cores=SPARK_CORES,
+            app_name="pytimely-tests",
+            conf={"spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2"},
+        )
+    except JavaUnavailable as exc:
+        pytest.fail(f"Spark needs Java 17+ ({exc}); run `make test`, which installs it")
+    yield session
+    session.stop()
