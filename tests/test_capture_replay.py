@@ -206,11 +206,24 @@ def test_capture_send_and_recv_over_sockets(tmp_path):
     import subprocess
     import sys
 
+    import random
+
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    probe_socket = socket.socket()
-    probe_socket.bind(("127.0.0.1", 0))
-    base = probe_socket.getsockname()[1] + 1
-    probe_socket.close()
+
+    def free_run(base):
+        # Five consecutive ports, below the ephemeral range (where the workers' own mesh
+        # listeners get their ports) so that nothing else can take them meanwhile.
+        for port in range(base, base + 5):
+            s = socket.socket()
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                return False
+            finally:
+                s.close()
+        return True
+
+    base = next(b for b in (random.randrange(20000, 30000) for _ in range(100)) if free_run(b))
     env = dict(os.environ, PYTHONPATH=root)
     recv = subprocess.Popen(
         [sys.executable, os.path.join(root, "examples", "capture_recv.py"), "5", str(base), "-w", "3"],
