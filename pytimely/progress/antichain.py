@@ -20,6 +20,7 @@ at most one element and take a faster path.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -154,11 +155,17 @@ class MutableAntichain:
     [2]
     """
 
-    __slots__ = ("_counts", "_frontier")
+    __slots__ = ("_counts", "_frontier", "_heap")
 
     def __init__(self) -> None:
         self._counts: dict[Any, int] = {}
         self._frontier: list[Any] = []
+        # Integer path only: a min-heap holding (at least) every time with a positive count,
+        # plus stale entries removed lazily; ``None`` until first needed (or after the general
+        # path changed counts), then rebuilt once.  Makes retracting the frontier element
+        # O(log n) instead of a scan of all counts (n pending notifications: O(n log n), not
+        # O(n^2)).
+        self._heap: list[int] | None = None
 
     @classmethod
     def from_elem(cls, t: Any) -> MutableAntichain:
@@ -184,6 +191,11 @@ class MutableAntichain:
         frontier = self._frontier
         if type(t) is int:
             if d > 0:
+                heap = self._heap
+                if heap is not None and c > 0 and c - d <= 0:
+                    heapq.heappush(heap, t)  # newly positive
+                    if len(heap) > 2 * len(counts) + 16:
+                        self._heap = None  # mostly stale entries: rebuild when next needed
                 if frontier:
                     f = frontier[0]
                     if f <= t or c <= 0:
@@ -196,15 +208,19 @@ class MutableAntichain:
                 return ()
             if c > 0 or not frontier or frontier[0] != t:
                 return ()
-            m = None
-            for k, v in counts.items():
-                if v > 0 and (m is None or k < m):
-                    m = k
+            heap = self._heap
+            if heap is None:
+                heap = self._heap = [k for k, v in counts.items() if v > 0]
+                heapq.heapify(heap)
+            while heap and counts.get(heap[0], 0) <= 0:
+                heapq.heappop(heap)
+            m = heap[0] if heap else None
             if m is None:
                 self._frontier = []
                 return ((t, -1),)
             self._frontier = [m]
             return ((t, -1), (m, 1))
+        self._heap = None
         if d > 0:
             for f in frontier:
                 if less_equal(f, t):
@@ -230,6 +246,7 @@ class MutableAntichain:
                     out.extend(one(t, d))
             return out
         rebuild = False
+        self._heap = None  # counts change off the integer path: rebuild the heap when needed
         for t, d in updates:
             if not d:
                 continue

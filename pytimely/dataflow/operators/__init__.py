@@ -10,9 +10,31 @@ from __future__ import annotations
 from typing import Any
 
 from ..stream import Stream
-from . import aggregation, capture, feedback, generic, map, notify, probe, routing
+from . import (
+    aggregation,
+    capture,
+    feedback,
+    generic,
+    map,
+    notify,
+    probe,
+    routing,
+    watermarks,
+    window,
+)
 
-__all__ = ["generic", "map", "routing", "aggregation", "probe", "capture", "feedback", "notify"]
+__all__ = [
+    "aggregation",
+    "capture",
+    "feedback",
+    "generic",
+    "map",
+    "notify",
+    "probe",
+    "routing",
+    "watermarks",
+    "window",
+]
 
 
 def _connect_loop(self: Stream, handle: feedback.LoopHandle) -> None:
@@ -58,6 +80,8 @@ _METHODS = {
     "sink": generic.sink,
     "unary_notify": notify.unary_notify,
     "binary_notify": notify.binary_notify,
+    "tumbling_average": window.tumbling_average,
+    "assign_watermarks": watermarks.assign_watermarks,
 }
 
 for _name, _fn in _METHODS.items():

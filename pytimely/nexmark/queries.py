@@ -1,0 +1,1044 @@
+"""NEXMark Q0..Q8 as pytimely dataflows, written with timestamp tokens; Q4 and Q7 also with
+Naiad-style notifications and Flink-style watermarks (the three idioms of seed 004, section 7.4).
+
+Every query matches :mod:`pytimely.nexmark.reference` exactly: its output records are the
+reference's rows (logical time first), so ``sorted(all output records) ==
+reference.qN(events)`` after the input closes, and, with the input frontier at ``F``, the rows
+output so far are ``reference.qN(events, frontier=F)`` (the "emitted once the input frontier F
+..." column of the reference's table).  See the reference docstrings for the row layouts.
+
+Interface
+---------
+
+``build_query(name, scope, events, idiom="tokens", **params) -> Stream`` builds query ``name``
+(``"q0"`` .. ``"q8"``) reading the events stream ``events`` (see :mod:`.events`: batches of
+``EventBatch`` or of ``Person``/``Auction``/``Bid`` records) and returns the stream of result
+rows.  ``idiom`` is ``"tokens"`` for every query, and also ``"notifications"`` or
+``"watermarks"`` for Q4 and Q7 (:data:`IDIOMS`).  Parameters: ``rows`` (Q0: output reference
+rows instead of passing the event batches through), ``key`` (Q6: ``"bidder"`` or
+``"seller"``), ``notify_per_call`` (notifications: deliver at most this many per invocation,
+``1`` = Naiad's scheduling), ``watermark_stats`` / ``watermark_probe`` (watermarks: a
+:class:`~pytimely.dataflow.operators.watermarks.WatermarkStats` to count markers into, a
+:class:`~pytimely.dataflow.operators.watermarks.WatermarkProbe` attached to the result).
+
+Time
+----
+
+Each event is sent at a dataflow time ``t <= date_time`` (typically ``date_time`` rounded down
+to a quantum, e.g. the harness' 1 ms tick; see :func:`.events.time_batches`); the queries work
+with any quantum.  Event-time logic uses the records' ``date_time``/``expires`` fields; the
+dataflow timestamp only bounds them (input frontier ``F`` => every event with ``date_time < F``
+has arrived, none that arrives later has).  Output timestamps are never later than the row's
+logical time; they equal it where that is free (Q5, Q7: one message per window or boundary);
+operators that close many things with distinct ns times (Q4, Q6 and the Q4 closing stage)
+send each activation's results in one batch at their held token's time, which is ``<=`` every
+result's logical time (Megaphone's choice: no per-result coordination).
+
+Design (tokens)
+---------------
+
+* First stage on each worker (``Pipeline``): extract the records a query needs from the event
+  batches (numpy columns for ``EventBatch``), then ``Exchange`` by the query's key: auction id
+  (Q4 closing, Q5 counts), seller / person id (Q3, Q8), category (Q4 average), bidder or
+  seller (Q6), window (Q7).  Everything is correct on any number of workers.
+* Operators that wait for event time keep their pending work in a heap keyed by time and hold
+  **one token, at the minimum pending time** (seed 004 section 6.3, Megaphone's priority queue of
+  tokens): taken from an incoming message's token with ``delayed`` when something earlier
+  arrives, downgraded to the new minimum after releasing work, dropped when nothing is pending.
+  Their interest is ``IF_CAPABILITY``: time passing is none of their business while idle.
+* Q7 pre-aggregates per worker (numpy max per window per batch), holding one token per open
+  window at the window's end, and exchanges only the partial maxima (one record per window per
+  worker) to the worker that owns the window.
+* Running aggregates whose result depends on the order of closings (Q4 average, Q6) buffer
+  closings until the frontier passes their time and apply them in canonical ``(expires,
+  auction id)`` order, so the output is deterministic and equals the reference on any number
+  of workers.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import Counter, deque
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from ..dataflow.channels import Exchange, Pipeline
+from ..dataflow.operators.generic import (
+    binary,
+    binary_frontier,
+    unary,
+    unary_frontier,
+)
+from ..dataflow.operators.notify import binary_notify, unary_notify
+from ..dataflow.operators.watermarks import (
+    WatermarkProbe,
+    WatermarkStats,
+    WStream,
+    assign_watermarks,
+)
+from ..progress.operate import FrontierInterest
+from .events import auctions_of, bid_columns, bids_of, event_rows, persons_of
+from .generator import Bid, EventBatch
+from .reference import Q3_CATEGORY, Q3_STATES, Q5_SLIDE, Q5_WINDOW, Q6_HISTORY, Q7_WINDOW, Q8_WINDOW
+
+__all__ = [
+    "IDIOMS",
+    "QUERIES",
+    "build_query",
+    "closed_auctions",
+    "q0",
+    "q1",
+    "q2",
+    "q3",
+    "q4",
+    "q5",
+    "q6",
+    "q7",
+    "q8",
+]
+
+QUERIES = ("q0", "q1", "q2", "q3", "q4", "q5", "q6", "q7", "q8")
+IDIOMS: dict[str, tuple[str, ...]] = {q: ("tokens",) for q in QUERIES}
+IDIOMS["q4"] = IDIOMS["q7"] = ("tokens", "notifications", "watermarks")
+
+_IF_CAP = FrontierInterest.IF_CAPABILITY
+_INF = float("inf")
+
+
+def _fmin(frontier: Any) -> Any:
+    """The minimum of an integer frontier (``inf`` once it is empty)."""
+    els = frontier.elements()
+    return els[0] if els else _INF
+
+
+# ---------------------------------------------------------------------------------------------
+# Building blocks
+
+
+def _per_batch(stream: Any, name: str, fn: Callable[[Any], Any], pact: Any = Pipeline) -> Any:
+    """``fn(batch) -> records`` for every batch, sent at the batch's time (no tokens held)."""
+
+    def ctor(cap: Any, info: Any) -> Any:
+        cap.drop()
+
+        def logic(inp: Any, out: Any) -> None:
+            for ref, batch in inp:
+                res = fn(batch)
+                if len(res):
+                    out.session(ref).give_batch(res)
+
+        return logic
+
+    return unary(stream, pact, name, ctor)
+
+
+class _MinToken:
+    """One token held at the minimum pending time (seed 004 section 6.3): ``cover(ref, t)``
+    makes sure a token ``<= t`` is held (taking one from the message ``ref`` if needed),
+    ``settle(t_min)`` moves it to the new minimum (``None``: nothing pending, drop it)."""
+
+    __slots__ = ("cap", "time")
+
+    def __init__(self) -> None:
+        self.cap: Any = None
+        self.time: Any = _INF
+
+    def cover(self, ref: Any, t: Any) -> None:
+        if t < self.time:
+            new = ref.delayed(t)
+            if self.cap is not None:
+                self.cap.drop()
+            self.cap = new
+            self.time = t
+
+    def settle(self, t_min: Any) -> None:
+        cap = self.cap
+        if cap is None:
+            return
+        if t_min is None:
+            cap.drop()
+            self.cap = None
+            self.time = _INF
+        elif t_min > self.time:
+            cap.downgrade(t_min)
+            self.time = t_min
+
+
+# ---------------------------------------------------------------------------------------------
+# Q0 - Q2: per record
+
+
+def q0(scope: Any, events: Any, rows: bool = False) -> Any:
+    """Pass-through.  ``rows=False``: the event batches themselves (what Megaphone measures);
+    ``rows=True``: reference rows ``(date_time, kind, *record)``."""
+    if rows:
+        return _per_batch(events, "Q0 Rows", event_rows)
+    return _per_batch(events, "Q0 PassThrough", lambda batch: batch)
+
+
+def _q1_rows(batch: Any) -> list[tuple]:
+    if type(batch) is EventBatch:
+        b = batch.bids
+        return list(zip(b.date_time.tolist(), b.auction.tolist(), b.bidder.tolist(),
+                        (b.price * 89 // 100).tolist()))
+    return [(e[3], e[0], e[1], e[2] * 89 // 100) for e in batch if type(e) is Bid]
+
+
+def q1(scope: Any, events: Any) -> Any:
+    """Currency conversion: ``(date_time, auction, bidder, price * 89 // 100)`` per bid."""
+    return _per_batch(events, "Q1 Map", _q1_rows)
+
+
+def _q2_rows(batch: Any) -> list[tuple]:
+    if type(batch) is EventBatch:
+        b = batch.bids
+        keep = b.auction % 123 == 0
+        return list(zip(b.date_time[keep].tolist(), b.auction[keep].tolist(),
+                        b.price[keep].tolist()))
+    return [(e[3], e[0], e[2]) for e in batch if type(e) is Bid and e[0] % 123 == 0]
+
+
+def q2(scope: Any, events: Any) -> Any:
+    """Selection: ``(date_time, auction, price)`` for bids with ``auction % 123 == 0``."""
+    return _per_batch(events, "Q2 Filter", _q2_rows)
+
+
+# ---------------------------------------------------------------------------------------------
+# Q3: incremental join
+
+
+def _q3_persons(batch: Any) -> list[tuple]:
+    # Every person goes to the join (persons are 2 % of events): a person outside the states
+    # resolves the auctions waiting for it as "no match" instead of leaving them pending.
+    return [(p[0], p[1], p[4], p[5], p[6]) for p in persons_of(batch)]
+
+
+def _q3_auctions(batch: Any) -> list[tuple]:
+    return [(a[0], a[5], a[7]) for a in auctions_of(batch) if a[8] == Q3_CATEGORY]
+
+
+def q3(scope: Any, events: Any) -> Any:
+    """Local item suggestion: auctions of category 10 joined with persons from OR/ID/CA on
+    ``seller == person.id``; row ``(max(a.t, p.t), name, city, state, auction id)`` when the
+    later of the two arrives.  Persons are exchanged by id, auctions by seller; persons are kept
+    forever, an auction waits only until its seller is known.  No tokens are held: rows are sent
+    at the arriving record's timestamp."""
+    persons = _per_batch(events, "Q3 Persons", _q3_persons)
+    auctions = _per_batch(events, "Q3 Auctions", _q3_auctions)
+
+    def ctor(cap: Any, info: Any) -> Any:
+        cap.drop()
+        known: dict[int, Any] = {}  # person id -> (name, city, state, date_time) or None
+        waiting: dict[int, list[tuple[int, int]]] = {}  # seller -> [(auction id, date_time)]
+
+        def logic(pin: Any, ain: Any, out: Any) -> None:
+            for ref, batch in pin:
+                rows = []
+                for pid, name, city, state, pdt in batch:
+                    match = (name, city, state, pdt) if state in Q3_STATES else None
+                    known[pid] = match
+                    waiting_auctions = waiting.pop(pid, None)
+                    if waiting_auctions and match is not None:
+                        for aid, adt in waiting_auctions:
+                            rows.append((max(adt, pdt), name, city, state, aid))
+                if rows:
+                    out.session(ref).give_batch(rows)
+            for ref, batch in ain:
+                rows = []
+                for aid, adt, seller in batch:
+                    if seller in known:
+                        p = known[seller]
+                        if p is not None:
+                            rows.append((max(adt, p[3]), p[0], p[1], p[2], aid))
+                    else:
+                        waiting.setdefault(seller, []).append((aid, adt))
+                if rows:
+                    out.session(ref).give_batch(rows)
+
+        return logic
+
+    return binary(persons, auctions, Exchange(_first), Exchange(_third), "Q3 Join", ctor)
+
+
+def _first(r: Any) -> Any:
+    return r[0]
+
+
+def _third(r: Any) -> Any:
+    return r[2]
+
+
+# ---------------------------------------------------------------------------------------------
+# Closed auctions (Q4, Q6): the closing stage
+
+
+class _AuctionCloser:
+    """The state of the closing operator on one worker (auctions and bids exchanged by auction
+    id), shared by the three idioms.
+
+    * ``open``: auction id -> ``[reserve, date_time, expires, category, seller, best price,
+      best bid time, best bidder]`` (best price -1: no valid bid yet).
+    * ``early``: auction id -> bids that arrived before their auction.
+    * ``heap``: ``(time, auction id, kind)``: kind 0 closes the auction at ``expires``; kind 1
+      at a buffered bid's ``date_time`` discards buffered bids that can no longer become valid
+      (an auction arriving after the frontier passed ``t`` has ``date_time > t``).
+
+    Closing rows: ``(expires, auction, category, seller, bidder, price)``.
+    """
+
+    __slots__ = ("early", "heap", "open")
+
+    def __init__(self) -> None:
+        self.open: dict[int, list[int]] = {}
+        self.early: dict[int, list[Any]] = {}
+        self.heap: list[tuple[int, int, int]] = []
+
+    def add_auctions(self, batch: Any, times: list[int] | None = None) -> Any:
+        """Returns the least new pending time (``inf`` if none); appends each to ``times``."""
+        open_ = self.open
+        early = self.early
+        heap = self.heap
+        least = _INF
+        for a in batch:
+            aid = a[0]
+            exp = a[6]
+            st = [a[4], a[5], exp, a[8], a[7], -1, 0, 0]
+            open_[aid] = st
+            heapq.heappush(heap, (exp, aid, 0))
+            least = min(least, exp)
+            if times is not None:
+                times.append(exp)
+            if early:
+                bids = early.pop(aid, None)
+                if bids:
+                    self._apply(st, bids)
+        return least
+
+    @staticmethod
+    def _apply(st: list[int], bids: Any) -> None:
+        reserve, adt, exp = st[0], st[1], st[2]
+        for b in bids:
+            p = b[2]
+            if p >= reserve:
+                d = b[3]
+                if adt <= d < exp and (p > st[5] or (p == st[5] and d < st[6])):
+                    st[5] = p
+                    st[6] = d
+                    st[7] = b[1]
+
+    def add_bids(self, batch: Any, times: list[int] | None = None) -> Any:
+        """Returns the least new pending time (``inf`` if none); appends each to ``times``."""
+        open_get = self.open.get
+        early = self.early
+        least = _INF
+        for b in batch:
+            st = open_get(b[0])
+            if st is None:
+                aid = b[0]
+                d = b[3]
+                buffered = early.get(aid)
+                if buffered is None:
+                    early[aid] = [b]
+                else:
+                    buffered.append(b)
+                heapq.heappush(self.heap, (d, aid, 1))
+                least = min(least, d)
+                if times is not None:
+                    times.append(d)
+                continue
+            p = b[2]
+            if p >= st[0]:
+                d = b[3]
+                if st[1] <= d < st[2] and (p > st[5] or (p == st[5] and d < st[6])):
+                    st[5] = p
+                    st[6] = d
+                    st[7] = b[1]
+        return least
+
+    def close_before(self, limit: Any) -> list[tuple]:
+        """Pop every pending entry with time ``< limit``; the closing rows, in order."""
+        heap = self.heap
+        rows = []
+        open_ = self.open
+        early = self.early
+        while heap and heap[0][0] < limit:
+            t, aid, kind = heapq.heappop(heap)
+            if kind == 0:
+                st = open_.pop(aid, None)
+                if st is not None and st[5] >= 0:
+                    rows.append((t, aid, st[3], st[4], st[7], st[5]))
+            else:
+                buffered = early.get(aid)
+                if buffered is not None:
+                    keep = [b for b in buffered if b[3] >= limit]
+                    if keep:
+                        early[aid] = keep
+                    else:
+                        del early[aid]
+        return rows
+
+    def least(self) -> int | None:
+        return self.heap[0][0] if self.heap else None
+
+
+def _split_q4(events: Any) -> tuple[Any, Any]:
+    return (_per_batch(events, "Q4 Bids", bids_of), _per_batch(events, "Q4 Auctions", auctions_of))
+
+
+def closed_auctions(scope: Any, events: Any, idiom: str = "tokens", per_call: int | None = None) -> Any:
+    """The closing stage shared by Q4 and Q6 (Beam's Q9): rows ``(expires, auction, category,
+    seller, winning bidder, winning price)`` for every auction that closes with a valid bid,
+    once the input frontier is strictly past ``expires`` (see ``reference.closed_auctions``;
+    the winner's tie-break by date_time suffices because event times are distinct).
+
+    ``idiom="tokens"``: one token at the least pending time, results batched at its time.
+    ``idiom="notifications"``: one notification per distinct expiry (and per buffered bid's
+    time), results at exactly ``expires``.
+    """
+    bids, auctions = _split_q4(events)
+    by_auction = Exchange(_first)
+    if idiom == "tokens":
+
+        def ctor(cap: Any, info: Any) -> Any:
+            cap.drop()
+            closer = _AuctionCloser()
+            token = _MinToken()
+
+            def logic(bin_: Any, ain: Any, out: Any) -> None:
+                for ref, batch in ain:
+                    least = closer.add_auctions(batch)
+                    if least < token.time:
+                        token.cover(ref, least)
+                for ref, batch in bin_:
+                    least = closer.add_bids(batch)
+                    if least < token.time:
+                        token.cover(ref, least)
+                heap = closer.heap
+                if heap:
+                    limit = min(_fmin(bin_.frontier), _fmin(ain.frontier))
+                    if heap[0][0] < limit:
+                        rows = closer.close_before(limit)
+                        if rows:
+                            out.session(token.cap).give_batch(rows)
+                        token.settle(closer.least())
+
+            return logic
+
+        return binary_frontier(bids, auctions, by_auction, by_auction, "Q4 Close", ctor,
+                               interest=_IF_CAP)
+
+    if idiom == "notifications":
+        closer = None
+
+        def logic(bin_: Any, ain: Any, out: Any, notificator: Any) -> None:
+            nonlocal closer
+            if closer is None:
+                closer = _AuctionCloser()
+            times: list[int] = []
+            for ref, batch in ain:
+                closer.add_auctions(batch, times)
+                for t in times:
+                    notificator.notify_at(ref.delayed(t))
+                times.clear()
+            for ref, batch in bin_:
+                closer.add_bids(batch, times)
+                for t in times:
+                    notificator.notify_at(ref.delayed(t))
+                times.clear()
+            for cap in notificator:
+                rows = closer.close_before(cap.time + 1)
+                if rows:
+                    out.session(cap).give_batch(rows)
+                cap.drop()
+
+        return binary_notify(bids, auctions, by_auction, by_auction, "Q4 Close (notify)", (),
+                             logic, per_call=per_call)
+
+    raise ValueError(f"closed_auctions: unknown idiom {idiom!r}")
+
+
+class _RunningAverage:
+    """Q4's average: per category, over every auction closed so far."""
+
+    __slots__ = ("sums",)
+
+    def __init__(self) -> None:
+        self.sums: dict[int, list[int]] = {}
+
+    def __call__(self, c: tuple) -> tuple:
+        acc = self.sums.get(c[2])
+        if acc is None:
+            acc = self.sums[c[2]] = [0, 0]
+        acc[0] += c[5]
+        acc[1] += 1
+        return (c[0], c[1], c[2], acc[0] // acc[1])
+
+
+class _LastTen:
+    """Q6's average of the last 10 winning prices per key (bidder: row[4], seller: row[3])."""
+
+    __slots__ = ("field", "hist")
+
+    def __init__(self, field: int) -> None:
+        self.field = field
+        self.hist: dict[int, deque] = {}
+
+    def __call__(self, c: tuple) -> tuple:
+        k = c[self.field]
+        h = self.hist.get(k)
+        if h is None:
+            h = self.hist[k] = deque(maxlen=Q6_HISTORY)
+        h.append(c[5])
+        return (c[0], c[1], k, sum(h) // len(h))
+
+
+def _ordered_apply(closings: Any, field: int, apply: Any, name: str) -> Any:
+    """Exchange closings by ``row[field]`` and apply ``apply`` to them in ``(expires, auction)``
+    order, each once the frontier is strictly past its ``expires`` (all closings up to it have
+    arrived: they are sent at times ``<=`` their ``expires``).  One token at the least pending
+    ``expires``; each activation's rows go out in one batch at that token's time."""
+
+    def ctor(cap: Any, info: Any) -> Any:
+        cap.drop()
+        pending: list[tuple] = []  # heap of closings (expires, auction, ...)
+        token = _MinToken()
+
+        def logic(inp: Any, out: Any) -> None:
+            for ref, batch in inp:
+                least = _INF
+                for c in batch:
+                    heapq.heappush(pending, c)
+                    least = min(least, c[0])
+                if least < token.time:
+                    token.cover(ref, least)
+            if pending:
+                limit = _fmin(inp.frontier)
+                if pending[0][0] < limit:
+                    rows = []
+                    while pending and pending[0][0] < limit:
+                        rows.append(apply(heapq.heappop(pending)))
+                    out.session(token.cap).give_batch(rows)
+                    token.settle(pending[0][0] if pending else None)
+
+        return logic
+
+    key = (lambda r: r[field])
+    return unary_frontier(closings, Exchange(key), name, ctor, interest=_IF_CAP)
+
+
+def _ordered_apply_notify(closings: Any, field: int, apply: Any, name: str,
+                          per_call: int | None) -> Any:
+    """:func:`_ordered_apply` with notifications: closings arrive at exactly ``expires``; one
+    notification per distinct time, rows at that time, in auction order."""
+    pending: dict[int, list[tuple]] = {}
+
+    def logic(inp: Any, out: Any, notificator: Any) -> None:
+        for ref, batch in inp:
+            t = ref.time
+            waiting = pending.get(t)
+            if waiting is None:
+                pending[t] = list(batch)
+                notificator.notify_at(ref.retain())
+            else:
+                waiting.extend(batch)
+        for cap in notificator:
+            closings_at = pending.pop(cap.time)
+            closings_at.sort()
+            out.session(cap).give_batch([apply(c) for c in closings_at])
+            cap.drop()
+
+    key = (lambda r: r[field])
+    return unary_notify(closings, Exchange(key), name, (), logic, per_call=per_call)
+
+
+# ---------------------------------------------------------------------------------------------
+# Q4
+
+
+def q4(scope: Any, events: Any, idiom: str = "tokens", notify_per_call: int | None = None,
+       watermark_stats: WatermarkStats | None = None,
+       watermark_probe: WatermarkProbe | None = None) -> Any:
+    """Average closing price per category (running, over all auctions closed so far):
+    ``(expires, auction, category, avg)`` per closed auction, in ``(expires, auction)`` order
+    per category, once the frontier is strictly past ``expires``.
+
+    Dataflow: bids and auctions exchanged by auction id into the closing operator; closings
+    exchanged by category into the averaging operator.
+    """
+    if idiom == "tokens":
+        closings = closed_auctions(scope, events, "tokens")
+        return _ordered_apply(closings, 2, _RunningAverage(), "Q4 Average")
+    if idiom == "notifications":
+        closings = closed_auctions(scope, events, "notifications", notify_per_call)
+        return _ordered_apply_notify(closings, 2, _RunningAverage(), "Q4 Average (notify)",
+                                     notify_per_call)
+    if idiom == "watermarks":
+        ws = assign_watermarks(events, "Q4 Source", stats=watermark_stats)
+        out = _q4_watermarks(ws)
+        if watermark_probe is not None:
+            out.probe(all_workers=True, handle=watermark_probe)
+        return out.data("Q4 Output")
+    raise ValueError(f"q4: unknown idiom {idiom!r}")
+
+
+def _q4_watermarks(ws: WStream) -> WStream:
+    """Q4 with watermarks: the same closing and averaging logic, driven by event-time timers
+    that fire when the input watermark passes them."""
+    auctions = ws.map_batch(auctions_of, name="Q4 Auctions")
+    bids = ws.map_batch(bids_of, name="Q4 Bids")
+    closer = _AuctionCloser()
+
+    def on_data(port: int, batch: Any) -> None:
+        if port == 0:
+            closer.add_auctions(batch)
+        else:
+            closer.add_bids(batch)
+
+    def on_watermark(w: int) -> list[tuple]:
+        return closer.close_before(w)
+
+    closings = auctions.process2(bids, on_data, on_watermark, key1=_first, key2=_first,
+                                 name="Q4 Close (watermarks)")
+    average = _RunningAverage()
+    pending: list[tuple] = []
+
+    def on_closings(batch: Any) -> None:
+        for c in batch:
+            heapq.heappush(pending, c)
+
+    def fire(w: int) -> list[tuple]:
+        rows = []
+        while pending and pending[0][0] < w:
+            rows.append(average(heapq.heappop(pending)))
+        return rows
+
+    return closings.process(on_closings, fire, key=_category, name="Q4 Average (watermarks)")
+
+
+def _category(r: Any) -> Any:
+    return r[2]
+
+
+# ---------------------------------------------------------------------------------------------
+# Q5: hot items
+
+
+def _q5_bids(batch: Any) -> list[tuple]:
+    if type(batch) is EventBatch:
+        b = batch.bids
+        return list(zip(b.auction.tolist(), b.date_time.tolist()))
+    return [(e[0], e[3]) for e in batch if type(e) is Bid]
+
+
+def q5(scope: Any, events: Any) -> Any:
+    """Hot items: 60 s window sliding every 1 s, the auction with most bids (ties: larger id),
+    at every boundary ``t`` where a non-empty 1 s slice enters or leaves and the window is not
+    empty; ``(t, auction, count)`` once the frontier is strictly past ``t``.
+
+    Stage 1 (bids exchanged by auction): per worker, per-slice counts; at each boundary the
+    worker reports its local best ``(t, auction, count, changed)``.  One token, at the next
+    boundary the worker must report.  Stage 2 (all reports to worker 0): the global maximum at
+    every boundary where some worker's window changed.  Since an auction's bids all meet on one
+    worker, the global best is the best of the local bests.
+    """
+    slide, window = Q5_SLIDE, Q5_WINDOW
+    bids = _per_batch(events, "Q5 Bids", _q5_bids)
+
+    def count_ctor(cap: Any, info: Any) -> Any:
+        cap.drop()
+        slices: dict[int, Counter] = {}  # slice end -> counts (pending or in the window)
+        pending_ends: list[int] = []  # heap: slices not yet entered
+        counts: Counter = Counter()  # the window at the last processed boundary
+        cursor = [None]  # next boundary to process while the window is non-empty
+        token = _MinToken()
+
+        def next_boundary() -> int | None:
+            if counts:
+                return cursor[0]
+            return pending_ends[0] if pending_ends else None
+
+        def logic(inp: Any, out: Any) -> None:
+            for ref, batch in inp:
+                least = _INF
+                for auction, d in batch:
+                    s = (d // slide + 1) * slide
+                    c = slices.get(s)
+                    if c is None:
+                        c = slices[s] = Counter()
+                        heapq.heappush(pending_ends, s)
+                        least = min(least, s)
+                    c[auction] += 1
+                if least < token.time:
+                    token.cover(ref, least)
+            limit = _fmin(inp.frontier)
+            t = next_boundary()
+            if t is None or t >= limit:
+                return
+            while t is not None and t < limit:
+                changed = False
+                if pending_ends and pending_ends[0] == t:
+                    heapq.heappop(pending_ends)
+                    counts.update(slices[t])
+                    changed = True
+                leaving = slices.pop(t - window, None)
+                if leaving:
+                    counts.subtract(leaving)
+                    for a in leaving:
+                        if counts[a] <= 0:
+                            del counts[a]
+                    changed = True
+                if counts:
+                    best_a, best_n = max(counts.items(), key=_count_then_id)
+                    out.give(token.cap, (t, best_a, best_n, changed), time=t)
+                elif changed:
+                    out.give(token.cap, (t, -1, 0, True), time=t)
+                cursor[0] = t + slide
+                t = next_boundary()
+            token.settle(t)
+
+        return logic
+
+    reports = unary_frontier(bids, Exchange(_first), "Q5 Count", count_ctor, interest=_IF_CAP)
+
+    def max_ctor(cap: Any, info: Any) -> Any:
+        cap.drop()
+        pending: dict[int, list[Any]] = {}  # boundary -> [token, reports]
+
+        def logic(inp: Any, out: Any) -> None:
+            for ref, batch in inp:
+                entry = pending.get(ref.time)
+                if entry is None:
+                    pending[ref.time] = [ref.retain(), list(batch)]
+                else:
+                    entry[1].extend(batch)
+            if not pending:
+                return
+            frontier = inp.frontier
+            for t in sorted(t for t in pending if not frontier.less_equal(t)):
+                cap_t, reps = pending.pop(t)
+                if any(r[3] for r in reps):
+                    live = [r for r in reps if r[2] > 0]
+                    if live:
+                        best = max(live, key=lambda r: (r[2], r[1]))
+                        out.give(cap_t, (t, best[1], best[2]))
+                cap_t.drop()
+
+        return logic
+
+    return unary_frontier(reports, Exchange(route=_to_zero), "Q5 Max", max_ctor, interest=_IF_CAP)
+
+
+def _count_then_id(kv: tuple[int, int]) -> tuple[int, int]:
+    return (kv[1], kv[0])
+
+
+def _to_zero(_r: Any) -> int:
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------
+# Q6
+
+
+def q6(scope: Any, events: Any, key: str = "bidder") -> Any:
+    """Average selling price: per key (winning ``bidder``, or ``seller``), the average of its
+    last 10 winning prices after each closing: ``(expires, auction, key, avg)``."""
+    if key not in ("bidder", "seller"):
+        raise ValueError(f"q6 key must be 'bidder' or 'seller', got {key!r}")
+    field = 4 if key == "bidder" else 3
+    closings = closed_auctions(scope, events, "tokens")
+    return _ordered_apply(closings, field, _LastTen(field), "Q6 Average")
+
+
+# ---------------------------------------------------------------------------------------------
+# Q7: highest bid per 10 s tumbling window
+
+
+def _window_maxima(batch: Any, width: int) -> list[tuple[int, int]]:
+    """``[(window end, max price)]`` of the bids in one batch (numpy for ``EventBatch``)."""
+    dts, prices = bid_columns(batch)
+    n = len(dts)
+    if not n:
+        return []
+    if type(dts) is np.ndarray:
+        first = int(dts.min()) // width
+        if first == int(dts.max()) // width:  # the common case: the batch is in one window
+            return [((first + 1) * width, int(prices.max()))]
+        idx = dts // width
+        order = np.argsort(idx, kind="stable")
+        idx_sorted = idx[order]
+        starts = np.flatnonzero(np.r_[True, idx_sorted[1:] != idx_sorted[:-1]])
+        maxima = np.maximum.reduceat(prices[order], starts)
+        return [((int(i) + 1) * width, int(m)) for i, m in zip(idx_sorted[starts], maxima)]
+    out: dict[int, int] = {}
+    for d, p in zip(dts, prices):
+        e = (d // width + 1) * width
+        m = out.get(e)
+        if m is None or p > m:
+            out[e] = p
+    return list(out.items())
+
+
+class _WindowMax:
+    """Open windows of one operator instance: end -> [token or None, max]."""
+
+    __slots__ = ("ends", "windows")
+
+    def __init__(self) -> None:
+        self.windows: dict[int, list[Any]] = {}
+        self.ends: list[int] = []
+
+    def add(self, e: int, m: int) -> list[Any] | None:
+        """Fold ``m`` into window ``e``; returns the new entry if the window is new."""
+        entry = self.windows.get(e)
+        if entry is None:
+            entry = self.windows[e] = [None, m]
+            heapq.heappush(self.ends, e)
+            return entry
+        entry[1] = max(entry[1], m)
+        return None
+
+    def complete(self, reached: Callable[[int], bool]) -> list[tuple[int, list[Any]]]:
+        out = []
+        ends = self.ends
+        while ends and reached(ends[0]):
+            e = heapq.heappop(ends)
+            out.append((e, self.windows.pop(e)))
+        return out
+
+
+def q7(scope: Any, events: Any, idiom: str = "tokens", notify_per_call: int | None = None,
+       watermark_stats: WatermarkStats | None = None,
+       watermark_probe: WatermarkProbe | None = None) -> Any:
+    """Highest bid: per 10 s tumbling window ``[e - 10 s, e)`` with bids, ``(e, max price)``
+    once the frontier reaches ``e``.
+
+    Stage 1 (``Pipeline``): per-worker maxima, computed per batch with numpy.  Stage 2
+    (``Exchange`` by ``e // 10 s``): the maximum of the partial maxima.
+
+    * Tokens: one token per open window per stage.  Stage 1 holds it at ``e - 1`` (the window's
+      last time) and sends its partial there once its frontier reaches ``e``; stage 2 holds it
+      at ``e`` and emits once its frontier is past ``e - 1``.  (Partials must not travel *at*
+      ``e``: a frontier that has reached ``e`` may still have messages at ``e`` in flight from
+      other workers, so stage 2 could not tell when the last partial has arrived.)
+    * Notifications: one per window per stage, at ``e - 1``; stage 2 emits at ``e``.
+    * Watermarks: windows fire when the watermark reaches ``e``.
+    """
+    width = Q7_WINDOW
+    if idiom == "tokens":
+
+        def pre_ctor(cap: Any, info: Any) -> Any:
+            cap.drop()
+            state = _WindowMax()
+
+            def logic(inp: Any, out: Any) -> None:
+                for ref, batch in inp:
+                    for e, m in _window_maxima(batch, width):
+                        entry = state.add(e, m)
+                        if entry is not None:
+                            entry[0] = ref.delayed(e - 1)
+                if state.ends:
+                    frontier = inp.frontier
+                    # Complete once the frontier reaches e: every bid of it has date_time < e.
+                    for e, (tok, m) in state.complete(lambda e: not frontier.less_than(e)):
+                        out.give(tok, (e, m))  # at e - 1
+                        tok.drop()
+
+            return logic
+
+        partial = unary_frontier(events, Pipeline, "Q7 PreReduce", pre_ctor, interest=_IF_CAP)
+
+        def all_ctor(cap: Any, info: Any) -> Any:
+            cap.drop()
+            state = _WindowMax()
+
+            def logic(inp: Any, out: Any) -> None:
+                for ref, batch in inp:
+                    for e, m in batch:
+                        entry = state.add(e, m)
+                        if entry is not None:
+                            entry[0] = ref.delayed(e)
+                if state.ends:
+                    frontier = inp.frontier
+                    # Partials travel at e - 1: all have arrived once the frontier is past it.
+                    for e, (tok, m) in state.complete(lambda e: not frontier.less_equal(e - 1)):
+                        out.give(tok, (e, m))
+                        tok.drop()
+
+            return logic
+
+        return unary_frontier(partial, Exchange(_window_key), "Q7 AllReduce", all_ctor,
+                              interest=_IF_CAP)
+
+    if idiom == "notifications":
+        pre_windows: dict[int, int] = {}  # window end -> partial max
+
+        def pre_logic(inp: Any, out: Any, notificator: Any) -> None:
+            for ref, batch in inp:
+                for e, m in _window_maxima(batch, width):
+                    cur = pre_windows.get(e)
+                    if cur is None:
+                        pre_windows[e] = m
+                        notificator.notify_at(ref.delayed(e - 1))
+                    elif m > cur:
+                        pre_windows[e] = m
+            for cap in notificator:
+                e = cap.time + 1
+                out.give(cap, (e, pre_windows.pop(e)))  # at e - 1
+                cap.drop()
+
+        partial = unary_notify(events, Pipeline, "Q7 PreReduce (notify)", (), pre_logic,
+                               per_call=notify_per_call)
+        all_windows: dict[int, int] = {}
+
+        def all_logic(inp: Any, out: Any, notificator: Any) -> None:
+            for ref, batch in inp:
+                for e, m in batch:
+                    cur = all_windows.get(e)
+                    if cur is None:
+                        all_windows[e] = m
+                        notificator.notify_at(ref.retain())  # partials travel at e - 1
+                    elif m > cur:
+                        all_windows[e] = m
+            for cap in notificator:
+                e = cap.time + 1
+                out.give(cap, (e, all_windows.pop(e)), time=e)
+                cap.drop()
+
+        return unary_notify(partial, Exchange(_window_key), "Q7 AllReduce (notify)", (),
+                            all_logic, per_call=notify_per_call)
+
+    if idiom == "watermarks":
+        ws = assign_watermarks(events, "Q7 Source", stats=watermark_stats)
+        pre_state = _WindowMax()
+
+        def pre_data(batch: Any) -> None:
+            for e, m in _window_maxima(batch, width):
+                pre_state.add(e, m)
+
+        def pre_fire(w: int) -> list[tuple[int, int]]:
+            return [(e, entry[1]) for e, entry in pre_state.complete(lambda e: e <= w)]
+
+        partial = ws.process(pre_data, pre_fire, name="Q7 PreReduce (watermarks)")
+        all_state = _WindowMax()
+
+        def all_data(batch: Any) -> None:
+            for e, m in batch:
+                all_state.add(e, m)
+
+        def all_fire(w: int) -> list[tuple[int, int]]:
+            return [(e, entry[1]) for e, entry in all_state.complete(lambda e: e <= w)]
+
+        out = partial.process(all_data, all_fire, key=_window_key,
+                              name="Q7 AllReduce (watermarks)")
+        if watermark_probe is not None:
+            out.probe(all_workers=True, handle=watermark_probe)
+        return out.data("Q7 Output")
+
+    raise ValueError(f"q7: unknown idiom {idiom!r}")
+
+
+def _window_key(r: Any) -> int:
+    return r[0] // Q7_WINDOW
+
+
+# ---------------------------------------------------------------------------------------------
+# Q8: monitor new users
+
+
+def _q8_persons(batch: Any) -> list[tuple]:
+    if type(batch) is EventBatch:
+        p = batch.persons
+        return list(zip(p.id.tolist(), p.date_time.tolist()))
+    return [(p[0], p[6]) for p in persons_of(batch)]
+
+
+def _q8_auctions(batch: Any) -> list[tuple]:
+    if type(batch) is EventBatch:
+        a = batch.auctions
+        return list(zip(a.seller.tolist(), a.date_time.tolist()))
+    return [(a[7], a[5]) for a in auctions_of(batch)]
+
+
+def q8(scope: Any, events: Any) -> Any:
+    """Monitor new users: ``(a.date_time, seller)`` for each auction whose seller registered
+    within the previous 12 h (``p.t <= a.t < p.t + 12 h``).
+
+    Persons exchanged by id, auctions by seller; persons are kept forever.  An auction whose
+    seller is already known is decided on arrival; otherwise it waits for the seller, and is
+    discarded once the frontier passes its time (a person arriving later is younger than the
+    auction).  Rows go out when decided, at the arriving record's timestamp: no tokens held.
+    """
+    persons = _per_batch(events, "Q8 Persons", _q8_persons)
+    auctions = _per_batch(events, "Q8 Auctions", _q8_auctions)
+    horizon = Q8_WINDOW
+
+    def ctor(cap: Any, info: Any) -> Any:
+        cap.drop()
+        registered: dict[int, int] = {}
+        waiting: dict[int, list[int]] = {}  # seller -> [auction date_time]
+        expiry: list[tuple[int, int]] = []  # heap (auction date_time, seller)
+
+        def logic(pin: Any, ain: Any, out: Any) -> None:
+            for ref, batch in pin:
+                rows = []
+                for pid, pdt in batch:
+                    registered[pid] = pdt
+                    ws = waiting.pop(pid, None)
+                    if ws:
+                        rows.extend((adt, pid) for adt in ws if pdt <= adt < pdt + horizon)
+                if rows:
+                    out.session(ref).give_batch(rows)
+            for ref, batch in ain:
+                rows = []
+                for seller, adt in batch:
+                    pdt = registered.get(seller)
+                    if pdt is None:
+                        w = waiting.get(seller)
+                        if w is None:
+                            waiting[seller] = [adt]
+                        else:
+                            w.append(adt)
+                        heapq.heappush(expiry, (adt, seller))
+                    elif pdt <= adt < pdt + horizon:
+                        rows.append((adt, seller))
+                if rows:
+                    out.session(ref).give_batch(rows)
+            if expiry:
+                limit = min(_fmin(pin.frontier), _fmin(ain.frontier))
+                while expiry and expiry[0][0] < limit:
+                    adt, seller = heapq.heappop(expiry)
+                    w = waiting.get(seller)
+                    if w is not None:
+                        w = [x for x in w if x >= limit]
+                        if w:
+                            waiting[seller] = w
+                        else:
+                            del waiting[seller]
+
+        return logic
+
+    return binary(persons, auctions, Exchange(_first), Exchange(_first), "Q8 Join", ctor)
+
+
+# ---------------------------------------------------------------------------------------------
+# Uniform entry point
+
+
+def build_query(name: str, scope: Any, events: Any, idiom: str = "tokens", **params: Any) -> Any:
+    """Build query ``name`` (``"q0"``..``"q8"``) on ``events`` with ``idiom``; returns the
+    stream of result rows (see the module docstring for parameters)."""
+    name = name.lower()
+    if name not in IDIOMS:
+        raise ValueError(f"unknown NEXMark query {name!r}; known: {', '.join(QUERIES)}")
+    if idiom not in IDIOMS[name]:
+        raise ValueError(
+            f"query {name} has no {idiom!r} variant; available: {', '.join(IDIOMS[name])}"
+        )
+    if name in ("q4", "q7"):
+        fn = q4 if name == "q4" else q7
+        return fn(scope, events, idiom=idiom, **params)
+    fn = {"q0": q0, "q1": q1, "q2": q2, "q3": q3, "q5": q5, "q6": q6, "q8": q8}[name]
+    return fn(scope, events, **params)
