@@ -141,7 +141,8 @@ def run_open_loop(
                 inp.send_batch(make_batch(sent + a, b - a, times[a:b]))
                 pending.append((t, sched[a:b]))
             sent = due
-        t_now = (now - start) & mask
+        # Time moves even without records, but never past the next unsent record's timestamp.
+        t_now = min(now - start, int(sent * period_ns)) & mask
         if t_now > inp.time:
             inp.advance_to(t_now)
         # Step; if nothing is ready, park until the next record is due (at most 1 ms) rather
