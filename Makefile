@@ -7,7 +7,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench lint clean java
+.PHONY: demo test bench results lint clean java
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -27,7 +27,11 @@ test: $(STAMP) java
 bench: $(STAMP)
 	$(BIN)/python bench/progress.py
 	$(BIN)/python bench/chain.py
+	$(BIN)/python bench/wordcount.py
 	$(BIN)/python bench/manyflows.py
+
+results: $(STAMP)
+	$(BIN)/python bench/all_experiments.py > /dev/null
 
 lint: $(STAMP)
 	$(BIN)/ruff check pytimely tests bench examples

@@ -26,6 +26,7 @@ def _replay(args: argparse.Namespace) -> int:
         return 1 if summary.get("error") else 0
     # Replay into a one-worker dataflow and print every record with its time.
     import pytimely as pt
+
     from .capture import FileReader, ParquetReader, replay_into
 
     reader = ParquetReader(args.file) if args.file.endswith(".parquet") else FileReader(args.file)

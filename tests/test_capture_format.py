@@ -13,6 +13,7 @@ import time
 import zlib
 
 import numpy as np
+import pyarrow as pa  # noqa: E402  (a dependency of pytimely)
 import pytest
 
 from pytimely.capture import (
@@ -36,8 +37,6 @@ from pytimely.capture import (
 from pytimely.capture.fileformat import FRAME_HEADER_SIZE, encode_event
 from pytimely.errors import CaptureError, TimelyError, TruncatedCapture
 from pytimely.order import Product
-
-import pyarrow as pa  # noqa: E402  (a dependency of pytimely)
 
 
 class Custom:
@@ -494,7 +493,7 @@ def test_forged_frames_never_crash_the_decoder(tmp_path):
         try:
             got, err = drain(r)
         except TimelyError:
-            raise AssertionError("drain should have caught it")
+            raise AssertionError("drain should have caught it") from None
         assert err is None or isinstance(err, CaptureError)
         for ev in got:
             assert isinstance(ev, Event)

@@ -202,11 +202,10 @@ def test_five_captured_streams_replayed_on_m_workers(five_worker_capture, replay
 @pytest.mark.timeout(120)
 def test_capture_send_and_recv_over_sockets(tmp_path):
     """timely's capture_send (5 workers) / capture_recv (3 workers) pair, as processes."""
+    import random
     import socket
     import subprocess
     import sys
-
-    import random
 
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -572,7 +572,7 @@ class TestOrder:
 
     def test_domains(self):
         assert domain_of(int) is INT and domain_of(INT) is INT and domain_of(IntDomain()) is INT
-        assert INT == int and INT == IntDomain() and hash(INT) == hash(IntDomain())
+        assert INT == int and INT == IntDomain() and hash(INT) == hash(IntDomain())  # noqa: E721  (domain equality with the int type is the point)
         assert INT.minimum() == 0 and INT.identity() == 0 and repr(INT) == "int"
         assert INT.summary(3) == 3
         for bad in (-1, 1.5, "1", True):

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from ..errors import GraphError
-from ..order import INT, ProductDomain, to_inner, to_outer
+from ..order import INT, ProductDomain, to_inner
 from ..order import summarize as order_summarize
 from ..progress.operate import FrontierInterest
 from ..progress.reachability import Builder

@@ -46,7 +46,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
 
 from ..errors import CycleError
-from ..order import INT, domain_of, followed_by, results_in, summary_less_equal
+from ..order import domain_of, followed_by, results_in, summary_less_equal
 from .antichain import Antichain, MutableAntichain
 from .change_batch import ChangeBatch
 
