@@ -26,6 +26,8 @@ from typing import Any
 
 import numpy as np
 
+from pytimely.synchronization import barrier
+
 __all__ = ["LatencyHistogram", "run_open_loop", "DNF_NS"]
 
 DNF_NS = 1_000_000_000
@@ -112,7 +114,7 @@ def run_open_loop(
         return inp, out.probe()
 
     inp, probe = worker.dataflow(dataflow)
-    _barrier(worker)  # every worker has built its dataflow: start the clocks together
+    barrier(worker)  # every worker has built its dataflow: start the clocks together
     hist = LatencyHistogram()
     pending: deque[tuple[int, np.ndarray]] = deque()  # (timestamp, scheduled ns of its records)
     sent = 0
@@ -165,19 +167,6 @@ def run_open_loop(
     if not dnf:
         worker.step_while(lambda: not probe.done(), timeout=10)
     return {"worker": index, "offered": sent, "dnf": dnf, "histogram": hist.to_state()}
-
-
-def _barrier(worker: Any) -> None:
-    """Return once every worker got here (a one-round input -> probe dataflow)."""
-
-    def build(scope: Any) -> Any:
-        inp, stream = scope.new_input()
-        return inp, stream.probe()
-
-    inp, probe = worker.dataflow(build)
-    inp.advance_to(1)
-    worker.step_while(lambda: probe.less_than(1))
-    inp.close()
 
 
 def merge_results(results: list[dict[str, Any]]) -> dict[str, Any]:

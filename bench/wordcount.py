@@ -27,6 +27,7 @@ import time
 import numpy as np
 
 import pytimely as pt
+from pytimely.synchronization import barrier
 
 VOCAB = 10_000
 
@@ -119,19 +120,6 @@ def run(words: int, batch: int, columnar: bool, workers: int) -> dict:
         "records_per_s": round(words / compute),
         "verified": ok,
     }
-
-
-def barrier(worker) -> None:
-    """Return once every worker has called it (a one-round input -> probe dataflow)."""
-
-    def build(scope):
-        inp, stream = scope.new_input()
-        return inp, stream.probe()
-
-    inp, probe = worker.dataflow(build)
-    inp.advance_to(1)
-    worker.step_while(lambda: probe.less_than(1))
-    inp.close()
 
 
 def _forward(cap, info):
