@@ -26,7 +26,15 @@ from typing import Any
 
 from ..order import less_equal
 
-__all__ = ["Antichain", "MutableAntichain"]
+__all__ = ["Antichain", "MutableAntichain", "frontier_changes"]
+
+
+def frontier_changes(old: Iterable[Any], new: Iterable[Any]) -> list[tuple[Any, int]]:
+    """The ``(t, -1)`` / ``(t, +1)`` changes that turn frontier ``old`` into ``new``."""
+    old, new = list(old), list(new)
+    changes = [(t, -1) for t in old if t not in new]
+    changes.extend((t, 1) for t in new if t not in old)
+    return changes
 
 
 def _sorted(elements: list[Any]) -> list[Any]:
@@ -297,9 +305,7 @@ class MutableAntichain:
         self._frontier = new
         if old == new:
             return []
-        changes = [(t, -1) for t in old if t not in new]
-        changes.extend((t, 1) for t in new if t not in old)
-        return changes
+        return frontier_changes(old, new)
 
     def frontier(self) -> Antichain:
         a = Antichain()

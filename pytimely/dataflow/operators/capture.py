@@ -15,6 +15,7 @@ from typing import Any
 
 from ...capture.event import Messages, Progress
 from ...capture.event import extract as extract_events
+from ...progress.antichain import frontier_changes
 from ...progress.operate import FrontierInterest
 from ..channels import Pipeline
 from ..stream import Stream
@@ -37,9 +38,7 @@ def capture_into(stream: Stream, writer: Any, name: str = "Capture", close: bool
         now = list(inp._frontier.frontier_list())
         shown = state["shown"]
         if now != shown:
-            changes = [(t, -1) for t in shown if t not in now]
-            changes.extend((t, 1) for t in now if t not in shown)
-            writer.push(Progress(changes))
+            writer.push(Progress(frontier_changes(shown, now)))
             state["shown"] = list(now)
         for t, batch in inp.drain_batches():
             writer.push(Messages(t, batch))

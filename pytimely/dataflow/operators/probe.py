@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...progress.antichain import Antichain, MutableAntichain
+from ...progress.antichain import Antichain, MutableAntichain, frontier_changes
 from ...progress.operate import FrontierInterest
 from ..channels import Pipeline
 from ..stream import Stream
@@ -60,9 +60,7 @@ def probe_with(stream: Stream, handle: ProbeHandle, name: str = "Probe") -> Stre
         now = inp._frontier.frontier_list()
         shown = state["shown"]
         if now != shown:
-            changes = [(t, -1) for t in shown if t not in now]
-            changes.extend((t, 1) for t in now if t not in shown)
-            mirror.update_iter(changes)
+            mirror.update_iter(frontier_changes(shown, now))
             state["shown"] = list(now)
 
     sink(stream, Pipeline, name, logic, interest=FrontierInterest.ALWAYS)
