@@ -19,50 +19,11 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import harness  # noqa: E402
 import plotting  # noqa: E402
 
-import pytimely as pt  # noqa: E402
-from pytimely.nexmark import NexmarkConfig, WorkerStream  # noqa: E402
-from pytimely.nexmark.queries import build_query  # noqa: E402
+from pytimely.nexmark.latency import measure, table  # noqa: E402
 
 IDIOMS = ("tokens", "notifications", "watermarks")
-
-
-def measure(query: str, idiom: str, rate: float, workers: int, duration: float,
-            quantum: int, in_flight: int | None) -> dict:
-    def work(worker):
-        config = NexmarkConfig(rate=int(rate), workers=worker.peers, in_flight_auctions=in_flight)
-        events = WorkerStream(config, worker.index, block_events=4096)  # small blocks: no stalls
-        peers, me = worker.peers, worker.index
-
-        def make_batch(first, count, times):
-            # This worker's events with local indices < first + count (global n = i*P + w).
-            return events.next_batch((first + count - 1) * peers + me + 1)
-
-        def build(scope, stream):
-            return build_query(query, scope, stream, idiom=idiom)
-
-        return harness.run_open_loop(worker, build, rate, duration, quantum, make_batch=make_batch)
-
-    out = harness.merge_results(pt.execute(work, workers=workers))
-    out.update({"query": query, "idiom": idiom, "rate": rate, "workers": workers,
-                "quantum_log2": quantum})
-    return out
-
-
-def table(runs: list[dict], query: str) -> list[str]:
-    lines = [f"NEXMark {query.upper()} latency (ms): p50 / p999 / max, or DNF",
-             "rate      workers  " + "  ".join(f"{i:>24}" for i in IDIOMS)]
-    keys = sorted({(r["rate"], r["workers"]) for r in runs if r["query"] == query})
-    for rate, workers in keys:
-        cells = []
-        for idiom in IDIOMS:
-            r = next(x for x in runs if x["query"] == query and x["idiom"] == idiom
-                     and x["rate"] == rate and x["workers"] == workers)
-            cells.append("DNF" if r["dnf"] else f"{r['p50_ms']} / {r['p999_ms']} / {r['max_ms']}")
-        lines.append(f"{int(rate):<9} {workers:<8} " + "  ".join(f"{c:>24}" for c in cells))
-    return lines
 
 
 def main(argv: list[str] | None = None) -> dict:

@@ -1,35 +1,90 @@
-"""The main job (``make demo``): a pytimely dataflow on Spark-placed workers, end to end.
+"""The main job (``make demo``): NEXMark on pytimely workers placed by Spark, end to end.
 
-On an embedded Spark (``local[workers + 2]``) it
+On an embedded Spark (``local[workers + 2]``) the default workload, ``nexmark``,
 
-1. builds a dataset with Spark (``--rows`` rows of words in ``--epochs`` epochs) and stores it
-   as Parquet;
-2. runs the workload's dataflow on ``--workers`` pytimely workers placed by one Spark barrier
-   stage, each reading its partition of the dataset as Arrow batches, epoch after epoch
-   (:func:`pytimely.spark.run_on_dataframe`);
-3. has every worker write its results as Parquet per epoch as soon as the epoch completes
-   (``results/worker=i/epoch=e.parquet``) and capture its output stream, data and progress,
-   as Parquet (``capture/worker=i/capture.parquet``);
-4. reads both back with Spark, checks the results against Spark's own computation on the same
-   dataset, replays the captured streams into a local dataflow and checks they are identical;
-5. prints a summary and where the files are.
+1. has **Spark generate the NEXMark events**: ``--generators`` Spark tasks (``mapInArrow``)
+   each run one of the canonical generator's streams (:mod:`pytimely.nexmark.spark`) and Spark
+   writes the ``--rows`` events as one Parquet table (``events/``: ``event_number, kind,
+   date_time`` and ``person`` / ``auction`` / ``bid`` structs);
+2. runs **NEXMark Q1-Q8** (timestamp tokens, :mod:`pytimely.nexmark.queries`) on ``--workers``
+   pytimely workers in one Spark barrier stage (:func:`pytimely.spark.run_on_dataframe`): Spark
+   reads the table, cuts event time into ``--epochs`` epochs (an ``epoch`` column: ``date_time``
+   rounded down to the epoch length, in ns) and streams each worker its partition in epoch
+   order as Arrow batches, which the workers turn back into NEXMark event batches;
+3. has every worker write each query's results as Parquet **per epoch, as soon as the epoch
+   completes** (``results/qN/worker=i/epoch=e.parquet``, :func:`pytimely.spark.write_parquet`)
+   and capture Q7's output stream, data and progress, as Parquet (``capture/q7/``);
+4. reads the events and results back with Spark and checks them: the events against
+   :func:`pytimely.nexmark.generate`, every query's rows against the batch reference
+   (:mod:`pytimely.nexmark.reference`) on the same events, that every row was written no later
+   than its logical time's epoch, and that the Q7 capture replays to the same rows;
+5. measures the open-loop latency of Q4 and Q7 with tokens, notifications and watermarks at
+   ``--latency-rates`` (:mod:`pytimely.nexmark.latency`, on a local worker), prints the table
+   and plots it (``latency.png``);
+6. prints a summary table and where the files are (``summary.json`` holds it all).
 
-Workloads are pluggable (:class:`Workload`, :data:`WORKLOADS`); the default is a keyed count
-per epoch (word count).  ``python -m pytimely.demo --help`` lists the options.
+Workloads are pluggable (:data:`WORKLOADS`: anything with ``name``, ``summary``, ``rows``,
+``epochs`` and ``run(ctx)``).  ``--workload wordcount`` runs the earlier demo, a keyed count per
+epoch checked against Spark's ``groupBy().count()`` (:class:`Workload`).
+``python -m pytimely.demo --help`` lists the options.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import glob
+import json
 import os
 import shutil
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["WORKLOADS", "Workload", "main", "run_demo"]
+__all__ = [
+    "NEXMARK",
+    "NEXMARK_QUERIES",
+    "WORDCOUNT",
+    "WORKLOADS",
+    "Context",
+    "NexmarkWorkload",
+    "Workload",
+    "main",
+    "run_demo",
+]
+
+
+@dataclass
+class Context:
+    """What a workload's ``run`` gets: the Spark session, the (emptied) output directory, the
+    number of workers, the input size (``rows``, ``epochs``), ``say`` for progress lines and
+    ``lap(name)`` to time its stages (``timings``)."""
+
+    spark: Any
+    out: str
+    workers: int
+    rows: int
+    epochs: int
+    say: Callable[[str], Any]
+    timings: dict[str, float] = field(default_factory=dict)
+    _mark: float = field(default_factory=time.perf_counter)
+
+    def lap(self, name: str) -> float:
+        """Record the time since the last lap as stage ``name``; returns it in seconds."""
+        now = time.perf_counter()
+        took = now - self._mark
+        self.timings[name] = self.timings.get(name, 0.0) + took
+        self._mark = now
+        return took
+
+
+def _timings_line(timings: dict[str, float], total: float) -> str:
+    return ", ".join(f"{k} {v:.1f} s" for k, v in timings.items()) + f"; total {total:.1f} s"
+
+
+# --- the wordcount workload: a keyed count per epoch, checked with Spark ----------------------
 
 VOCABULARY = (
     "the", "timely", "dataflow", "model", "moves", "records", "with", "logical", "timestamps",
@@ -41,7 +96,7 @@ VOCABULARY = (
 
 @dataclass(frozen=True)
 class Workload:
-    """What the demo runs.
+    """A dataflow over a Spark-built dataset whose results Spark can compute itself.
 
     * ``dataset(spark, rows, epochs)`` -- the input DataFrame (built with Spark);
     * ``time`` -- its epoch column; ``key`` -- columns to place rows on workers by (or None);
@@ -51,7 +106,8 @@ class Workload:
       :func:`pytimely.spark.write_parquet` and capture them with
       :func:`pytimely.spark.capture_parquet`;
     * ``reference(df)`` -- Spark's own answer, with the columns the results have (incl. epoch);
-    * ``columns`` -- the result columns, ``describe(rows)`` -- a line about a few result rows.
+    * ``columns`` -- the result columns, ``describe(rows)`` -- a line about a few result rows;
+    * ``rows``, ``epochs`` -- the default input size.
     """
 
     name: str
@@ -64,9 +120,76 @@ class Workload:
     reference: Callable[[Any], Any]
     columns: tuple[str, ...]
     describe: Callable[[list[Any]], str]
+    rows: int = 200_000
+    epochs: int = 10
 
+    def run(self, ctx: Context) -> dict[str, Any]:
+        """Build the dataset, run the dataflow on Spark, check it against Spark, replay the
+        capture; print the summary; returns it (``ok``: all checks passed)."""
+        import pytimely as pt
+        from pytimely import spark as ps
+        from pytimely.capture import replay_into
 
-# --- the default workload: a keyed count per epoch --------------------------------------------
+        spark, say = ctx.spark, ctx.say
+        data_dir = os.path.join(ctx.out, "input")
+        results_dir = os.path.join(ctx.out, "results")
+        capture_dir = os.path.join(ctx.out, "capture")
+
+        self.dataset(spark, ctx.rows, ctx.epochs).write.parquet(data_dir)
+        df = spark.read.parquet(data_dir)
+        ctx.lap("dataset")
+        say(f"dataset: {ctx.rows:,} rows in {ctx.epochs} epochs, written by Spark to {data_dir}")
+
+        say(f"running '{self.name}' on {ctx.workers} pytimely workers in one Spark barrier "
+            "stage ...")
+        ps.run_on_dataframe(
+            df,
+            self.build(results_dir, capture_dir),
+            time=self.time,
+            key=self.key,
+            records=self.records,
+            workers=ctx.workers,
+        )
+        ctx.lap("dataflow")
+
+        results = spark.read.parquet(results_dir)
+        ours = results.select(*self.columns)
+        theirs = self.reference(df).select(*self.columns)
+        missing = theirs.exceptAll(ours).count()
+        extra = ours.exceptAll(theirs).count()
+        result_rows = ours.collect()
+        per_worker = {r["worker"]: r["count"] for r in results.groupBy("worker").count().collect()}
+        ctx.lap("check with Spark")
+
+        captured = spark.read.parquet(capture_dir)
+        kinds = {r["kind"]: r["count"] for r in captured.groupBy("kind").count().collect()}
+        replayed = pt.example(
+            lambda scope: replay_into(ps.capture_readers(capture_dir), scope).capture()
+        ).extract()
+        from_replay = sorted((t_, *rec) for t_, recs in replayed for rec in recs)
+        from_files = sorted(tuple(r) for r in result_rows)
+        replay_ok = from_replay == from_files
+        ctx.lap("capture replay")
+
+        ok = missing == 0 and extra == 0 and replay_ok and bool(result_rows)
+        say("")
+        say(f"pytimely on Spark: {self.summary}")
+        say(f"  results   {len(result_rows):,} rows (worker: rows "
+            f"{dict(sorted(per_worker.items()))}) in {results_dir}")
+        say(f"            {self.describe(result_rows) if result_rows else 'empty'}")
+        say(f"  check     equal to Spark's groupBy: {missing == 0 and extra == 0} "
+            f"(missing {missing}, extra {extra})")
+        say(f"  capture   {kinds.get('messages', 0):,} record rows + {kinds.get('progress', 0)} "
+            f"progress rows in {capture_dir}")
+        say(f"            replayed locally, identical to the results: {replay_ok}")
+        say(f"  read them: spark.read.parquet({results_dir!r})")
+        return {
+            "ok": ok,
+            "rows": len(result_rows),
+            "missing": missing,
+            "extra": extra,
+            "replay_ok": replay_ok,
+        }
 
 
 def _words_dataset(spark: Any, rows: int, epochs: int) -> Any:
@@ -129,131 +252,399 @@ WORDCOUNT = Workload(
     describe=_wordcount_describe,
 )
 
-WORKLOADS: dict[str, Workload] = {WORDCOUNT.name: WORDCOUNT}
+
+# --- the NEXMark workload --------------------------------------------------------------------
+
+NEXMARK_QUERIES: dict[str, str] = {
+    "q1": "currency conversion: every bid, price * 89 // 100",
+    "q2": "selection: bids on auctions with id % 123 == 0",
+    "q3": "join: category-10 auctions of sellers in OR/ID/CA",
+    "q4": "average closing price per category (running)",
+    "q5": "hot items: most-bid auction, 60 s window every 1 s",
+    "q6": "average of a bidder's last 10 winning prices",
+    "q7": "highest bid per 10 s tumbling window",
+    "q8": "new users: auctions by sellers registered < 12 h ago",
+}
+
+
+def _nexmark_build(queries: tuple[str, ...], capture: tuple[str, ...], epoch_ns: int,
+                   results_dir: str, capture_dir: str) -> Callable[[Any, Any], Any]:
+    """``build(scope, stream)`` for :func:`pytimely.spark.run_on_dataframe`: Arrow slices of
+    the event table -> NEXMark event batches -> every query -> rows moved to their epoch ->
+    Parquet per epoch (and a capture of the ``capture`` queries).  Returns a dict of the
+    worker's statistics (filled in while it runs; cloud-pickled back when it ends)."""
+
+    def build(scope: Any, stream: Any) -> dict[str, Any]:
+        from pytimely import spark as ps
+        from pytimely.nexmark import spark as nxs
+        from pytimely.nexmark.queries import build_query
+
+        stats: dict[str, Any] = {"worker": scope.index, "events": 0, "first": None,
+                                 "last": None, "rows": dict.fromkeys(queries, 0)}
+
+        def to_events(batch: Any) -> Any:
+            if stats["first"] is None:
+                stats["first"] = time.perf_counter()
+            events = nxs.arrow_to_events(batch)
+            stats["events"] += len(events)
+            return events
+
+        events = stream.map_batch(to_events, name="ArrowToNexmark")
+        for q in queries:
+            rows = nxs.align_to_epochs(build_query(q, scope, events), epoch_ns,
+                                       name=f"{q.upper()} ToEpochs")
+            if q in capture:
+                ps.capture_parquet(rows, os.path.join(capture_dir, q))
+            table = rows.map_batch(nxs.rows_to_arrow(q), name=f"{q.upper()} ToArrow")
+            written = ps.write_parquet(table, os.path.join(results_dir, q),
+                                       schema=nxs.RESULT_SCHEMAS[q], name=f"{q.upper()} Parquet")
+
+            def seen(t: Any, batch: Any, q: str = q) -> None:
+                stats["rows"][q] += batch.num_rows
+                stats["last"] = time.perf_counter()
+
+            written.inspect_batch(seen, name=f"{q.upper()} Written")
+        return stats
+
+    return build
+
+
+def _read_parquet(spark: Any, directory: str) -> tuple[Any, int]:
+    """``(Arrow table or None, number of files)`` of a :func:`write_parquet` directory, read
+    with Spark."""
+    files = glob.glob(os.path.join(directory, "worker=*", "*.parquet"))
+    if not files:
+        return None, 0
+    return spark.read.parquet(directory).toArrow(), len(files)
+
+
+def _same_events(a: Any, b: Any) -> bool:
+    import numpy as np
+
+    if len(a) != len(b):
+        return False
+    for name in ("event_number", "kind", "date_time"):
+        if not np.array_equal(getattr(a, name), getattr(b, name)):
+            return False
+    for table in ("persons", "auctions", "bids"):
+        for x, y in zip(getattr(a, table), getattr(b, table), strict=True):
+            if not np.array_equal(x, y):
+                return False
+    return True
+
+
+def _fmt_s(ns: int) -> str:
+    return f"{ns / 1e9:g} s"
+
+
+@dataclass(frozen=True)
+class NexmarkWorkload:
+    """NEXMark on Spark (the module docstring).  ``rows`` events at ``rate`` events/s of event
+    time from ``generators`` generator streams (= Spark tasks), ``in_flight`` auctions (small:
+    auctions close within seconds, so Q4/Q6 have results), cut into ``epochs`` epochs; the
+    ``queries`` run with tokens and ``capture`` of them are captured.  Latency: ``latency_queries``
+    x idioms x ``latency_rates`` (empty: skip), ``latency_seconds`` each after
+    ``latency_warmup``, on ``latency_workers`` local workers."""
+
+    name: str = "nexmark"
+    summary: str = "NEXMark queries over Spark-generated events"
+    rows: int = 500_000
+    epochs: int = 50
+    rate: int = 2_000
+    in_flight: int = 1_000
+    generators: int = 4
+    queries: tuple[str, ...] = tuple(NEXMARK_QUERIES)
+    capture: tuple[str, ...] = ("q7",)
+    latency_queries: tuple[str, ...] = ("q4", "q7")
+    latency_rates: tuple[int, ...] = (100_000, 200_000)
+    latency_seconds: float = 1.5
+    latency_warmup: float = 0.5
+    latency_workers: int = 1
+    latency_in_flight: int = 10_000
+
+    def config(self) -> Any:
+        from pytimely.nexmark import NexmarkConfig
+
+        return NexmarkConfig(rate=self.rate, workers=self.generators,
+                             in_flight_auctions=self.in_flight)
+
+    def epoch_ns(self, rows: int, epochs: int) -> int:
+        """The epoch length: the event time of ``rows`` events cut into ``epochs`` (ns)."""
+        span = self.config().ts(rows)
+        return max(1, -(-span // max(1, epochs)))
+
+    def run(self, ctx: Context) -> dict[str, Any]:
+        import numpy as np
+        from pyspark.sql import functions as F
+
+        import pytimely as pt
+        from pytimely import spark as ps
+        from pytimely.capture import replay_into
+        from pytimely.nexmark import generate
+        from pytimely.nexmark import reference as nexmark_reference
+        from pytimely.nexmark import spark as nxs
+
+        unknown = [q for q in self.queries if q not in NEXMARK_QUERIES]
+        if unknown or not self.queries:
+            raise ValueError(f"unknown NEXMark queries {unknown or '(none)'}; known: "
+                             f"{', '.join(NEXMARK_QUERIES)}")
+        capture = tuple(q for q in self.capture if q in self.queries)
+        spark, say, n = ctx.spark, ctx.say, ctx.rows
+        cfg = self.config()
+        epoch_ns = self.epoch_ns(n, ctx.epochs)
+        span_ns = cfg.ts(n)
+        events_dir = os.path.join(ctx.out, "events")
+        results_dir = os.path.join(ctx.out, "results")
+        capture_dir = os.path.join(ctx.out, "capture")
+
+        # 1. Spark generates the events and writes them as Parquet.
+        nxs.events_dataframe(spark, cfg, n).write.parquet(events_dir)
+        events_df = spark.read.parquet(events_dir)
+        kinds = {r["kind"]: r["count"] for r in events_df.groupBy("kind").count().collect()}
+        ctx.lap("generate events")
+        say(f"events: {n:,} NEXMark events ({kinds.get(0, 0):,} persons, "
+            f"{kinds.get(1, 0):,} auctions, {kinds.get(2, 0):,} bids; {_fmt_s(span_ns)} of event "
+            f"time at {self.rate:,}/s), generated by {cfg.workers} Spark tasks, written to "
+            f"{events_dir}")
+
+        # 2. The queries on Spark-placed workers, epoch by epoch.
+        df = events_df.withColumn("epoch", F.expr(f"date_time div {epoch_ns} * {epoch_ns}"))
+        n_epochs = -(-span_ns // epoch_ns)
+        say(f"running {', '.join(q.upper() for q in self.queries)} on {ctx.workers} pytimely "
+            f"workers in one Spark barrier stage: {n_epochs} epochs of {_fmt_s(epoch_ns)} ...")
+        started = time.perf_counter()
+        stats = ps.run_on_dataframe(
+            df,
+            _nexmark_build(self.queries, capture, epoch_ns, results_dir, capture_dir),
+            time="epoch",
+            workers=ctx.workers,
+            records="arrow",
+        )
+        stage_s = time.perf_counter() - started
+        ctx.lap("dataflow")
+        busy = [s["last"] - s["first"] for s in stats if s["first"] is not None
+                and s["last"] is not None]
+        busy_s = max(busy) if busy and max(busy) > 0 else 0.0
+        worker_events = {s["worker"]: s["events"] for s in stats}
+
+        # 3. Check: events against the generator, results against the reference.
+        events = nxs.arrow_to_events(events_df.toArrow())
+        events_ok = _same_events(events, generate(cfg, 0, n))
+        records = events.to_records()
+        checks: dict[str, dict[str, Any]] = {}
+        for q in self.queries:
+            table, files = _read_parquet(spark, os.path.join(results_dir, q))
+            ours = nxs.result_rows(table, q)
+            theirs = sorted(getattr(nexmark_reference, q)(records))
+            on_time = 1.0
+            if table is not None and table.num_rows:
+                logical = table.column(0).to_numpy()
+                epoch = table.column("epoch").to_numpy()
+                on_time = float(np.mean(epoch <= -(-logical // epoch_ns) * epoch_ns))
+            per_worker = {w: s["rows"][q] for w, s in enumerate(stats)}
+            checks[q] = {"rows": len(ours), "reference": len(theirs), "equal": ours == theirs,
+                         "on_time": on_time, "files": files, "worker_rows": per_worker,
+                         "sample": [list(r) for r in ours[:3]]}
+        ctx.lap("check with reference")
+
+        # Q7's capture, replayed locally: the same rows at the same epochs.
+        replay: dict[str, Any] = {}
+        for q in capture:
+            directory = os.path.join(capture_dir, q)
+            replayed = pt.example(
+                lambda scope, d=directory: replay_into(ps.capture_readers(d), scope).capture()
+            ).extract()
+            from_replay = sorted((t, *rec) for t, recs in replayed for rec in recs)
+            table, _ = _read_parquet(spark, os.path.join(results_dir, q))
+            from_files = [] if table is None else sorted(
+                zip(table.column("epoch").to_pylist(),
+                    *(table.column(c).to_pylist() for c, _ in nxs.RESULT_COLUMNS[q]))
+            )
+            replay[q] = {"rows": len(from_replay), "identical": from_replay == from_files}
+        ctx.lap("capture replay")
+
+        # 4. Latency (local, open loop).
+        latency = self._latency(ctx)
+
+        ok = (events_ok and sum(worker_events.values()) == n
+              and all(c["equal"] and c["on_time"] == 1.0 for c in checks.values())
+              and all(r["identical"] for r in replay.values())
+              and any(c["rows"] for c in checks.values()))
+
+        # 5. The summary.
+        say("")
+        say(f"NEXMark on Spark: {n:,} events, {_fmt_s(span_ns)} of event time in {n_epochs} "
+            f"epochs of {_fmt_s(epoch_ns)}, {ctx.workers} pytimely workers placed by Spark")
+        say(f"  {'query':<6}{'what':<54}{'rows':>9}{'reference':>11}{'equal':>7}{'on time':>9}"
+            f"{'files':>7}")
+        for q, c in checks.items():
+            say(f"  {q.upper():<6}{NEXMARK_QUERIES[q]:<54}{c['rows']:>9,}{c['reference']:>11,}"
+                f"{'yes' if c['equal'] else 'NO':>7}{c['on_time']:>9.0%}{c['files']:>7}")
+        say("  (equal: the same rows as pytimely.nexmark.reference on the same events; on time: "
+            "written with the epoch of the row's logical time or earlier)")
+        say(f"  events    equal to pytimely.nexmark.generate: {events_ok}; per worker "
+            f"{dict(sorted(worker_events.items()))} in {events_dir}")
+        throughput = (f"; workers busy {busy_s:.1f} s: {n / busy_s:,.0f} events/s through "
+                      f"{len(self.queries)} queries") if busy_s else ""
+        say(f"  dataflow  Spark stage {stage_s:.1f} s (reading, shuffle, worker start, the "
+            f"queries){throughput}")
+        for q, r in replay.items():
+            say(f"  capture   {q.upper()}: {r['rows']:,} rows replayed locally from "
+                f"{os.path.join(capture_dir, q)}, identical to the results: {r['identical']}")
+        if latency.get("runs"):
+            say(f"  latency   open loop, {self.latency_workers} local worker(s), "
+                f"{self.latency_seconds:g} s per run after {self.latency_warmup:g} s warm-up:")
+            for lines in latency["tables"].values():
+                for line in lines:
+                    say(f"            {line}")
+            if latency.get("plot"):
+                say(f"  plot      {latency['plot']}")
+        say(f"  files     {events_dir} (events), {results_dir}/qN (results per worker and "
+            f"epoch), {capture_dir}")
+        say(f"  read them: spark.read.parquet({os.path.join(results_dir, 'q7')!r})")
+        return {
+            "ok": ok,
+            "events": n,
+            "events_ok": events_ok,
+            "worker_events": worker_events,
+            "epoch_ns": epoch_ns,
+            "epochs": n_epochs,
+            "queries": checks,
+            "replay": replay,
+            "replay_ok": all(r["identical"] for r in replay.values()),
+            "dataflow": {"stage_s": round(stage_s, 3), "busy_s": round(busy_s, 3),
+                         "events_per_s": round(n / busy_s) if busy_s else None},
+            "latency": latency,
+        }
+
+    def _latency(self, ctx: Context) -> dict[str, Any]:
+        if not self.latency_rates or not self.latency_queries:
+            return {}
+        from pytimely.nexmark import latency as lat
+
+        say = ctx.say
+        say(f"latency: {', '.join(q.upper() for q in self.latency_queries)} x "
+            f"{', '.join(lat.IDIOMS)} at {', '.join(f'{r:,}' for r in self.latency_rates)} "
+            "events/s, open loop on a local worker ...")
+        runs = []
+        for q in self.latency_queries:
+            for rate in self.latency_rates:
+                for idiom in lat.IDIOMS:
+                    runs.append(lat.measure(q, idiom, rate, workers=self.latency_workers,
+                                            duration=self.latency_seconds,
+                                            in_flight=self.latency_in_flight,
+                                            warmup=self.latency_warmup))
+        out: dict[str, Any] = {"runs": runs,
+                               "tables": {q: lat.table(runs, q) for q in self.latency_queries}}
+        with open(os.path.join(ctx.out, "latency.json"), "w") as f:
+            json.dump(out, f, indent=1)
+        try:
+            out["plot"] = lat.plot(runs, os.path.join(ctx.out, "latency.png"),
+                                   title="pytimely NEXMark open-loop latency "
+                                         f"({self.latency_workers} worker)")
+        except ImportError as exc:  # matplotlib is a dependency; tolerate its absence anyway
+            say(f"latency: no plot ({exc})")
+        ctx.lap("latency")
+        return out
+
+
+NEXMARK = NexmarkWorkload()
+
+WORKLOADS: dict[str, Any] = {NEXMARK.name: NEXMARK, WORDCOUNT.name: WORDCOUNT}
 
 
 # --- the job ------------------------------------------------------------------------------------
 
 
 def run_demo(
-    workload: Workload,
+    workload: Any = NEXMARK,
     *,
     workers: int = 2,
-    rows: int = 200_000,
-    epochs: int = 10,
+    rows: int | None = None,
+    epochs: int | None = None,
     out: str = os.path.join("out", "demo"),
     spark: Any = None,
     say: Callable[[str], Any] = print,
 ) -> dict[str, Any]:
-    """Run the demo (module docstring); returns a summary dict (``ok`` says if all checks
-    passed)."""
-    import pytimely as pt
+    """Run ``workload`` (module docstring) on ``workers`` Spark-placed workers over ``rows``
+    input rows in ``epochs`` epochs (None: the workload's defaults), writing into ``out``
+    (replaced); ``spark``: a session to use (None: start ``local[workers + 2]``).  Returns the
+    workload's summary dict with ``timings`` and ``out``; ``ok`` says if all checks passed."""
     from pytimely import spark as ps
-    from pytimely.capture import replay_into
 
     t0 = time.perf_counter()
     out = os.path.abspath(out)
     if os.path.exists(out):
         shutil.rmtree(out)
     os.makedirs(out)
-    data_dir = os.path.join(out, "input")
-    results_dir = os.path.join(out, "results")
-    capture_dir = os.path.join(out, "capture")
-    timings: dict[str, float] = {}
-
-    def lap(name: str, since: float) -> float:
-        now = time.perf_counter()
-        timings[name] = now - since
-        return now
-
     if spark is None:
         say(f"starting Spark (local[{workers + 2}]) ...")
         spark = ps.local_session(cores=workers + 2, app_name="pytimely-demo")
-    t = lap("spark start", t0)
-
-    workload.dataset(spark, rows, epochs).write.parquet(data_dir)
-    df = spark.read.parquet(data_dir)
-    t = lap("dataset", t)
-    say(f"dataset: {rows:,} rows in {epochs} epochs, written by Spark to {data_dir}")
-
-    say(f"running '{workload.name}' on {workers} pytimely workers in one Spark barrier stage ...")
-    ps.run_on_dataframe(
-        df,
-        workload.build(results_dir, capture_dir),
-        time=workload.time,
-        key=workload.key,
-        records=workload.records,
-        workers=workers,
-    )
-    t = lap("dataflow", t)
-
-    results = spark.read.parquet(results_dir)
-    ours = results.select(*workload.columns)
-    theirs = workload.reference(df).select(*workload.columns)
-    missing = theirs.exceptAll(ours).count()
-    extra = ours.exceptAll(theirs).count()
-    result_rows = ours.collect()
-    per_worker = {r["worker"]: r["count"] for r in results.groupBy("worker").count().collect()}
-    t = lap("check with Spark", t)
-
-    captured = spark.read.parquet(capture_dir)
-    kinds = {r["kind"]: r["count"] for r in captured.groupBy("kind").count().collect()}
-    replayed = pt.example(
-        lambda scope: replay_into(ps.capture_readers(capture_dir), scope).capture()
-    ).extract()
-    from_replay = sorted((t_, *rec) for t_, recs in replayed for rec in recs)
-    from_files = sorted(tuple(r) for r in result_rows)
-    replay_ok = from_replay == from_files
-    lap("capture replay", t)
-
-    ok = missing == 0 and extra == 0 and replay_ok and bool(result_rows)
+    ctx = Context(spark=spark, out=out, workers=workers,
+                  rows=workload.rows if rows is None else rows,
+                  epochs=workload.epochs if epochs is None else epochs, say=say, _mark=t0)
+    ctx.lap("spark start")
+    summary = workload.run(ctx)
     total = time.perf_counter() - t0
-    say("")
-    say(f"pytimely on Spark: {workload.summary}")
-    say(f"  results   {len(result_rows):,} rows (worker: rows {dict(sorted(per_worker.items()))}) "
-        f"in {results_dir}")
-    say(f"            {workload.describe(result_rows) if result_rows else 'empty'}")
-    say(f"  check     equal to Spark's groupBy: {missing == 0 and extra == 0} "
-        f"(missing {missing}, extra {extra})")
-    say(f"  capture   {kinds.get('messages', 0):,} record rows + {kinds.get('progress', 0)} "
-        f"progress rows in {capture_dir}")
-    say(f"            replayed locally, identical to the results: {replay_ok}")
-    say("  timings   " + ", ".join(f"{k} {v:.1f} s" for k, v in timings.items())
-        + f"; total {total:.1f} s")
-    say(f"  read them: spark.read.parquet({results_dir!r})")
-    say("OK" if ok else "FAILED")
-    return {
-        "ok": ok,
-        "rows": len(result_rows),
-        "missing": missing,
-        "extra": extra,
-        "replay_ok": replay_ok,
-        "timings": timings,
-        "out": out,
-    }
+    summary["timings"] = {k: round(v, 3) for k, v in ctx.timings.items()}
+    summary["total_s"] = round(total, 3)
+    summary["out"] = out
+    with open(os.path.join(out, "summary.json"), "w") as f:
+        json.dump(summary, f, indent=1, default=str)
+    say("  timings   " + _timings_line(ctx.timings, total))
+    say(f"  summary   {os.path.join(out, 'summary.json')}")
+    say("OK" if summary["ok"] else "FAILED")
+    return summary
+
+
+def _ints(text: str) -> tuple[int, ...]:
+    return tuple(int(float(x)) for x in text.replace(" ", "").split(",") if x and x != "none")
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the demo; ``argv`` are its options (None: all defaults, as ``pytimely demo``)."""
     parser = argparse.ArgumentParser(prog="python -m pytimely.demo", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--workload", choices=sorted(WORKLOADS), default="wordcount")
+    parser.add_argument("--workload", choices=sorted(WORKLOADS), default=NEXMARK.name)
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--rows", type=int, default=200_000)
-    parser.add_argument("--epochs", type=int, default=10)
+    parser.add_argument("--rows", "--events", type=int, default=None,
+                        help=f"input rows: events for nexmark (default {NEXMARK.rows:,}), words "
+                             f"for wordcount (default {WORDCOUNT.rows:,})")
+    parser.add_argument("--epochs", type=int, default=None,
+                        help=f"epochs the input is cut into (defaults {NEXMARK.epochs} / "
+                             f"{WORDCOUNT.epochs})")
     parser.add_argument("--out", default=os.path.join("out", "demo"),
                         help="output directory (replaced)")
+    nx = parser.add_argument_group("nexmark")
+    nx.add_argument("--queries", default=",".join(NEXMARK.queries),
+                    help="queries to run (default all of q1-q8)")
+    nx.add_argument("--rate", type=int, default=NEXMARK.rate,
+                    help="events per second of event time")
+    nx.add_argument("--in-flight", type=int, default=NEXMARK.in_flight,
+                    help="in-flight auctions (small: auctions close within seconds)")
+    nx.add_argument("--generators", type=int, default=NEXMARK.generators,
+                    help="generator streams = Spark tasks generating the events")
+    nx.add_argument("--latency-rates", default=",".join(str(r) for r in NEXMARK.latency_rates),
+                    help="offered events/s for the Q4/Q7 latency runs ('none': skip them)")
+    nx.add_argument("--latency-seconds", type=float, default=NEXMARK.latency_seconds,
+                    help="measured seconds per latency run")
     args = parser.parse_args([] if argv is None else argv)
+    workload = WORKLOADS[args.workload]
+    if isinstance(workload, NexmarkWorkload):
+        workload = dataclasses.replace(
+            workload,
+            queries=tuple(q.strip().lower() for q in args.queries.split(",") if q.strip()),
+            rate=args.rate,
+            in_flight=args.in_flight,
+            generators=args.generators,
+            latency_rates=_ints(args.latency_rates),
+            latency_seconds=args.latency_seconds,
+        )
     from pytimely.spark import JavaUnavailable
 
     try:
-        summary = run_demo(
-            WORKLOADS[args.workload],
-            workers=args.workers,
-            rows=args.rows,
-            epochs=args.epochs,
-            out=args.out,
-        )
+        summary = run_demo(workload, workers=args.workers, rows=args.rows, epochs=args.epochs,
+                           out=args.out)
     except JavaUnavailable as exc:
         print(f"pytimely demo: {exc}", file=sys.stderr)
         return 2

@@ -1823,3 +1823,14 @@ def test_region_with_1000_entered_and_left_streams():
         return counts.extract()
 
     assert pt.execute(work)[0] == [(0, [n]), (1, [n])]
+
+
+def test_data_sent_while_building_reaches_consumers_attached_later():
+    def build(scope):
+        inp, stream = scope.new_input()
+        inp.send_batch([1, 2])
+        inp.send(3)
+        inp.flush()
+        return stream.map(lambda x: x * 10).capture()
+
+    assert pt.example(build).extract() == [(0, [10, 20, 30])]

@@ -357,6 +357,7 @@ class OperatorCore:
         self._logic: Callable[..., Any] | None = None
         self._ports: tuple[Any, ...] = ()
         self._subgraph: Any = None
+        self.on_built: Callable[[], None] | None = None  # called once the scope is built
         self.invocations = 0
 
     @property

@@ -260,6 +260,10 @@ class Scope:
         self._subgraph = subgraph
         self._built = True
         subgraph.initialize()
+        for child in self._children[1:]:
+            on_built = getattr(child, "on_built", None)
+            if on_built is not None:
+                on_built()
         if self._pre_ingress:
             for p, t, k in self._pre_ingress:
                 subgraph.record_ingress(p, t, k)

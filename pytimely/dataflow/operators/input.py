@@ -30,7 +30,7 @@ _BATCH = 1024
 class InputHandle:
     """Feeds one input of a dataflow (see the module docstring)."""
 
-    __slots__ = ("_core", "_port", "_time", "_buffer", "_closed")
+    __slots__ = ("_core", "_port", "_time", "_buffer", "_closed", "_early")
 
     def __init__(self, core: OperatorCore) -> None:
         self._core = core
@@ -38,6 +38,24 @@ class InputHandle:
         self._time = core.scope.domain.minimum()
         self._buffer: list[Any] = []
         self._closed = False
+        # Batches sent while the dataflow is still being built wait here: consumers attached
+        # later must see them too.  Released when the scope is built (``_built``).
+        self._early: list[tuple[Any, Any]] | None = []
+        core.on_built = self._built
+
+    def _built(self) -> None:
+        early, self._early = self._early, None
+        for t, batch in early or ():
+            self._port._push(t, batch)
+        if early:
+            self._core.activate()
+
+    def _push(self, t: Any, batch: Any) -> None:
+        if self._early is not None:
+            self._early.append((t, batch))
+        else:
+            self._port._push(t, batch)
+            self._core.activate()
 
     @property
     def time(self) -> Any:
@@ -66,16 +84,14 @@ class InputHandle:
         self._check_open()
         self.flush()
         if len(batch):
-            self._port._push(self._time, batch)
-            self._core.activate()
+            self._push(self._time, batch)
 
     def flush(self) -> None:
         """Push buffered records downstream now."""
         buf = self._buffer
         if buf:
             self._buffer = []
-            self._port._push(self._time, buf)
-            self._core.activate()
+            self._push(self._time, buf)
 
     def advance_to(self, t: Any) -> None:
         """No more data before ``t`` will be sent (``t`` must not be earlier than ``time``)."""
