@@ -1834,3 +1834,39 @@ def test_data_sent_while_building_reaches_consumers_attached_later():
         return stream.map(lambda x: x * 10).capture()
 
     assert pt.example(build).extract() == [(0, [10, 20, 30])]
+
+
+def test_a_forgotten_capability_is_released_and_the_dataflow_completes():
+    """A token that becomes unreachable without drop() is released (and its operator woken to
+    report it), so it cannot stall the dataflow forever."""
+    held = {}
+
+    def ctor(cap, info):
+        cap.drop()
+
+        def logic(inp, out):
+            for ref, batch in inp:
+                held[ref.time] = ref.retain()  # kept for a while, then forgotten below
+                out.session(ref).give_batch(batch)
+            if inp.frontier.is_empty() or len(held) > 1:
+                held.clear()  # no drop(): the collector must release them
+
+        return logic
+
+    def build(scope):
+        inp, stream = scope.new_input()
+        out = stream.unary_frontier(pt.Pipeline, "Forgetful", ctor)
+        return inp, out.probe(), out.capture()
+
+    def work(worker):
+        inp, probe, cap = worker.dataflow(build)
+        for r in range(3):
+            inp.send(r)
+            inp.advance_to(r + 1)
+            worker.step()
+        inp.close()
+        worker.run()  # would raise StuckError if a forgotten token kept the frontier back
+        assert probe.done()
+        return cap.extract()
+
+    assert pt.execute(work)[0] == [(0, [0]), (1, [1]), (2, [2])]
