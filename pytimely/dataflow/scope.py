@@ -20,7 +20,6 @@ from typing import Any
 from ..errors import GraphError
 from ..order import INT, ProductDomain, to_inner
 from ..order import summarize as order_summarize
-from ..progress.operate import FrontierInterest
 from ..progress.reachability import Builder
 from ..progress.subgraph import LocalProgcaster, Subgraph
 from .operator import Tee
@@ -198,8 +197,6 @@ class Scope:
 
         return feedback(self, summary)
 
-    loop_variable = feedback
-
     # -- compilation ----------------------------------------------------------------------
 
     def _build(self) -> Subgraph:
@@ -269,9 +266,6 @@ class Scope:
                 subgraph.record_ingress(p, t, k)
             self._pre_ingress = []
         return subgraph
-
-    def interest_of(self, index: int) -> list[FrontierInterest]:
-        return self._children[index].interest()
 
 
 def _identity(x: Any) -> Any:
