@@ -22,36 +22,13 @@ from typing import Any
 from .communication.allocator import Allocator, ThreadAllocator
 from .errors import GraphError, TimelyError
 from .order import domain_of
+from .progress.broadcast import Progcaster
 
 __all__ = ["Worker", "StuckError"]
 
 
 class StuckError(TimelyError):
     """``step_while`` would wait forever: nothing can change, yet the condition still holds."""
-
-
-class _Progcaster:
-    """Progress exchange of one scope between workers: broadcast, own batches short-circuited."""
-
-    __slots__ = ("inbox", "_allocator", "_channel", "_others")
-
-    def __init__(self, allocator: Allocator, channel: int) -> None:
-        self.inbox: list[Any] = []
-        self._allocator = allocator
-        self._channel = channel
-        self._others = [w for w in range(allocator.peers) if w != allocator.index]
-
-    def send(self, batch: list[tuple[Any, int]]) -> None:
-        self.inbox.append(batch)
-        send = self._allocator.send
-        for w in self._others:
-            send(self._channel, w, batch)
-
-    def recv(self) -> list[Any]:
-        if not self.inbox:
-            return []
-        got, self.inbox = self.inbox, []
-        return got
 
 
 class Worker:
@@ -158,8 +135,13 @@ class Worker:
             for payload in waiting:
                 handler(payload)
 
-    def _progcaster(self, channel: int) -> _Progcaster:
-        return _Progcaster(self.allocator, channel)
+    def _progcaster(self, channel: int) -> Progcaster:
+        allocator = self.allocator
+
+        def send(target: int, batch: Any) -> None:
+            allocator.send(channel, target, batch)
+
+        return Progcaster(send, [w for w in range(self.peers) if w != self.index])
 
     def _track_input(self, handle: Any) -> None:
         self._inputs.append(handle)

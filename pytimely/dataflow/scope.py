@@ -21,7 +21,7 @@ from ..errors import GraphError
 from ..order import INT, ProductDomain, to_inner
 from ..order import summarize as order_summarize
 from ..progress.reachability import Builder
-from ..progress.subgraph import LocalProgcaster, Subgraph
+from ..progress.subgraph import Subgraph
 from .operator import Tee
 
 __all__ = ["Scope"]
@@ -230,10 +230,7 @@ class Scope:
             def summ(s: Any) -> Any:
                 return order_summarize(outer, inner, s)
 
-        if worker.peers == 1:
-            progcaster = LocalProgcaster()
-        else:
-            progcaster = worker._progcaster(self._progress_channel)
+        progcaster = worker._progcaster(self._progress_channel)
         subgraph = Subgraph(
             self.name,
             self.path,

@@ -4,7 +4,8 @@ about streams, operators' logic or data.
 * :mod:`.change_batch` — consolidating ``(key, delta)`` collections;
 * :mod:`.antichain` — ``Antichain`` and ``MutableAntichain`` (counts in, frontier changes out);
 * :mod:`.reachability` — the graph ``Builder`` and the pointstamp ``Tracker``;
-* :mod:`.subgraph` — a scope as an operator: schedules its children and moves progress.
+* :mod:`.subgraph` — a scope as an operator: schedules its children and moves progress;
+* :mod:`.broadcast` — the exchange of a scope's progress batches between workers.
 """
 
 from .antichain import Antichain, MutableAntichain

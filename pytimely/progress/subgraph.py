@@ -49,11 +49,12 @@ from typing import Any
 
 from ..errors import CapabilityError, OperatorCapabilityError, OperatorError
 from .antichain import MutableAntichain
+from .broadcast import Progcaster
 from .change_batch import ChangeBatch
 from .operate import FrontierInterest, SharedProgress
 from .reachability import Tracker
 
-__all__ = ["Subgraph", "LocalProgcaster"]
+__all__ = ["Subgraph"]
 
 _ALWAYS = FrontierInterest.ALWAYS
 # Passes over the activated children per schedule(): each child runs at most once per pass, in
@@ -62,24 +63,6 @@ _ALWAYS = FrontierInterest.ALWAYS
 # that always has work from holding the worker inside one step.
 _MAX_PASSES = 4
 _IF_CAPABILITY = FrontierInterest.IF_CAPABILITY
-
-
-class LocalProgcaster:
-    """Progress exchange for one worker: what is sent is received, in order."""
-
-    __slots__ = ("inbox",)
-
-    def __init__(self) -> None:
-        self.inbox: list[list[tuple[Any, int]]] = []
-
-    def send(self, batch: list[tuple[Any, int]]) -> None:
-        self.inbox.append(batch)
-
-    def recv(self) -> list[list[tuple[Any, int]]]:
-        if not self.inbox:
-            return []
-        got, self.inbox = self.inbox, []
-        return got
 
 
 class Subgraph:
@@ -112,7 +95,7 @@ class Subgraph:
         self._to_inner = to_inner
         self._to_outer = to_outer
         self._summarize = summarize
-        self.progcaster = progcaster if progcaster is not None else LocalProgcaster()
+        self.progcaster = progcaster if progcaster is not None else Progcaster()
         self.inputs = tracker.node_outputs[0]
         self.outputs = tracker.node_inputs[0]
         self.shared = SharedProgress(self.inputs, self.outputs)
