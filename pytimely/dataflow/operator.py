@@ -331,6 +331,13 @@ class OperatorInfo:
 class OperatorCore:
     """A builder-made operator as its scope sees it (an ``Operate``)."""
 
+    # Slots: a million operators must not carry a million instance dicts.
+    __slots__ = (
+        "scope", "name", "index", "address", "inputs", "outputs", "shared", "summary_rows",
+        "_interest", "input_ports", "output_ports", "_refs", "_logic", "_ports", "_subgraph",
+        "on_built", "invocations",
+    )
+
     local = True
 
     def __init__(
@@ -380,6 +387,11 @@ class OperatorCore:
 
     def interest(self) -> list[FrontierInterest]:
         return self._interest
+
+    def bind_frontiers(self, antichains: list[MutableAntichain]) -> None:
+        """Read input frontiers from the scope's tracker (see ``Operate``): no copies."""
+        for port, frontier in zip(self.input_ports, antichains):
+            port._frontier = frontier
 
     def initial_internals(self) -> list[tuple[int, Any, int]]:
         """One capability per worker at the minimum time on every output."""

@@ -81,3 +81,7 @@ class Operate(Protocol):
         """Do some work; return ``True`` if the child is *incomplete* (must not be retired
         even if it holds nothing and its inputs are finished)."""
         ...
+
+    # Optional: ``bind_frontiers(antichains)`` — a child that defines it is handed, once, the
+    # scope tracker's live frontier (a ``MutableAntichain``) of each of its inputs and reads
+    # them directly; the scope then does not copy frontier changes into ``shared.frontiers``.

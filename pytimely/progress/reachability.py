@@ -465,6 +465,17 @@ class Tracker:
     # ----------------------------------------------------------------------------------------
     # Queries.
 
+    def implication(self, loc: int) -> MutableAntichain:
+        """The live frontier at location ``loc`` (created if it has none yet).
+
+        The object is updated in place by ``propagate_all``; children that read their input
+        frontiers from it need no copies of the changes.
+        """
+        imp = self._implications[loc]
+        if imp is None:
+            imp = self._implications[loc] = MutableAntichain()
+        return imp
+
     def target_frontier(self, node: int, port: int) -> Antichain:
         """Times that may still arrive at ``Target(node, port)``."""
         imp = self._implications[self.target_loc[node][port]]

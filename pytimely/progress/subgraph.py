@@ -117,6 +117,15 @@ class Subgraph:
         self._interest: list[list[FrontierInterest]] = [[] for _ in range(n)]
         for i in range(1, n):
             self._interest[i] = list(children[i].interest())
+        # Children that can read their input frontiers straight from the tracker (operators)
+        # are bound to its live antichains and get no copies of the changes; nested scopes
+        # keep receiving changes in ``shared.frontiers`` (they translate them to inner times).
+        self._reads_tracker = [False] * n
+        for i in range(1, n):
+            bind = getattr(children[i], "bind_frontiers", None)
+            if bind is not None:
+                bind([tracker.implication(loc) for loc in tracker.target_loc[i]])
+                self._reads_tracker[i] = True
         self._active: list[int] = []
         self._active_set: set[int] = set()
         self._scheduled_self = False
@@ -352,6 +361,7 @@ class Subgraph:
             loc_port = tracker.loc_port
             loc_is_source = tracker.loc_is_source
             cap_counts = tracker.cap_counts
+            reads_tracker = self._reads_tracker
             touched: set[int] = set()
             for loc, t, d in pushed:
                 if loc_is_source[loc]:
@@ -363,7 +373,8 @@ class Subgraph:
                 if child is None:
                     continue
                 port = loc_port[loc]
-                child.shared.frontiers[port].update(t, d)
+                if not reads_tracker[node]:
+                    child.shared.frontiers[port].update(t, d)
                 level = interest[node][port]
                 if level == _ALWAYS or (level == _IF_CAPABILITY and cap_counts[node] > 0):
                     self.activate_child(node)
