@@ -342,6 +342,23 @@ class WStream:
         return f"<WStream from {self.stream.source}>"
 
 
+def _forward(new: int, state: list[Any], st: Any, fanout: bool, me: int, peers: int,
+             out: Any) -> None:
+    """Move the held token (``state[1]``) to watermark ``new`` and send the marker: to every
+    worker when a consumer exchanges, else to this worker only; drop the token at ``END``."""
+    tok = state[1]
+    state[0] = new
+    st.advances += 1
+    st.watermark = new
+    dsts = range(peers) if fanout else (me,)
+    tok.downgrade(new)
+    out.session(tok).give_batch(Markers(Watermark(new, me, d) for d in dsts))
+    st.markers_out += len(dsts)
+    if new >= END:
+        tok.drop()
+        state[1] = None
+
+
 def _identity(batch: Any) -> Any:
     return batch
 
@@ -396,16 +413,7 @@ def _operator(
                     res = on_watermark(new)
                     if res is not None and len(res):
                         out.session(tok).give_batch(res)  # at the previous output watermark
-                state[0] = new
-                st.advances += 1
-                st.watermark = new
-                dsts = range(peers) if holder[0]._fanout[0] else (me,)
-                tok.downgrade(new)
-                out.session(tok).give_batch(Markers(Watermark(new, me, d) for d in dsts))
-                st.markers_out += len(dsts)
-                if new >= END:
-                    tok.drop()
-                    state[1] = None
+                _forward(new, state, st, holder[0]._fanout[0], me, peers, out)
 
         return logic
 
@@ -443,17 +451,7 @@ def assign_watermarks(stream: Stream, name: str = "AssignWatermarks",
             els = inp.frontier.elements()
             new = els[0] if els else END
             if new > state[0]:
-                tok = state[1]
-                state[0] = new
-                st.advances += 1
-                st.watermark = new
-                dsts = range(peers) if holder[0]._fanout[0] else (me,)
-                tok.downgrade(new)
-                out.session(tok).give_batch(Markers(Watermark(new, me, d) for d in dsts))
-                st.markers_out += len(dsts)
-                if new >= END:
-                    tok.drop()
-                    state[1] = None
+                _forward(new, state, st, holder[0]._fanout[0], me, peers, out)
 
         return logic
 
