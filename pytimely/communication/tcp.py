@@ -287,16 +287,11 @@ class TcpAllocator(Allocator):
                 frame = reader.read_frame()
                 if frame is None:
                     hand_over()
-                    if peer.state == _GOODBYE or self._closing:
-                        peer.state = _CLOSED
-                    else:
-                        self._peer_failed(
-                            peer,
-                            WorkerFailure,
-                            peer.index,
-                            f"worker {peer.index} disconnected without saying goodbye (it "
-                            "crashed, was killed, or its host went away)",
-                        )
+                    self._stream_ended(
+                        peer,
+                        f"worker {peer.index} disconnected without saying goodbye (it "
+                        "crashed, was killed, or its host went away)",
+                    )
                     return
                 kind, source, channel, payload, buffers = frame
                 if source != peer.index:
@@ -319,16 +314,12 @@ class TcpAllocator(Allocator):
                     return
         except StreamEnded:
             hand_over()
-            if self._closing:
-                peer.state = _CLOSED
-            else:
-                self._peer_failed(
-                    peer,
-                    WorkerFailure,
-                    peer.index,
-                    f"worker {peer.index} disconnected in the middle of a message (it crashed, "
-                    "was killed, or its host went away)",
-                )
+            self._stream_ended(
+                peer,
+                f"worker {peer.index} disconnected in the middle of a message (it crashed, "
+                "was killed, or its host went away)",
+                after_goodbye_ok=False,
+            )
         except FrameError as exc:
             self._peer_failed(
                 peer,
@@ -337,16 +328,11 @@ class TcpAllocator(Allocator):
                 f"worker {self.index}: malformed frame from worker {peer.index}: {exc}",
             )
         except OSError as exc:
-            if peer.state == _GOODBYE or self._closing:
-                peer.state = _CLOSED
-            else:
-                self._peer_failed(
-                    peer,
-                    WorkerFailure,
-                    peer.index,
-                    f"the connection to worker {peer.index} broke ({exc!r}); it crashed or was "
-                    "killed",
-                )
+            self._stream_ended(
+                peer,
+                f"the connection to worker {peer.index} broke ({exc!r}); it crashed or was "
+                "killed",
+            )
         except BaseException as exc:  # noqa: BLE001 - e.g. MemoryError: never die silently
             self._peer_failed(
                 peer,
@@ -354,6 +340,14 @@ class TcpAllocator(Allocator):
                 peer.index,
                 f"worker {self.index}: receiving from worker {peer.index} failed: {exc!r}",
             )
+
+    def _stream_ended(self, peer: _Peer, why: str, after_goodbye_ok: bool = True) -> None:
+        """``peer``'s stream ended: fine when we are closing (or it said goodbye, if
+        ``after_goodbye_ok``), otherwise the peer is lost and ``why`` says how."""
+        if self._closing or (after_goodbye_ok and peer.state == _GOODBYE):
+            peer.state = _CLOSED
+        else:
+            self._peer_failed(peer, WorkerFailure, peer.index, why)
 
     def _peer_failed(
         self,
