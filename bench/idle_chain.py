@@ -63,12 +63,10 @@ def main(argv: list[str] | None = None) -> dict:
             sel = [r for r in runs if r["idiom"] == idiom]
             plotting.latency_lines(ax, [r["length"] for r in sel], sel, idiom, metric)
         ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
-        ax.set_xlabel("no-op operators in the chain")
-        ax.set_ylabel(f"{metric.replace('_ms', '')} latency (ms)")
-        ax.set_title(f"{args.workers} workers, {int(args.rate)} records/s, quantum 2^{args.quantum} ns")
-        ax.grid(True, alpha=0.3)
-        ax.legend()
+        plotting.finish(ax, "no-op operators in the chain",
+                        f"{metric.replace('_ms', '')} latency (ms)",
+                        f"{args.workers} workers, {int(args.rate)} records/s, "
+                        f"quantum 2^{args.quantum} ns")
     out["plot"] = plotting.save(fig, "idle_chain.png")
     print(json.dumps(out, indent=1))
     return out

@@ -60,12 +60,8 @@ def main(argv: list[str] | None = None) -> dict:
                    and r["workers"] == min(r2["workers"] for r2 in runs)]
             plotting.latency_lines(ax, [r["rate"] for r in sel], sel, idiom, "p999_ms")
         ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.set_xlabel("offered events/s")
-        ax.set_ylabel("p999 latency (ms)")
-        ax.set_title(f"NEXMark {query.upper()} (x = DNF)")
-        ax.grid(True, alpha=0.3)
-        ax.legend()
+        plotting.finish(ax, "offered events/s", "p999 latency (ms)",
+                        f"NEXMark {query.upper()} (x = DNF)")
     out["plot"] = plotting.save(fig, "nexmark.png")
     for q in queries:
         print("\n".join(out["tables"][q]), file=sys.stderr)

@@ -34,6 +34,16 @@ def latency_lines(ax: Any, xs: list, runs: list[dict], label: str, metric: str =
         ax.plot(dnf_x, [row] * len(dnf_x), "x", color=COLORS.get(label), markersize=9)
 
 
+def finish(ax: Any, xlabel: str, ylabel: str, title: str) -> None:
+    """Log latency axis, labels, grid and legend: the frame every experiment's panel shares."""
+    ax.set_yscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.grid(True, alpha=0.3)
+    ax.legend()
+
+
 def save(fig: Any, name: str) -> str:
     out = path(name)
     fig.tight_layout()
@@ -42,4 +52,4 @@ def save(fig: Any, name: str) -> str:
     return out
 
 
-__all__ = ["plt", "path", "latency_lines", "save", "RESULTS_DIR"]
+__all__ = ["plt", "path", "latency_lines", "finish", "save", "RESULTS_DIR"]

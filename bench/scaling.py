@@ -50,13 +50,9 @@ def main(argv: list[str] | None = None) -> dict:
                 sel = [r for r in runs if r["quantum_log2"] == q and r["mode"] == mode
                        and r["idiom"] == idiom]
                 plotting.latency_lines(ax, [r["workers"] for r in sel], sel, idiom, "p50_ms")
-            ax.set_yscale("log")
             ax.set_xticks([1, 2])
-            ax.set_xlabel("worker processes")
-            ax.set_ylabel("p50 latency (ms)")
-            ax.set_title(f"{mode} scaling, quantum 2^{q} ns (x = DNF)")
-            ax.grid(True, alpha=0.3)
-            ax.legend()
+            plotting.finish(ax, "worker processes", "p50 latency (ms)",
+                            f"{mode} scaling, quantum 2^{q} ns (x = DNF)")
     out["plot"] = plotting.save(fig, "scaling.png")
     print(json.dumps(out, indent=1))
     return out
