@@ -18,6 +18,7 @@ __all__ = [
     "AuthenticationError",
     "CaptureError",
     "TruncatedCapture",
+    "CaptureFileExists",
 ]
 
 
@@ -74,3 +75,8 @@ class CaptureError(TimelyError):
 
 class TruncatedCapture(CaptureError):
     """The last frame of a capture is incomplete (the complete prefix remains readable)."""
+
+
+class CaptureFileExists(CaptureError, FileExistsError):
+    """A capture writer refused to overwrite or append to an existing file it was not told to
+    (pass ``mode="w"`` to overwrite or ``mode="a"`` to append)."""

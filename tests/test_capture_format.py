@@ -35,7 +35,7 @@ from pytimely.capture import (
     write_events,
 )
 from pytimely.capture.fileformat import FRAME_HEADER_SIZE, encode_event
-from pytimely.errors import CaptureError, TimelyError, TruncatedCapture
+from pytimely.errors import CaptureError, CaptureFileExists, TimelyError, TruncatedCapture
 from pytimely.order import Product
 
 
@@ -377,30 +377,55 @@ def _write_with_boundaries(path, evs):
     return ends
 
 
-def test_truncate_every_offset_of_last_two_frames(tmp_path):
+def test_truncate_at_every_offset(tmp_path):
+    """Cut a small capture at every byte offset -- between frames (what a killed writer leaves)
+    and inside frames: a plain reader returns exactly the complete frames, then reports
+    TruncatedCapture; only the whole file, ending in END, reads as complete."""
     src = tmp_path / "full.cap"
     evs = product_events() + [Messages(9, np.arange(5)), Messages(9, ["x" * 40])]
     ends = _write_with_boundaries(src, evs)
     full = src.read_bytes()
-    # the last two frames are the last Messages frame and END; also cover the one before.
-    start = ends[-4]
     cut = tmp_path / "cut.cap"
-    for n in range(start, len(full) + 1):
+    tried = 0
+    for n in range(ends[0], len(full) + 1):
         cut.write_bytes(full[:n])
         r = FileReader(cut)
         got, err = drain(r)
+        tried += 1
         complete = sum(1 for e in ends[1:-1] if e <= n)
         assert got == evs[:complete], n
+        assert r.done
+        if n == len(full):
+            assert err is None and r.closed_cleanly and r.truncated is None
+            continue
+        assert isinstance(err, TruncatedCapture), (n, err)
+        assert r.truncated == max(e for e in ends if e <= n)
+        assert f"byte offset {r.truncated}" in str(err) and str(cut) in str(err)
         if n in ends:
-            assert err is None and r.done
-            assert r.closed_cleanly == (n == len(full))
-        else:
-            assert isinstance(err, TruncatedCapture), (n, err)
-            assert r.truncated == max(e for e in ends if e <= n)
-            assert f"byte offset {r.truncated}" in str(err) and str(cut) in str(err)
-            assert r.done
-            with pytest.raises(TruncatedCapture):
-                r.poll()
+            assert "without an END frame" in str(err), n
+        with pytest.raises(TruncatedCapture):
+            r.poll()
+        with pytest.raises(TruncatedCapture):
+            read_events(cut)
+    assert tried == len(full) - ends[0] + 1 > 100
+
+
+def test_tail_reader_waits_at_a_frame_boundary_without_end(tmp_path):
+    """A tailing reader of a file that stops between frames is waiting for its writer, not
+    failing: it returns what is there, is not done, and picks up the rest once written."""
+    path = tmp_path / "live.cap"
+    w = FileWriter(path)
+    w.push(Messages(0, [1]))
+    w.flush()
+    r = FileReader(path, tail=True)
+    assert r.poll() == [Messages(0, [1])]
+    deadline = time.monotonic() + 0.2
+    while time.monotonic() < deadline:
+        assert r.poll() == [] and not r.done and r.error is None
+    w.push(Messages(1, [2]))
+    w.close()
+    assert r.poll() == [Messages(1, [2])]
+    assert r.poll() == [] and r.done and r.closed_cleanly
 
 
 def test_truncated_header(tmp_path):
@@ -574,7 +599,7 @@ def test_append_and_repair(tmp_path):
     with FileWriter(path, time_type=int) as w:
         for e in a:
             w.push(e)
-    with FileWriter(path) as w:  # append after a clean END
+    with FileWriter(path, mode="a") as w:  # append after a clean END
         for e in b:
             w.push(e)
     r = FileReader(path)
@@ -582,15 +607,15 @@ def test_append_and_repair(tmp_path):
     assert err is None and got == a + b and r.closed_cleanly
     assert read_header(path)["time_type"] == "int"
     with pytest.raises(CaptureError, match="time type"):
-        FileWriter(path, time_type="Product(int, int)")
+        FileWriter(path, mode="a", time_type="Product(int, int)")
 
     # a torn tail: refuse unless repair=True
     size = path.stat().st_size
     with open(path, "ab") as f:
         f.write(encode_event(Messages(7, [7]))[:-3])
     with pytest.raises(TruncatedCapture, match="repair=True"):
-        FileWriter(path)
-    with FileWriter(path, repair=True) as w:
+        FileWriter(path, mode="a")
+    with FileWriter(path, mode="a", repair=True) as w:
         assert path.stat().st_size == size
         w.push(Messages(8, [8]))
     assert read_events(path) == a + b + [Messages(8, [8])]
@@ -599,7 +624,7 @@ def test_append_and_repair(tmp_path):
     other = tmp_path / "other.bin"
     other.write_bytes(b"hello world, not a capture")
     with pytest.raises(CaptureError, match="magic"):
-        FileWriter(other)
+        FileWriter(other, mode="a")
     assert other.read_bytes() == b"hello world, not a capture"
 
     # mode="w" truncates, mode="x" refuses existing files
@@ -610,11 +635,29 @@ def test_append_and_repair(tmp_path):
         FileWriter(path, mode="x")
 
 
+def test_writer_refuses_an_existing_file_unless_told(tmp_path):
+    """Re-running a job must not double (append to) nor silently replace an earlier capture."""
+    path = tmp_path / "job.cap"
+    with FileWriter(path) as w:
+        w.push(Messages(0, [1]))
+    with pytest.raises(FileExistsError, match="mode='a' to append.*mode='w' to overwrite"):
+        FileWriter(path)  # the same job, run again
+    with pytest.raises(CaptureFileExists):
+        FileWriter(path)
+    assert read_events(path) == [Messages(0, [1])]
+    with FileWriter(path, mode="w") as w:  # overwrite, explicitly
+        w.push(Messages(0, [2]))
+    assert read_events(path) == [Messages(0, [2])]
+    with FileWriter(path, mode="a") as w:  # append, explicitly
+        w.push(Messages(1, [3]))
+    assert read_events(path) == [Messages(0, [2]), Messages(1, [3])]
+
+
 def test_writer_lock_flush_and_abort(tmp_path):
     path = tmp_path / "l.cap"
     w = FileWriter(path)
     with pytest.raises(CaptureError, match="another writer"):
-        FileWriter(path)
+        FileWriter(path, mode="a")
     w.push(Messages(0, [1]))
     r = FileReader(path, tail=True)
     assert r.poll() == []  # buffered, not flushed
@@ -632,7 +675,8 @@ def test_writer_lock_flush_and_abort(tmp_path):
         raise RuntimeError("boom")
     r2 = FileReader(path2)
     got, err = drain(r2)
-    assert got == [Messages(0, [1])] and err is None and not r2.closed_cleanly
+    assert got == [Messages(0, [1])] and not r2.closed_cleanly
+    assert isinstance(err, TruncatedCapture) and "without an END frame" in str(err)
 
 
 # --------------------------------------------------------------------------------------------

@@ -60,15 +60,21 @@ Reading rules
   problem; the *next* ``poll()`` raises.  A raised error is sticky (every later ``poll()``
   raises it again); ``done`` becomes true only once it has been raised, so a replay that drains
   ``poll()`` until ``done`` always sees all complete events *and then* the error.
-* **Truncation.**  A final frame (or header) cut short is a
-  :class:`~pytimely.errors.TruncatedCapture`, raised in the same way after the complete prefix.
-  ``reader.truncated`` holds the byte offset where the partial frame starts as soon as it is
-  known (``None`` otherwise).  With ``FileReader(path, tail=True)`` a partial final frame is
-  simply "not yet available": the reader waits for the writer to finish it.
-* ``done``: a ``FileReader`` with ``tail=False`` is done at end of file; with ``tail=True`` when
-  the last frame it has read is END and nothing follows it.  A ``StreamReader`` is done at the
-  END frame; a stream that closes without one raises ``TruncatedCapture`` (the writer died).
+* **Truncation.**  Only an END frame as the last frame makes a capture complete.  A final
+  frame (or header) cut short, and equally a capture that ends *between* two frames without END
+  (what a killed writer leaves), is a :class:`~pytimely.errors.TruncatedCapture`, raised in the
+  same way after the complete prefix.  ``reader.truncated`` holds the byte offset where the
+  partial frame starts (or where the missing END should be) as soon as it is known (``None``
+  otherwise).  With ``FileReader(path, tail=True)`` neither is an error: the file is still being
+  written, so a partial or missing frame is simply "not yet available" and the reader waits.
+* ``done``: a ``FileReader`` with ``tail=False`` is done at end of file if the last frame is END
+  (otherwise it raises ``TruncatedCapture`` there); with ``tail=True`` when the last frame it
+  has read is END and nothing follows it.  A ``StreamReader`` is done at the END frame; a stream
+  that closes without one raises ``TruncatedCapture`` (the writer died).
   ``reader.closed_cleanly`` tells whether the last frame read was END.
+* The header's JSON ``"version"`` (when present) must equal the header's binary version and its
+  ``"batch_codec"`` (when present) must be one this reader knows; anything else is a
+  ``CaptureError`` rather than a guess.
 
 Writing rules
 -------------
@@ -76,16 +82,17 @@ Writing rules
   ``flush(fsync=False)`` hands the buffer to the OS (visible to tailing readers), ``fsync=True``
   also forces it to stable storage; ``close()`` appends END, flushes and fsyncs.  Leaving a
   ``with`` block by an exception flushes but does *not* write END (the stream did not finish).
-* **Appending.**  ``FileWriter(path)`` (``mode="a"``, the default) on an existing non-empty file
-  first validates it: the magic and version must match (and ``time_type``, if both give one),
+* **Modes.**  ``FileWriter(path)`` (``mode="x"``, the default) creates a new file and refuses
+  an existing one (:class:`~pytimely.errors.CaptureFileExists`), so re-running a job never
+  silently doubles, nor destroys, an earlier capture.  ``mode="w"`` truncates an existing file.
+* **Appending.**  ``FileWriter(path, mode="a")`` on an existing non-empty file first validates it: the magic and version must match (and ``time_type``, if both give one),
   every frame's checksums must hold, and the file must not end in a partial frame (pass
   ``repair=True`` to cut such a torn tail off, the only time a writer ever shrinks a file).  New
   frames then go after the existing ones; an END frame already there stays where it is (bytes
   are never rewritten), readers simply read on past it.  Note for replay: every captured stream
   retracts its implicit initial capability itself, so appending a *second, independent* capture
   to a file does not make one valid stream -- keep separate captures in separate files (replay
-  takes many readers).  ``mode="w"`` truncates, ``mode="x"`` requires a new file.  A writer
-  holds an exclusive advisory lock (``flock``) on its file; a second writer fails fast.
+  takes many readers).  A writer holds an exclusive advisory lock (``flock``) on its file; a second writer fails fast.
 """
 
 from __future__ import annotations
@@ -103,7 +110,7 @@ from array import array
 from collections.abc import Iterator
 from typing import Any, Self
 
-from ..errors import CaptureError, TruncatedCapture
+from ..errors import CaptureError, CaptureFileExists, TruncatedCapture
 from . import codec
 from .codec import CodecError
 from .event import Messages, Progress
@@ -377,6 +384,20 @@ class _Parser:
         if not isinstance(meta, dict):
             self._fail(self.offset + HEADER_SIZE, "header metadata is not a JSON object")
             return False
+        if meta.get("version", version) != version:
+            self._fail(
+                self.offset + HEADER_SIZE,
+                f"header metadata version {meta.get('version')!r} differs from the format "
+                f"version {version} (corrupt or foreign header)",
+            )
+            return False
+        if meta.get("batch_codec", BATCH_CODEC) != BATCH_CODEC:
+            self._fail(
+                self.offset + HEADER_SIZE,
+                f"unknown batch codec {meta.get('batch_codec')!r} (this pytimely reads "
+                f"{BATCH_CODEC!r})",
+            )
+            return False
         self.metadata = meta
         self.version = version
         self.start = s + HEADER_SIZE + mlen
@@ -482,6 +503,12 @@ class _Parser:
         if what_if_clean is not None and not self.ended:
             return _error(TruncatedCapture, self.name, self.offset, what_if_clean)
         return None
+
+
+_NO_END = (
+    "capture ends without an END frame (the writer stopped before close(), or the file was cut "
+    "between two frames); the complete frames before this offset are intact"
+)
 
 
 class _ReaderBase:
@@ -616,7 +643,7 @@ class FileReader(_ReaderBase):
             self._pending_error = p.error
         elif eof:
             if not self.tail:
-                err = p.eof_error()
+                err = p.eof_error(_NO_END)
                 if err is not None:
                     self._pending_error = err
                 else:
@@ -735,14 +762,15 @@ class _BufferedWriter:
 
 
 class FileWriter(_BufferedWriter):
-    """Writes (or appends to) a capture file.  See the module docs for the rules."""
+    """Writes a capture file: a new one by default (``mode="x"``), or ``mode="w"`` to overwrite,
+    or ``mode="a"`` to append.  See the module docs for the rules."""
 
     def __init__(
         self,
         path: str | os.PathLike,
         allow_pickle: bool = False,
         *,
-        mode: str = "a",
+        mode: str = "x",
         time_type: Any = None,
         metadata: dict | None = None,
         buffer_size: int = 1 << 20,
@@ -760,7 +788,10 @@ class FileWriter(_BufferedWriter):
         try:
             fd = os.open(self.path, flags, 0o644)
         except FileExistsError as e:
-            raise CaptureError(f"{self.path}: capture file already exists (mode='x')") from e
+            raise CaptureFileExists(
+                f"{self.path}: capture file already exists; pass mode='a' to append to it or "
+                "mode='w' to overwrite it"
+            ) from e
         except OSError as e:
             raise CaptureError(f"{self.path}: cannot open for writing: {e}") from e
         try:
