@@ -4,6 +4,7 @@ Parquet, and the inspector.  (The capture_into / replay_into operators are teste
 from __future__ import annotations
 
 import io
+import json
 import os
 import random
 import socket
@@ -560,6 +561,28 @@ def test_bad_magic_version_and_frame_fields(tmp_path):
     (tmp_path / "empty.cap").write_bytes(b"")
     with pytest.raises(TruncatedCapture, match="empty"):
         FileReader(tmp_path / "empty.cap").poll()
+
+
+@pytest.mark.parametrize(
+    "key, value, message",
+    [("version", 2, "metadata version 2 differs"), ("batch_codec", "x-9", "unknown batch codec")],
+)
+def test_unknown_metadata_version_or_codec_is_an_error(tmp_path, key, value, message):
+    """A header whose checksums hold but whose metadata names a version or codec this reader
+    does not know is refused, not read on a guess."""
+    src = tmp_path / "c.cap"
+    write_events(src, int_events())
+    full = src.read_bytes()
+    (mlen,) = struct.unpack_from("<I", full, 12)
+    meta = json.loads(full[20 : 20 + mlen])
+    meta[key] = value
+    raw = json.dumps(meta).encode()
+    prefix = full[:12] + struct.pack("<I", len(raw))
+    forged = prefix + struct.pack("<I", zlib.crc32(raw, zlib.crc32(prefix))) + raw
+    p = tmp_path / "forged.cap"
+    p.write_bytes(forged + full[20 + mlen :])
+    with pytest.raises(CaptureError, match=message):
+        FileReader(p).poll()
 
 
 # --------------------------------------------------------------------------------------------

@@ -15,6 +15,7 @@ from pytimely.capture import (
     ParquetReader,
     ParquetWriter,
     Progress,
+    ReplayHandle,
     replay_into,
 )
 from pytimely.errors import OperatorError, TruncatedCapture
@@ -115,6 +116,89 @@ def test_truncated_capture_replays_prefix_then_reports(tmp_path):
 
     cap = pt.example(build)
     assert cap.extract() == [(r, [r * 10, (r + 100) * 10]) for r in range(4)]
+
+
+def _replay_bounded(reader, seconds=10.0):
+    """Replay ``reader`` with on_error="close" on one worker; fail (not hang) after ``seconds``."""
+    worker = pt.Worker()
+    handle = ReplayHandle()
+
+    def build(scope):
+        out = replay_into([reader], scope, on_error="close", handle=handle)
+        return out.capture(), out.probe()
+
+    cap, probe = worker.dataflow(build)
+    worker.step_while(lambda: not probe.done(), timeout=seconds)
+    return cap.extract(), handle
+
+
+def _by_time(events):
+    records: dict = {}
+    for e in events:
+        if isinstance(e, Messages) and len(e.batch):
+            records.setdefault(e.time, []).extend(e.batch)
+    return sorted((t, sorted(rs)) for t, rs in records.items())
+
+
+def test_replay_of_a_capture_cut_at_every_offset_finishes_with_the_prefix(tmp_path):
+    """Killed writers leave files cut anywhere, also exactly between two frames; replay with
+    on_error="close" must finish with exactly the complete prefix and report the truncation."""
+    path = os.path.join(tmp_path, "c.ptc")
+    _rounds_capture(FileWriter(path), rounds=3)
+    with open(path, "rb") as f:
+        full = f.read()
+    cut = os.path.join(tmp_path, "cut.ptc")
+    header_end = read_header_size(path)
+    for n in range(header_end, len(full) + 1):
+        with open(cut, "wb") as f:
+            f.write(full[:n])
+        prefix = []
+        reader = FileReader(cut)
+        while not reader.done:
+            try:
+                prefix += reader.poll()
+            except TruncatedCapture:
+                break
+        got, handle = _replay_bounded(FileReader(cut))
+        assert sorted((t, sorted(rs)) for t, rs in got) == _by_time(prefix), n
+        if _stream_complete(prefix):  # only END is missing: replay need not look for it
+            assert handle.errors == [] and got == [(r, [r * 10, (r + 100) * 10]) for r in range(3)]
+        else:
+            assert [type(e) for e in handle.errors] == [TruncatedCapture], n
+
+
+def _stream_complete(events):
+    """Whether the progress in ``events`` retracts every capability, the implicit one included."""
+    counts = {0: 1}
+    for e in events:
+        if isinstance(e, Progress):
+            for t, d in e.changes:
+                counts[t] = counts.get(t, 0) + d
+    return not any(counts.values())
+
+
+def read_header_size(path):
+    """Bytes of the header of the capture at ``path`` (the first frame starts there)."""
+    reader = FileReader(path)
+    reader.poll(max_events=0)
+    return reader.offset
+
+
+def test_replay_of_a_reader_done_too_early_does_not_wait_forever(tmp_path):
+    """A Parquet capture closed half-way (the writer's job failed) is complete as a file but not
+    as a stream: replay must not wait for progress that will never come."""
+    path = os.path.join(tmp_path, "half.parquet")
+    with pytest.raises(RuntimeError), ParquetWriter(path) as writer:
+        writer.push(Progress([(0, -1), (1, 1)]))
+        writer.push(Messages(1, [7, 8]))
+        raise RuntimeError("the job failed here")
+    got, handle = _replay_bounded(ParquetReader(path))
+    assert got == [(1, [7, 8])]
+    assert [type(e) for e in handle.errors] == [TruncatedCapture]
+    assert "still holds capabilities at [1]" in str(handle.errors[0])
+    with pytest.raises(OperatorError) as info:
+        pt.example(lambda scope: replay_into([ParquetReader(path)], scope).capture())
+    assert isinstance(info.value.__cause__, TruncatedCapture)
 
 
 def test_tail_reader_replays_a_live_capture(tmp_path):

@@ -18,6 +18,11 @@ accumulated capability counts are all zero (its frontier is empty).  A reader th
 truncated or corrupt capture raises after the complete prefix was replayed; with
 ``on_error="close"`` the replay instead retracts what that stream still holds, so the dataflow
 completes with the prefix (and ``ReplayHandle.errors`` records what happened).
+
+Invariant: replay never waits on a reader that will say nothing more.  A reader that reports
+``done`` while its stream still holds capabilities (its recording stopped early without the
+reader noticing, e.g. a Parquet file closed by a writer that failed half-way) is treated as a
+:class:`~pytimely.errors.TruncatedCapture`, like any other truncated stream.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from ...capture.event import Messages, Progress
-from ...errors import CaptureError, TimelyError
+from ...errors import CaptureError, TimelyError, TruncatedCapture
 from ...progress.change_batch import ChangeBatch
 from ..operator import OperatorCore
 from ..stream import Stream
@@ -80,6 +85,8 @@ def replay_into(
             reader = readers[i]
             try:
                 events = reader.poll()
+                if not events and held[i] and getattr(reader, "done", False):
+                    raise _ended_early(name, reader, held[i])
             except (CaptureError, TimelyError, OSError) as exc:
                 if on_error == "raise":
                     raise
@@ -110,3 +117,11 @@ def replay_into(
 
     core._logic = logic
     return Stream(scope, (core.index, 0), port.tee)
+
+
+def _ended_early(name: str, reader: Any, held: ChangeBatch) -> TruncatedCapture:
+    times = sorted((t for t, _ in held), key=repr)
+    return TruncatedCapture(
+        f"{name}: {reader!r} is done, but its stream still holds capabilities at {times!r} "
+        "(the recording stopped before the stream finished)"
+    )
