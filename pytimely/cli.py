@@ -16,26 +16,51 @@ __all__ = ["main"]
 
 
 def _replay(args: argparse.Namespace) -> int:
+    """Inspect or replay ``args.file``; a torn or corrupt capture is one line on stderr and exit
+    status 1 (after whatever complete prefix could be shown)."""
     from .capture import inspect_file
+    from .errors import CaptureError
 
     if not os.path.exists(args.file):
         print(f"pytimely replay: no such file: {args.file}", file=sys.stderr)
         return 2
-    if args.inspect:
-        summary = inspect_file(args.file, progress=not args.no_progress)
-        return 1 if summary.get("error") else 0
-    # Replay into a one-worker dataflow and print every record with its time.
+    try:
+        if args.inspect:
+            error = inspect_file(args.file, progress=not args.no_progress).get("error")
+        else:
+            error = _replay_and_print(args.file)
+    except CaptureError as exc:
+        error = str(exc)
+    if error:
+        print(f"pytimely replay: {' '.join(str(error).split())}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _replay_and_print(path: str) -> str | None:
+    """Replay the capture at ``path`` into a one-worker dataflow, printing every record with its
+    time; the reader's error message if the capture is torn or corrupt (the prefix is printed)."""
     import pytimely as pt
 
-    from .capture import FileReader, ParquetReader, replay_into
+    from .capture import FileReader, ParquetReader, ReplayHandle, replay_into
+    from .errors import CaptureError
 
-    reader = ParquetReader(args.file) if args.file.endswith(".parquet") else FileReader(args.file)
+    reader = ParquetReader(path) if path.endswith(".parquet") else FileReader(path)
+    handle = ReplayHandle()
 
     def build(scope):
-        replay_into([reader], scope).inspect_time(lambda t, x: print(f"{t!r}\t{x!r}"))
+        replayed = replay_into([reader], scope, on_error="close", handle=handle)
+        replayed.inspect_time(lambda t, x: print(f"{t!r}\t{x!r}"))
 
     pt.example(build)
-    return 0
+    if handle.errors:
+        return str(handle.errors[0])
+    try:  # the stream finished; the file must also end cleanly (with END, nothing torn after)
+        while not reader.done:
+            reader.poll()
+    except CaptureError as exc:
+        return str(exc)
+    return None
 
 
 def _bench(args: argparse.Namespace) -> int:
