@@ -931,6 +931,81 @@ def test_parquet_rejects_what_it_cannot_store(tmp_path):
         ParquetWriter(tmp_path / "d.parquet").push(Messages("t", [1]))
 
 
+@pytest.mark.parametrize("value_type", ["auto", "tagged"])
+def test_parquet_flipped_byte_is_a_capture_error_or_harmless(tmp_path, value_type):
+    """Flip a byte at every offset of a small Parquet capture: reading either gives back the
+    very same events (the byte was not significant) or raises CaptureError naming the file --
+    never wrong events (page checksums) and never a bare TypeError or Arrow error."""
+    from pytimely.capture import ParquetReader, ParquetWriter
+
+    evs = [Progress([(0, -1), (1, 1)]), Messages(1, [1, 2, 3]), Messages(1, [4]), Progress([(1, -1)])]
+    src = tmp_path / "c.parquet"
+    with ParquetWriter(src, value_type=value_type) as w:
+        for e in evs:
+            w.push(e)
+    full = src.read_bytes()
+    p = tmp_path / "flipped.parquet"
+    errors = in_row_group = 0
+    for i in range(len(full)):
+        data = bytearray(full)
+        data[i] ^= 0x01 if i % 2 else 0xFF
+        p.write_bytes(bytes(data))
+        try:
+            got = ParquetReader(p).poll()
+        except CaptureError as e:
+            errors += 1
+            in_row_group += "row group 0" in str(e)
+            assert str(p) in str(e), (i, e)
+            continue
+        assert got == evs, i
+    assert errors > len(full) // 2 and in_row_group > 0
+
+
+def _parquet_with_description(path, **changes):
+    import pyarrow.parquet as pq
+
+    from pytimely.capture import ParquetWriter
+
+    with ParquetWriter(path) as w:
+        w.push(Messages(0, [1]))
+    table = pq.read_table(path)
+    desc = json.loads(table.schema.metadata[b"pytimely.capture"])
+    desc.update(changes)
+    for key, value in changes.items():
+        if value is None:
+            del desc[key]
+    meta = {b"pytimely.capture": json.dumps(desc).encode()}
+    pq.write_table(table.replace_schema_metadata(meta), path)
+
+
+@pytest.mark.parametrize("version", [2, 0, 1.0, "1", True, None])
+def test_parquet_unknown_metadata_version_is_an_error(tmp_path, version):
+    from pytimely.capture import ParquetReader
+
+    path = tmp_path / "v.parquet"
+    _parquet_with_description(path, version=version)
+    with pytest.raises(CaptureError, match="unsupported Parquet capture version"):
+        ParquetReader(path).poll()
+
+
+def test_parquet_writes_page_checksums(tmp_path):
+    """A flipped byte inside a data page is caught by its checksum, not by luck."""
+    import pyarrow.parquet as pq
+
+    from pytimely.capture import ParquetReader, ParquetWriter
+
+    path = tmp_path / "c.parquet"
+    with ParquetWriter(path, compression="none", value_type="int64") as w:
+        w.push(Messages(0, [0x5A5A5A5A5A5A5A5A]))
+    data = bytearray(path.read_bytes())
+    i = data.index((0x5A5A5A5A5A5A5A5A).to_bytes(8, "little"))
+    data[i] ^= 0x01  # still a valid int64: only the checksum can tell
+    path.write_bytes(bytes(data))
+    with pytest.raises(CaptureError, match="row group 0"):
+        ParquetReader(path).poll()
+    assert pq.read_table(path, page_checksum_verification=False).num_rows == 1
+
+
 # --------------------------------------------------------------------------------------------
 # Inspector
 
