@@ -223,6 +223,10 @@ class IntDomain:
     def identity(self) -> int:
         return 0
 
+    def contains(self, t: Any) -> bool:
+        """Whether ``t`` is a time of this domain (an ``int``; ``bool`` and floats are not)."""
+        return type(t) is int
+
     def summary(self, value: Any) -> int:
         """Coerce a user-given summary (``feedback(1)``) into this domain's summary type."""
         if type(value) is not int or value < 0:
@@ -261,6 +265,10 @@ class UserDomain:
     def identity(self) -> Any:
         return self.cls.Summary()
 
+    def contains(self, t: Any) -> bool:
+        """Whether ``t`` is a time of this domain (an instance of the timestamp class)."""
+        return isinstance(t, self.cls)
+
     def summary(self, value: Any) -> Any:
         return value
 
@@ -288,6 +296,10 @@ class ProductDomain:
 
     def identity(self) -> ProductSummary:
         return ProductSummary(self.outer.identity(), self.inner.identity())
+
+    def contains(self, t: Any) -> bool:
+        """Whether ``t`` is a ``Product`` whose coordinates are times of the two domains."""
+        return type(t) is Product and self.outer.contains(t[0]) and self.inner.contains(t[1])
 
     def summary(self, value: Any) -> ProductSummary:
         """``feedback(1)`` in an iterative scope advances the inner coordinate only."""

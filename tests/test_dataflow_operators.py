@@ -19,6 +19,7 @@ import pytest
 import pytimely as pt
 from pytimely.capture.event import Messages, Progress
 from pytimely.errors import CapabilityError, GraphError, OperatorError, TimelyError
+from pytimely.order import ProductDomain
 
 
 def input_with(scope, *then):
@@ -1870,3 +1871,59 @@ def test_a_forgotten_capability_is_released_and_the_dataflow_completes():
         return cap.extract()
 
     assert pt.execute(work)[0] == [(0, [0]), (1, [1]), (2, [2])]
+
+
+@pytest.mark.parametrize("bad", [2.5, True, "3", None, pt.Product(1, 2)])
+def test_input_advance_to_a_time_of_the_wrong_type_fails_at_the_call(bad):
+    """advance_to(2.5) on int times used to be accepted and break later, far from the mistake."""
+    worker = pt.Worker()
+    h, captured = worker.dataflow(lambda s: input_with(s, lambda x: x.capture()))
+    h.send(1)
+    with pytest.raises(TypeError, match=r"advance_to\(.*is not a time of this scope.*int"):
+        h.advance_to(bad)
+    assert h.time == 0
+    h.advance_to(1)  # the handle is still usable
+    h.close()
+    worker.run()
+    assert captured.extract() == [(0, [1])]
+
+
+def test_input_advance_to_backwards_names_both_times():
+    worker = pt.Worker()
+    h, _ = worker.dataflow(lambda s: input_with(s, lambda x: x.capture()))
+    h.advance_to(5)
+    with pytest.raises(CapabilityError, match=r"advance_to\(3\) after advance_to\(5\)"):
+        h.advance_to(3)
+    assert h.time == 5
+
+
+def test_input_in_product_time_checks_both_coordinates():
+    worker = pt.Worker()
+    h, _ = worker.dataflow(
+        lambda s: input_with(s, lambda x: x.capture()), timestamp=ProductDomain(int, int)
+    )
+    with pytest.raises(TypeError, match="Product"):
+        h.advance_to(pt.Product(1, 2.5))
+    with pytest.raises(TypeError, match="Product"):
+        h.advance_to(3)
+    h.advance_to(pt.Product(1, 2))
+    assert h.time == pt.Product(1, 2)
+
+
+def test_unordered_input_rejects_wrong_and_earlier_times_at_the_call():
+    worker = pt.Worker()
+    (handle, cap), _ = worker.dataflow(lambda s: s.new_unordered_input())
+    with pytest.raises(TypeError, match=r"delayed\(2\.5\).*not a time"):
+        cap.delayed(2.5)
+    with pytest.raises(TypeError, match=r"downgrade\(2\.5\).*not a time"):
+        cap.downgrade(2.5)
+    with pytest.raises(TypeError, match=r"session\(time=2\.5\).*not a time"):
+        handle.session(cap, 2.5)
+    later = cap.delayed(3)
+    with pytest.raises(CapabilityError):
+        later.delayed(2)
+    with pytest.raises(CapabilityError):
+        handle.session(later, 1)
+    later.drop()
+    cap.drop()
+    worker.run()

@@ -3,7 +3,12 @@
 An :class:`InputHandle` owns the input operator's capability.  ``send`` buffers records at the
 handle's current time and pushes full batches straight into the downstream channels;
 ``advance_to(t)`` promises that no more data at earlier times will come (the capability moves to
-``t``, which is what lets frontiers advance); ``close()`` drops the capability altogether.  The
+``t``, which is what lets frontiers advance); ``close()`` drops the capability altogether.
+
+Times given by the user are checked where they are given: a time of the wrong type for the
+scope (``advance_to(2.5)`` on ``int`` times) is a ``TypeError`` and a time earlier than the
+handle's (or capability's) a :class:`~pytimely.errors.CapabilityError`, both at the call, never
+a confusing failure somewhere downstream later.  The
 operator itself does nothing when scheduled: the scope just collects the counts the handle
 recorded (produced records, capability moves) and the handle wakes the operator so that this
 happens promptly.
@@ -16,7 +21,7 @@ from itertools import islice
 from typing import Any
 
 from ...errors import CapabilityError, TimelyError
-from ...order import less_equal
+from ...order import domain_of, less_equal
 from ..capability import Capability
 from ..operator import OperatorCore, Session
 from ..stream import Stream
@@ -94,14 +99,17 @@ class InputHandle:
             self._push(self._time, buf)
 
     def advance_to(self, t: Any) -> None:
-        """No more data before ``t`` will be sent (``t`` must not be earlier than ``time``)."""
+        """No more data before ``t`` will be sent (``t`` must be a time of the scope's type, and
+        not earlier than ``time``)."""
         self._check_open()
+        _check_time(self._core.scope.domain, t, f"input {self._core.name!r}: advance_to({t!r})")
         old = self._time
         if t == old:
             return
         if not less_equal(old, t):
             raise CapabilityError(
-                f"input {self._core.name!r}: cannot advance from {old!r} back to {t!r}"
+                f"input {self._core.name!r}: advance_to({t!r}) after advance_to({old!r}): an "
+                "input's time only moves forward"
             )
         self.flush()
         internals = self._port.internals
@@ -130,6 +138,15 @@ class InputHandle:
         return f"<InputHandle {self._core.name!r} {state}>"
 
 
+def _check_time(domain: Any, t: Any, where: str) -> None:
+    """Raise ``TypeError`` (prefixed by ``where``) unless ``t`` is a time of ``domain``."""
+    if not domain_of(domain).contains(t):
+        raise TypeError(
+            f"{where}: {t!r} ({type(t).__name__}) is not a time of this scope, whose times are "
+            f"{domain!r}"
+        )
+
+
 def new_input(scope: Any, name: str = "Input") -> tuple[InputHandle, Stream]:
     core = OperatorCore(scope, name, 0, 1, [], [])
     scope._install(core.index, core)
@@ -146,6 +163,7 @@ class ActivateCapability(Capability):
 
     def delayed(self, t: Any) -> ActivateCapability:
         self._check()
+        _check_time(self._domain(), t, f"operator {self._port.op_name!r}: delayed({t!r})")
         if not less_equal(self._time, t):
             raise CapabilityError(
                 f"operator {self._port.op_name!r}: cannot mint a capability at {t!r} from one "
@@ -156,8 +174,12 @@ class ActivateCapability(Capability):
         return cap
 
     def downgrade(self, t: Any) -> None:
+        _check_time(self._domain(), t, f"operator {self._port.op_name!r}: downgrade({t!r})")
         super().downgrade(t)
         self._port.activate()
+
+    def _domain(self) -> Any:
+        return self._port.op.scope.domain
 
     def drop(self) -> None:
         super().drop()
@@ -174,6 +196,12 @@ class UnorderedHandle:
         self._port = core.output_ports[0]
 
     def session(self, cap: Capability, time: Any = None) -> Session:
+        """A session sending at ``time`` (default: the capability's time, which ``time`` must
+        not precede)."""
+        if time is not None:
+            _check_time(
+                self._core.scope.domain, time, f"input {self._core.name!r}: session(time={time!r})"
+            )
         session = self._port.session(cap, time)
         self._core.activate()
         return session
