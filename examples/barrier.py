@@ -70,7 +70,7 @@ def run(
 
 def main(argv: Sequence[str] | None = None) -> list[dict[str, Any]]:
     argv = list(sys.argv[1:] if argv is None else argv)
-    free = parse_args(argv).free
+    free = parse_args(argv, usage=__doc__).free
     return run(int(free[0]) if free else 100, argv=argv, out=print)
 
 

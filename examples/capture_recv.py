@@ -52,7 +52,7 @@ def run(sources: int, argv: Sequence[str], base_port: int = BASE_PORT,
 
 def main(argv: Sequence[str] | None = None) -> list[list[int]]:
     argv = list(sys.argv[1:] if argv is None else argv)
-    free = parse_args(argv).free
+    free = parse_args(argv, usage=__doc__).free
     sources = int(free[0]) if free else 1
     base = int(free[1]) if len(free) > 1 else BASE_PORT
     return run(sources, [a for a in argv if a not in free], base)

@@ -46,7 +46,7 @@ def run(argv: Sequence[str], base_port: int = BASE_PORT) -> list[int]:
 
 def main(argv: Sequence[str] | None = None) -> list[int]:
     argv = list(sys.argv[1:] if argv is None else argv)
-    free = parse_args(argv).free
+    free = parse_args(argv, usage=__doc__).free
     base = int(free[0]) if free else BASE_PORT
     return run([a for a in argv if a not in free], base)
 

@@ -86,6 +86,9 @@ def run(
 
 def main(argv: Sequence[str] | None = None) -> list[int]:
     args = list(sys.argv[1:] if argv is None else argv)
+    if "--help" in args:
+        print(__doc__.strip())
+        raise SystemExit(0)
     numbers = [int(a) for a in args if a.isdigit()]
     dataflows = numbers[0] if numbers else 100
     length = numbers[1] if len(numbers) > 1 else 100

@@ -111,7 +111,7 @@ def run(
 
 def main(argv: Sequence[str] | None = None) -> list[tuple[int, int, int]]:
     argv = list(sys.argv[1:] if argv is None else argv)
-    free = parse_args(argv).free
+    free = parse_args(argv, usage=__doc__).free
     keys = int(free[0]) if free else 1000
     vals = int(free[1]) if len(free) > 1 else 10000
     batch = int(free[2]) if len(free) > 2 else 1000

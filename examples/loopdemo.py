@@ -94,7 +94,7 @@ def run(
 
 def main(argv: Sequence[str] | None = None) -> list[list[tuple[int, int, int]]]:
     argv = list(sys.argv[1:] if argv is None else argv)
-    free = parse_args(argv).free
+    free = parse_args(argv, usage=__doc__).free
     rounds = int(free[0]) if free else 5
     per_round = int(free[1]) if len(free) > 1 else 20
     return run(rounds, per_round, argv=argv, out=print)

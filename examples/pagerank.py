@@ -147,7 +147,7 @@ def run(
 
 def main(argv: Sequence[str] | None = None) -> dict[int, float]:
     argv = list(sys.argv[1:] if argv is None else argv)
-    free = parse_args(argv).free
+    free = parse_args(argv, usage=__doc__).free
     nodes = int(free[0]) if free else 1000
     edges = int(free[1]) if len(free) > 1 else 4 * nodes
     iterations = int(free[2]) if len(free) > 2 else 20

@@ -10,6 +10,7 @@ record as it flows past.
 
 from __future__ import annotations
 
+import argparse
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -31,9 +32,12 @@ def run(count: int = 10, out: Callable[[str], Any] | None = None) -> list[int]:
 
 
 def main(argv: Sequence[str] | None = None) -> list[int]:
-    args = list(sys.argv[1:] if argv is None else argv)
-    count = int(args[0]) if args else 10
-    return run(count, out=print)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("count", nargs="?", type=int, default=10, help="numbers to inspect")
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    return run(args.count, out=print)
 
 
 if __name__ == "__main__":

@@ -122,7 +122,7 @@ def run(
 
 def main(argv: Sequence[str] | None = None) -> list[tuple[int, int]]:
     argv = list(sys.argv[1:] if argv is None else argv)
-    free = parse_args(argv).free
+    free = parse_args(argv, usage=__doc__).free
     nodes = int(free[0]) if free else 1000
     edges = int(free[1]) if len(free) > 1 else nodes * 3 // 2
     return run(nodes, edges, argv=argv, out=print)

@@ -13,6 +13,7 @@ several tokens and send at any of them.
 
 from __future__ import annotations
 
+import argparse
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -45,8 +46,12 @@ def run(rounds: int = 10, out: Callable[[str], Any] | None = None) -> list[tuple
 
 
 def main(argv: Sequence[str] | None = None) -> list[tuple[int, list[int]]]:
-    args = list(sys.argv[1:] if argv is None else argv)
-    return run(int(args[0]) if args else 10, out=print)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("rounds", nargs="?", type=int, default=10, help="times to send at")
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    return run(args.rounds, out=print)
 
 
 if __name__ == "__main__":

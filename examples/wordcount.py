@@ -104,7 +104,7 @@ def run(
 
 def main(argv: Sequence[str] | None = None) -> list[list[tuple[int, str, int]]]:
     argv = list(sys.argv[1:] if argv is None else argv)
-    free = parse_args(argv).free
+    free = parse_args(argv, usage=__doc__).free
     rounds = int(free[0]) if free else 10
     lines = free[1:] or ["round"]
     return run(rounds, lines, argv=argv, out=print)

@@ -348,3 +348,30 @@ def test_wordcount_three_workers():
     per_worker = load("wordcount").run(4, lines, workers=3)
     merged = sorted(x for got in per_worker for x in got)
     assert merged == sorted(plain_wordcount(4, lines, workers=3))
+
+
+# --------------------------------------------------------------------------------------------
+# --help: every example answers it (note: -h is timely's host file flag, not help)
+
+
+@pytest.mark.parametrize("name", sorted(p.stem for p in EXAMPLES.glob("*.py")))
+def test_every_example_answers_help(name, capsys):
+    module = load(name)
+    with pytest.raises(SystemExit) as exit_info:
+        module.main(["--help"])
+    assert exit_info.value.code in (0, None)
+    out = capsys.readouterr().out
+    assert f"$ python examples/{name}.py" in out  # the usage lines of its docstring
+    assert module.__doc__.strip().splitlines()[0] in out
+
+
+def test_help_from_the_command_line_lists_timely_flags():
+    env = dict(os.environ, PYTHONPATH=str(EXAMPLES.parent))
+    done = subprocess.run(
+        [sys.executable, str(EXAMPLES / "hello.py"), "--help"], capture_output=True, text=True,
+        env=env, check=False, timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "$ python examples/hello.py" in done.stdout
+    assert "-h, --hostfile FILE" in done.stdout and "-w, --workers N" in done.stdout
+    assert done.stderr == ""

@@ -49,6 +49,7 @@ from .tcp import TcpAllocator
 
 __all__ = [
     "DEFAULT_BASE_PORT",
+    "FLAGS_HELP",
     "Config",
     "ConfigError",
     "connect_from_config",
@@ -111,8 +112,21 @@ class _Parser(argparse.ArgumentParser):
         raise ConfigError(f"bad pytimely flags: {message}")
 
 
+FLAGS_HELP = """\
+timely flags:
+  -w, --workers N        run N worker processes on this machine (default 1)
+  -n, --processes N      number of processes of a cluster started by hand (default 1)
+  -p, --process I        this process' index in that cluster (default 0)
+  -h, --hostfile FILE    one host:port per process (-h is the host file, as in timely)
+  --secret TEXT          shared secret of the worker mesh (default: $PYTIMELY_SECRET)
+  --connect-timeout S    seconds to wait for the other processes (default 30)
+  --help                 show this help and exit"""
+
+
 def parse_args(
-    argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None
+    argv: Sequence[str] | None = None,
+    environ: Mapping[str, str] | None = None,
+    usage: str | None = None,
 ) -> Config:
     """Read timely's flags from ``argv`` (default ``sys.argv[1:]``); other words go to
     :attr:`Config.free`.
@@ -120,7 +134,13 @@ def parse_args(
     ``-w/--workers/--threads N``, ``-n/--processes N``, ``-p/--process I``,
     ``-h/--hostfile FILE``, ``--secret TEXT`` (default: ``$PYTIMELY_SECRET``),
     ``--connect-timeout SECONDS``.  Note that ``-h`` is the host file, as in timely, not help.
+    ``--help`` prints ``usage`` (default: the running program's docstring) and the flags above
+    to stdout and exits with status 0, as argparse does.
     """
+    words = list(sys.argv[1:] if argv is None else argv)
+    if "--help" in words:
+        _print_help(usage)
+        raise SystemExit(0)
     parser = _Parser(prog="pytimely", add_help=False, allow_abbrev=False)
     parser.add_argument("-w", "--workers", "--threads", type=int, default=1)
     parser.add_argument("-n", "--processes", type=int, default=1)
@@ -128,7 +148,7 @@ def parse_args(
     parser.add_argument("-h", "--hostfile", default=None)
     parser.add_argument("--secret", default=None)
     parser.add_argument("--connect-timeout", type=float, default=30.0)
-    args, free = parser.parse_known_args(list(sys.argv[1:] if argv is None else argv))
+    args, free = parser.parse_known_args(words)
     environ = os.environ if environ is None else environ
     secret_text = args.secret if args.secret is not None else environ.get(SECRET_ENV)
     config = Config(
@@ -154,6 +174,14 @@ def parse_args(
     if config.timeout <= 0:
         raise ConfigError("--connect-timeout must be positive")
     return config
+
+
+def _print_help(usage: str | None) -> None:
+    if usage is None:
+        usage = getattr(sys.modules.get("__main__"), "__doc__", None) or ""
+    prog = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "program"
+    text = usage.strip() or f"usage: {prog} [ARGS] [timely flags]"
+    print(f"{text}\n\n{FLAGS_HELP}")
 
 
 def connect_from_config(config: Config) -> Allocator:
