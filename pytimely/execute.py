@@ -46,6 +46,15 @@ def execute(
     ``workers == 1`` runs in this thread.  More workers run as that many local processes
     (``processes`` may be given as an alias).  A failure in any worker stops all of them and
     raises :class:`~pytimely.errors.WorkerFailure` naming it.
+
+    Beware of *when* results are taken: after ``fn`` returns, the worker closes the inputs
+    ``fn`` left open and steps until all its dataflows complete, and only then hands back (or,
+    from a worker process, pickles) what ``fn`` returned.  So return the object that collects
+    the output -- a :class:`~pytimely.CaptureHandle`, a list an ``inspect`` appends to -- and
+    read it afterwards: ``execute(fn)[0].extract()``.  A value computed inside ``fn`` before
+    the dataflows ran (``return captured.extract()``, ``return list(seen)``) is a snapshot taken
+    too early and is typically empty; if ``fn`` must compute its result itself, let it call
+    ``worker.run()`` (or step until a probe is done) first.
     """
     n = processes if processes is not None else workers
     if n < 1:
