@@ -1,4 +1,5 @@
-"""Replaying recorded streams into a dataflow (timely-dataflow's `replay_into`, in dataflow/operators/core/capture/replay.rs).
+"""Replaying recorded streams into a dataflow (as ``replay_into`` in timely-dataflow's
+``operators/capture/replay.rs``).
 
 ``replay_into(readers, scope)`` builds a source operator that plays back any number of captured
 streams.  Each worker replays the readers it is given (give each recorded stream to exactly one
