@@ -92,7 +92,7 @@ def _other(key: Any) -> int:
     method = getattr(type(key), "__stable_hash__", None)
     if method is not None:
         return int(method(key)) & _M64
-    if isinstance(key, (bytearray, memoryview)):
+    if isinstance(key, (bytes, bytearray, memoryview)):  # np.bytes_ too
         return _mix(zlib.crc32(key) ^ _BYTES)
     if isinstance(key, (bool, np.bool_)):
         return _mix(int(key))
