@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import pytimely as pt
+from pytimely.communication import Allocator
 from pytimely.communication.routing import (
     UnroutableKey,
     canonical_key,
@@ -150,6 +151,56 @@ def test_route_arrow_agrees_with_route():
     for arr in arrays:
         for peers in range(1, 6):
             assert route_arrow(arr, peers).tolist() == [route(k, peers) for k in arr.to_pylist()]
+
+
+# ============================================================================================
+# Exchange: every batch of every equal key to one worker, whatever was memoized first
+
+
+class _RecordingAllocator(Allocator):
+    """Worker ``index`` of ``peers`` whose sends are only recorded (no other worker runs)."""
+
+    def __init__(self, index: int, peers: int) -> None:
+        self.index, self.peers = index, peers
+        self.sent: list[tuple[int, object]] = []
+
+    def send(self, channel, target, payload):
+        self.sent.append((target, payload))
+
+    def broadcast(self, channel, payload):
+        raise AssertionError("not used")
+
+    def flush(self):
+        pass
+
+    def receive(self):
+        return []
+
+    def await_events(self, timeout):
+        pass
+
+    def wake(self):
+        pass
+
+    def close(self, error=None):
+        pass
+
+
+@settings(max_examples=100, deadline=None)
+@given(groups=st.lists(equal_keys(), min_size=1, max_size=6), peers=st.integers(2, 5),
+       data=st.data())
+def test_exchange_sends_every_batch_of_equal_keys_where_route_says(groups, peers, data):
+    allocator = _RecordingAllocator(0, peers)
+    kept: list = []
+    push = pt.Exchange(lambda r: r[1]).connect(pt.Worker(allocator), lambda t, b: kept.extend(
+        (0, r) for r in b), "Keyed")
+    for _ in range(3):  # several batches: the memo fills in between
+        batch = [(g, data.draw(st.sampled_from(keys))) for g, keys in enumerate(groups)]
+        push(0, data.draw(st.permutations(batch)))
+    arrivals = kept + [(w, r) for w, (_t, part) in allocator.sent for r in part]
+    for g, keys in enumerate(groups):
+        workers = {w for w, (group, _k) in arrivals if group == g}
+        assert workers == {route(keys[0], peers)}, keys
 
 
 # ============================================================================================
