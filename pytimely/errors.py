@@ -16,6 +16,7 @@ __all__ = [
     "WorkerFailure",
     "CommunicationError",
     "AuthenticationError",
+    "SerializationError",
     "CaptureError",
     "TruncatedCapture",
     "CaptureFileExists",
@@ -67,6 +68,11 @@ class CommunicationError(TimelyError):
 
 class AuthenticationError(CommunicationError):
     """A peer did not prove knowledge of the shared secret."""
+
+
+class SerializationError(CommunicationError, TypeError):
+    """A payload bound for another worker cannot be pickled.  Also a ``TypeError`` (what
+    ``pickle`` itself mostly raises); the pickling exception is ``__cause__``."""
 
 
 class CaptureError(TimelyError):

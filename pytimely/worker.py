@@ -15,6 +15,7 @@ from __future__ import annotations
 import gc
 import heapq
 import itertools
+import os
 import time as _time
 from collections.abc import Callable
 from typing import Any
@@ -24,7 +25,10 @@ from .errors import GraphError, TimelyError
 from .order import domain_of
 from .progress.broadcast import Progcaster
 
-__all__ = ["Worker", "StuckError"]
+__all__ = ["Worker", "StuckError", "STRICT_ENV"]
+
+#: Set to ``1`` to make every :class:`Worker` strict (see ``Worker.strict``).
+STRICT_ENV = "PYTIMELY_STRICT"
 
 
 class StuckError(TimelyError):
@@ -34,8 +38,13 @@ class StuckError(TimelyError):
 class Worker:
     """Owns dataflows on one thread; see the module docstring."""
 
-    def __init__(self, allocator: Allocator | None = None, freeze_gc: bool = True) -> None:
+    def __init__(self, allocator: Allocator | None = None, freeze_gc: bool = True,
+                 strict: bool | None = None) -> None:
         self._freeze_gc = freeze_gc
+        self.strict = os.environ.get(STRICT_ENV, "") not in ("", "0") if strict is None else strict
+        """Strict mode: every Exchange round-trips the first record of each batch through the
+        codec and checks every key, even on one worker, so a record that cannot cross workers
+        fails in a one-worker test.  Default: the ``PYTIMELY_STRICT`` environment variable."""
         self.allocator = allocator if allocator is not None else ThreadAllocator()
         self.index = self.allocator.index
         self.peers = self.allocator.peers

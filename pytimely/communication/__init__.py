@@ -7,7 +7,8 @@
 * :mod:`.handshake` — mutual HMAC authentication of every connection;
 * :mod:`.rendezvous` — how peers learn each other's addresses (static, local launcher, Spark);
 * :mod:`.launch` — :func:`run_processes`, timely's command-line flags, hand-started clusters;
-* :mod:`.hashing` — :func:`stable_hash`, the process-independent hash Exchange routes by.
+* :mod:`.hashing` — :func:`stable_hash`, the process-independent hash Exchange routes by;
+* :mod:`.routing` — :func:`route`, the one rule that sends equal keys of any type to one worker.
 """
 
 from .allocator import Allocator, ThreadAllocator
@@ -20,6 +21,7 @@ from .rendezvous import (
     StaticRendezvous,
     read_hostfile,
 )
+from .routing import UnroutableKey, route, route_array, route_arrow
 from .tcp import TcpAllocator
 
 __all__ = [
@@ -32,9 +34,13 @@ __all__ = [
     "StaticRendezvous",
     "TcpAllocator",
     "ThreadAllocator",
+    "UnroutableKey",
     "connect_from_config",
     "parse_args",
     "read_hostfile",
+    "route",
+    "route_array",
+    "route_arrow",
     "run_processes",
     "stable_hash",
     "stable_hash_array",

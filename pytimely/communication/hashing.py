@@ -1,7 +1,9 @@
 """``stable_hash``: a hash for routing records to workers that every process agrees on.
 
-An Exchange channel sends record ``r`` to worker ``stable_hash(key(r)) % peers``.  For that to
-be correct, every process must compute the same hash for the same key — in this run and the
+An Exchange channel sends a record whose key is not an integer to worker
+``stable_hash(key) % peers`` (the full rule, and why equal keys of different types meet, is in
+:mod:`.routing`).  For that to be correct, every process must compute the same hash for the
+same key — in this run and the
 next, on every host.  Python's ``hash()`` does not qualify: ``hash("a")`` changes with
 ``PYTHONHASHSEED``, which differs between processes by default.
 
@@ -92,7 +94,7 @@ def _other(key: Any) -> int:
     method = getattr(type(key), "__stable_hash__", None)
     if method is not None:
         return int(method(key)) & _M64
-    if isinstance(key, (bytearray, memoryview)):
+    if isinstance(key, (bytes, bytearray, memoryview)):  # np.bytes_ too
         return _mix(zlib.crc32(key) ^ _BYTES)
     if isinstance(key, (bool, np.bool_)):
         return _mix(int(key))

@@ -45,6 +45,8 @@ import struct
 from collections.abc import Callable
 from typing import Any
 
+from ..errors import SerializationError
+
 __all__ = [
     "HEADER",
     "KIND_ABORT",
@@ -99,6 +101,7 @@ class StreamEnded(FrameError):
 def serialize(payload: Any) -> tuple[bytes, list[memoryview]]:
     """Pickle ``payload`` (protocol 5), keeping large contiguous buffers out of band.
 
+    Raises :class:`~pytimely.errors.SerializationError` if ``payload`` cannot be pickled.
     The returned memoryviews alias the payload's memory (no copy): the caller must not mutate
     those arrays until the frame has been flushed.
     """
@@ -114,7 +117,10 @@ def serialize(payload: Any) -> tuple[bytes, list[memoryview]]:
         buffers.append(raw)
         return False
 
-    data = pickle.dumps(payload, protocol=5, buffer_callback=keep_out_of_band)
+    try:
+        data = pickle.dumps(payload, protocol=5, buffer_callback=keep_out_of_band)
+    except Exception as e:  # pickle raises TypeError, PicklingError, AttributeError, ...
+        raise SerializationError(f"cannot serialize a {type(payload).__name__}: {e}") from e
     return data, buffers
 
 

@@ -1,9 +1,10 @@
 """Parallelization contracts: how records on an edge reach the workers' operator instances.
 
 * :class:`Pipeline` — stay on this worker; the batch is handed to the consumer as is.
-* :class:`Exchange` — route each record by ``key(record)``: an integer key to worker
-  ``key % peers`` (as in timely), any other key to ``stable_hash(key) % peers``.  On one worker
-  it is the identity (the channel is still allocated, so channel ids agree).
+* :class:`Exchange` — route each record by ``key(record)`` under the one routing rule of
+  :mod:`pytimely.communication.routing`: keys that compare equal meet on one worker, whatever
+  their types.  On one worker nothing moves (the channel is still allocated, so channel ids
+  agree), but keys are still checked, so an unroutable key fails on one worker as on many.
 * :class:`Broadcast` — every record to every worker.
 
 A contract never changes how many records exist at a time *in total*: progress tracking counts
@@ -11,8 +12,14 @@ a batch of ``n`` records once at the consumer's input location (a location share
 workers), however the records are split.  (``Broadcast`` is the exception that proves the rule:
 it multiplies records by ``peers`` and the edge is counted with that weight.)
 
-Routing uses :func:`~pytimely.communication.hashing.stable_hash`, never Python's ``hash()`` of
-``str``/``bytes`` (it differs between processes unless ``PYTHONHASHSEED`` is fixed).
+Routing never uses Python's ``hash()`` of ``str``/``bytes`` (it differs between processes unless
+``PYTHONHASHSEED`` is fixed).
+
+Records that cross workers are pickled.  One that cannot be pickled fails with a
+:class:`~pytimely.errors.SerializationError` naming the exchange channel, the operator it feeds
+and the record's type.  On one worker nothing is pickled; a *strict* worker
+(``Worker(strict=True)``, or ``PYTIMELY_STRICT=1`` in the environment) round-trips the first
+record of every batch of every Exchange through the codec, so the same mistake fails there too.
 """
 
 from __future__ import annotations
@@ -22,7 +29,17 @@ from itertools import compress
 from operator import not_
 from typing import Any
 
-from ..communication.hashing import stable_hash
+import numpy as np
+
+from ..communication.routing import (
+    ALWAYS_ROUTABLE,
+    UnroutableKey,
+    route,
+    route_array,
+    route_arrow,
+)
+from ..communication.wire import deserialize, serialize
+from ..errors import SerializationError
 
 __all__ = ["Pipeline", "Exchange", "Broadcast", "Pact"]
 
@@ -32,14 +49,18 @@ class Pact:
 
     weight_per_peer = False  # Broadcast: the edge counts ``peers`` records per record sent
 
-    def connect(self, worker: Any, push: Callable[[Any, Any], None]) -> Callable[[Any, Any], None]:
+    def connect(
+        self, worker: Any, push: Callable[[Any, Any], None], consumer: str = "?"
+    ) -> Callable[[Any, Any], None]:
         """Return the function the producer calls with ``(time, batch)``; ``push`` delivers to
-        this worker's consumer."""
+        this worker's consumer, the operator named ``consumer`` (named in errors)."""
         raise NotImplementedError
 
 
 class _Pipeline(Pact):
-    def connect(self, worker: Any, push: Callable[[Any, Any], None]) -> Callable[[Any, Any], None]:
+    def connect(
+        self, worker: Any, push: Callable[[Any, Any], None], consumer: str = "?"
+    ) -> Callable[[Any, Any], None]:
         return push
 
     def __repr__(self) -> str:
@@ -52,55 +73,105 @@ Pipeline = _Pipeline()
 class Exchange(Pact):
     """Route records by ``key(record)``: equal keys meet on the same worker.
 
-    An integer key routes to worker ``key % peers`` (as in timely); any other key — str, bytes,
-    float, tuples — by :func:`stable_hash`, identical in every process.  Without ``key`` the
-    record itself is the key.  ``route=`` may instead give a function returning the routing
-    integer directly.
+    The rule (one place: :mod:`pytimely.communication.routing`): a key that compares equal to
+    an ``int`` — ``1``, ``1.0``, ``True``, ``np.int64(1)`` — goes to worker ``int(key) % peers``
+    (as in timely); any other key — str, bytes, non-integral float, tuples — by
+    :func:`~pytimely.communication.hashing.stable_hash`, identical in every process.  Without
+    ``key`` the record itself is the key.  A key that cannot be routed (a ``list``, a ``dict``,
+    an object without ``__stable_hash__``) raises a ``TypeError`` naming the operator.
+
+    Batches may be lists of records, one-dimensional numpy arrays (routed vectorized: the
+    elements, or field ``column`` of a structured array, are the keys), or Arrow arrays,
+    ``RecordBatch``es and ``Table``s (rows by their ``column``); each row goes where the
+    per-record rule sends its key.  ``route=`` may instead give a function returning the
+    routing integer directly (``route(record) % peers``).
     """
 
-    def __init__(self, key: Callable[[Any], Any] | None = None, route: Callable | None = None):
+    def __init__(
+        self,
+        key: Callable[[Any], Any] | None = None,
+        route: Callable | None = None,
+        column: str | int | None = None,
+    ):
         self.key = key
         self.route = route
+        self.column = column
 
-    def connect(self, worker: Any, push: Callable[[Any, Any], None]) -> Callable[[Any, Any], None]:
+    def connect(
+        self, worker: Any, push: Callable[[Any, Any], None], consumer: str = "?"
+    ) -> Callable[[Any, Any], None]:
         channel = worker._allocate_channel()
-        peers = worker.peers
-        if peers == 1:
-            return push
-        worker._register_data_channel(channel, push)
-        return _ExchangePusher(worker, channel, push, self.key, self.route).push
+        if worker.peers > 1:
+            worker._register_data_channel(channel, push)
+        return self.pusher(worker, channel, push, consumer)
+
+    def pusher(self, worker: Any, channel: int, push: Callable[[Any, Any], None],
+               consumer: str) -> Callable[[Any, Any], None]:
+        """The function that routes batches on ``channel`` (allocated, and registered to
+        deliver to ``push`` if there are other workers) into operator ``consumer``."""
+        channel_name = f"exchange channel {channel} into operator {consumer!r}"
+        router = (_Router(self.key, self.column, worker.peers, channel_name)
+                  if self.route is None else _RouteFunction(self.route, worker.peers))
+        if worker.peers == 1:
+            return _checked(router, push, channel_name, worker.strict)
+        return _ExchangePusher(worker, channel, push, router, channel_name, worker.strict).push
 
     def __repr__(self) -> str:
         return "Exchange"
 
 
-class _ExchangePusher:
-    """Splits each batch by destination worker; remote parts go to the allocator.
+class _RouteFunction:
+    """``route=``: the user's function gives the routing integer of each record."""
 
-    Routes of non-integer keys are memoized (hashing a ``str`` costs far more than a dict
-    lookup, and key sets are usually much smaller than record counts); the memo is bounded.
+    def __init__(self, route: Callable[[Any], int], peers: int) -> None:
+        self.route = route
+        self.peers = peers
+
+    def destinations(self, batch: Any) -> list[int]:
+        route, peers = self.route, self.peers
+        return [route(x) % peers for x in batch]
+
+    def check(self, batch: Any, every_key: bool = False) -> None:
+        pass
+
+
+class _Router:
+    """Destinations of a batch's records under the routing rule, for one Exchange channel.
+
+    Routes of ``str``, ``bytes`` and ``tuple`` keys are memoized (hashing a ``str`` costs far
+    more than a dict lookup, and key sets are usually much smaller than record counts); the
+    memo is bounded.  Why a memo keyed by value cannot give one key two routes: the route is a
+    function of the canonical key and equal keys have equal canonical keys, so whichever of
+    ``"a"`` and ``np.str_("a")`` (or ``(1, "x")`` and ``(1.0, "x")``) was memoized first, the
+    other's route is the same.  Integer keys are never memoized (``k % peers`` is cheaper).
     """
 
-    __slots__ = ("worker", "channel", "local", "key", "route", "peers", "me", "_memo")
+    __slots__ = ("key", "column", "peers", "channel_name", "_memo", "_routable")
 
     _MEMO_LIMIT = 1 << 20
 
-    def __init__(self, worker: Any, channel: int, local: Callable, key: Any, route: Any) -> None:
-        self.worker = worker
-        self.channel = channel
-        self.local = local
+    def __init__(self, key: Callable[[Any], Any] | None, column: str | int | None, peers: int,
+                 channel_name: str) -> None:
         self.key = key
-        self.route = route
-        self.peers = worker.peers
-        self.me = worker.index
+        self.column = column
+        self.peers = peers
+        self.channel_name = channel_name
         self._memo: dict[Any, int] = {}
+        self._routable = set(ALWAYS_ROUTABLE)  # key types checked by type alone
 
-    def _destinations(self, batch: Any) -> list[int]:
-        peers = self.peers
-        if self.route is not None:
-            route = self.route
-            return [route(x) % peers for x in batch]
+    # -- destinations ----------------------------------------------------------------------
+
+    def destinations(self, batch: Any) -> Any:
+        """The worker of every record of ``batch``: a list for a list batch, an ``int64``
+        numpy array for a columnar (numpy or Arrow) batch."""
+        if isinstance(batch, np.ndarray):
+            return self._array_destinations(batch)
+        if _is_arrow(batch):
+            return self._arrow_destinations(batch)
         keys = batch if self.key is None else list(map(self.key, batch))
+        return self._list_destinations(keys)
+
+    def _list_destinations(self, keys: Any) -> list[int]:
         memo = self._memo
         try:
             return list(map(memo.__getitem__, keys))
@@ -108,41 +179,197 @@ class _ExchangePusher:
             pass
         if len(memo) > self._MEMO_LIMIT:
             memo.clear()
-        h = stable_hash
+        peers = self.peers
         dests = []
         for k in keys:
-            d = memo.get(k) if type(k) is not int else None
-            if d is None:
-                if type(k) is int:
-                    d = k % peers
-                else:
-                    d = h(k) % peers
-                    memo[k] = d
+            kind = type(k)
+            if kind is int:
+                d = k % peers
+            elif kind is str or kind is bytes or kind is tuple:
+                try:
+                    d = memo.get(k)
+                except TypeError:  # a tuple holding an unhashable value
+                    d = self._route(k)
+                if d is None:
+                    d = memo[k] = self._route(k)
+            else:
+                d = self._route(k)
             dests.append(d)
         return dests
 
-    def push(self, t: Any, batch: Any) -> None:
-        peers = self.peers
-        dests = self._destinations(batch)
-        # One C-level selection pass per destination (itertools.compress) beats a Python loop
-        # that appends record by record.
-        if peers == 2:
-            parts = [list(compress(batch, map(not_, dests))), list(compress(batch, dests))]
+    def _route(self, key: Any) -> int:
+        try:
+            return route(key, self.peers)
+        except UnroutableKey as e:
+            raise self._unroutable(key, e) from None
+
+    def _array_destinations(self, batch: np.ndarray) -> np.ndarray:
+        if self.key is not None:
+            keys = list(map(self.key, batch.tolist()))
+            return np.asarray(self._list_destinations(keys), dtype=np.int64)
+        keys = batch if self.column is None else batch[self.column]
+        try:
+            return route_array(keys, self.peers)
+        except UnroutableKey as e:
+            raise self._unroutable(keys, e) from None
+
+    def _arrow_destinations(self, batch: Any) -> np.ndarray:
+        if hasattr(batch, "num_rows"):  # RecordBatch, Table
+            if self.column is None:
+                raise TypeError(
+                    f"{self.channel_name}: an Arrow {type(batch).__name__} is routed by one of "
+                    "its columns: name it with Exchange(column=...)"
+                )
+            keys = batch.column(self.column)
         else:
-            parts = [list(compress(batch, map(w.__eq__, dests))) for w in range(peers)]
+            keys = batch
+        try:
+            return route_arrow(keys, self.peers)
+        except UnroutableKey as e:
+            raise self._unroutable(keys, e) from None
+
+    def _unroutable(self, key: Any, cause: Exception) -> TypeError:
+        shown = repr(key)
+        shown = shown if len(shown) <= 60 else shown[:57] + "..."
+        return TypeError(
+            f"{self.channel_name} cannot route the key {shown} of type "
+            f"{type(key).__qualname__}: {cause}.  Pass a key function returning int/str/bytes/"
+            "tuple (of these), e.g. Exchange(key=lambda r: tuple(r.ids)) or "
+            "stream.exchange(key=...)"
+        )
+
+    # -- checks on one worker ---------------------------------------------------------------
+
+    def check(self, batch: Any, every_key: bool = False) -> None:
+        """Raise the ``TypeError`` that routing ``batch`` on many workers would raise.
+
+        Cheap enough for every batch on one worker: without a key function the set of key
+        types is compared with the types known to be routable (C loops only); with one, only
+        the first record's key is checked, unless ``every_key`` (strict mode).  Columnar
+        batches are checked by routing them.
+        """
+        if isinstance(batch, np.ndarray) or _is_arrow(batch):
+            self.destinations(batch)
+            return
+        if self.key is None:
+            keys = batch
+        elif every_key:
+            keys = list(map(self.key, batch))
+        else:
+            keys = [self.key(batch[0])] if len(batch) else []
+        kinds = set(map(type, keys))
+        if kinds <= self._routable:
+            return
+        self._list_destinations(keys)  # raises for an unroutable key
+        # A tuple is routable only if its elements are: tuples are checked every time.
+        self._routable.update(k for k in kinds if not issubclass(k, tuple))
+
+
+def _is_arrow(batch: Any) -> bool:
+    return type(batch).__module__.startswith("pyarrow")
+
+
+def _checked(router: Any, push: Callable[[Any, Any], None], channel_name: str,
+             strict: bool) -> Callable[[Any, Any], None]:
+    """The push of an Exchange on one worker: nothing moves, but keys are checked (and, if
+    ``strict``, the first record of every batch round-trips through the codec)."""
+    check = router.check
+
+    def checked_push(t: Any, batch: Any) -> None:
+        check(batch, strict)
+        if strict:
+            _round_trip_one(batch, channel_name)
+        push(t, batch)
+
+    return checked_push
+
+
+def _round_trip_one(batch: Any, channel_name: str) -> None:
+    """Pickle and unpickle the first record of ``batch`` as if it crossed to another worker."""
+    if not len(batch):
+        return
+    first = batch[:1] if isinstance(batch, np.ndarray) or _is_arrow(batch) else [batch[0]]
+    try:
+        data, buffers = serialize(first)
+    except SerializationError as e:
+        raise _unpicklable(channel_name, first, e) from e
+    deserialize(data, [bytearray(b) for b in buffers])
+
+
+def _unpicklable(where: str, part: Any, error: SerializationError) -> SerializationError:
+    """The error for a batch that could not be pickled on channel ``where``: it names the
+    channel, the consuming operator and the type of the first record that fails."""
+    record_type = type(part).__name__
+    if isinstance(part, list):
+        for record in part:
+            try:
+                serialize(record)
+            except SerializationError:
+                record_type = type(record).__qualname__
+                break
+    cause = error.__cause__ if error.__cause__ is not None else error
+    return SerializationError(
+        f"{where}: cannot pickle a record of type {record_type} to send it to another worker "
+        f"({type(cause).__name__}: {cause}).  Records that cross workers must be picklable: map "
+        "them to plain data before the exchange.  PYTIMELY_STRICT=1 (or Worker(strict=True)) "
+        "checks this on one worker too"
+    )
+
+
+class _ExchangePusher:
+    """Splits each batch by destination worker; remote parts go to the allocator."""
+
+    __slots__ = ("worker", "channel", "local", "router", "channel_name", "strict", "peers", "me")
+
+    def __init__(self, worker: Any, channel: int, local: Callable, router: Any,
+                 channel_name: str, strict: bool) -> None:
+        self.worker = worker
+        self.channel = channel
+        self.local = local
+        self.router = router
+        self.channel_name = channel_name
+        self.strict = strict
+        self.peers = worker.peers
+        self.me = worker.index
+
+    def push(self, t: Any, batch: Any) -> None:
+        if self.strict:  # the parts that stay here would not be pickled
+            _round_trip_one(batch, self.channel_name)
+        dests = self.router.destinations(batch)
+        parts = _split(batch, dests, self.peers)
         send = self.worker.allocator.send
         for w, part in enumerate(parts):
-            if part:
+            if len(part):
                 if w == self.me:
                     self.local(t, part)
                 else:
-                    send(self.channel, w, (t, part))
+                    try:
+                        send(self.channel, w, (t, part))
+                    except SerializationError as e:
+                        raise _unpicklable(self.channel_name, part, e) from e
+
+
+def _split(batch: Any, dests: Any, peers: int) -> list[Any]:
+    """``batch`` split into one part per worker, record order kept within each part."""
+    if isinstance(dests, np.ndarray):
+        if _is_arrow(batch):
+            import pyarrow as pa
+
+            return [batch.filter(pa.array(dests == w)) for w in range(peers)]
+        return [batch[dests == w] for w in range(peers)]
+    # One C-level selection pass per destination (itertools.compress) beats a Python loop
+    # that appends record by record.
+    if peers == 2:
+        return [list(compress(batch, map(not_, dests))), list(compress(batch, dests))]
+    return [list(compress(batch, map(w.__eq__, dests))) for w in range(peers)]
 
 
 class _Broadcast(Pact):
     weight_per_peer = True
 
-    def connect(self, worker: Any, push: Callable[[Any, Any], None]) -> Callable[[Any, Any], None]:
+    def connect(
+        self, worker: Any, push: Callable[[Any, Any], None], consumer: str = "?"
+    ) -> Callable[[Any, Any], None]:
         channel = worker._allocate_channel()
         if worker.peers == 1:
             return push
@@ -153,7 +380,11 @@ class _Broadcast(Pact):
 
         def broadcast(t: Any, batch: Any) -> None:
             for w in others:
-                allocator.send(channel, w, (t, batch))
+                try:
+                    allocator.send(channel, w, (t, batch))
+                except SerializationError as e:
+                    raise _unpicklable(f"broadcast channel {channel} into operator {consumer!r}",
+                                       batch, e) from e
             push(t, batch)
 
         return broadcast

@@ -129,7 +129,7 @@ class OperatorBuilder:
         )
         worker = scope.worker
         for index, (stream, pact, _c, _i) in enumerate(self._inputs):
-            push = pact.connect(worker, core.input_ports[index].push)
+            push = pact.connect(worker, core.input_ports[index].push, self.name)
             weight = worker.peers if pact.weight_per_peer else 1
             stream._connect((core.index, index), push, weight)
         caps = core.mint_initial()

@@ -34,10 +34,12 @@ def _forward(stream: Stream, pact: Pact, name: str) -> Stream:
     return unary(stream, pact, name, ctor)
 
 
-def exchange(stream: Stream, key: Callable[[Any], Any] | None = None, name: str = "Exchange") -> Stream:
-    """Re-partition by ``key(record)`` (the record itself without ``key``); see
-    :class:`~pytimely.Exchange` for how keys map to workers."""
-    return _forward(stream, Exchange(key), name)
+def exchange(stream: Stream, key: Callable[[Any], Any] | None = None, name: str = "Exchange",
+             column: str | int | None = None) -> Stream:
+    """Re-partition by ``key(record)`` (the record itself without ``key``; column ``column`` of
+    Arrow or structured numpy batches); see :class:`~pytimely.Exchange` for how keys map to
+    workers."""
+    return _forward(stream, Exchange(key, column=column), name)
 
 
 def broadcast(stream: Stream, name: str = "Broadcast") -> Stream:

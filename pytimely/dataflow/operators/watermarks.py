@@ -60,7 +60,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple, Self
 
 from ...progress.operate import FrontierInterest
-from ..channels import Exchange, Pipeline, _ExchangePusher
+from ..channels import Exchange, Pipeline
 from ..stream import Stream
 from .generic import OperatorBuilder, unary, unary_frontier
 
@@ -171,16 +171,23 @@ class WatermarkExchange(Exchange):
     """Data by ``key`` (``None``: data stay on this worker), markers to the worker they name."""
 
     def __init__(self, key: Callable[[Any], Any] | None = None) -> None:
-        self.key = key
-        self.route = None
+        super().__init__(key)
 
-    def connect(self, worker: Any, push: Callable[[Any, Any], None]) -> Callable[[Any, Any], None]:
+    def connect(
+        self, worker: Any, push: Callable[[Any, Any], None], consumer: str = "?"
+    ) -> Callable[[Any, Any], None]:
         channel = worker._allocate_channel()
+        if worker.peers > 1:
+            worker._register_data_channel(channel, push)
+        data = push if self.key is None else self.pusher(worker, channel, push, consumer)
         if worker.peers == 1:
-            return push
-        worker._register_data_channel(channel, push)
-        data = push if self.key is None else _ExchangePusher(worker, channel, push, self.key,
-                                                              None).push
+            if self.key is None:
+                return push
+
+            def checked(t: Any, batch: Any) -> None:  # markers are not keyed records
+                (push if type(batch) is Markers else data)(t, batch)
+
+            return checked
         send = worker.allocator.send
         me = worker.index
 
