@@ -39,6 +39,7 @@ from pytimely.communication import (
 from pytimely.communication.handshake import (
     _HELLO,
     HandshakeRejected,
+    HandshakeTimeout,
     accept_handshake,
     connect_handshake,
 )
@@ -255,6 +256,34 @@ def test_handshake_success_and_failures():
     bad = _handshake_pair(SECRET, SECRET, claimed=0)  # index the listener does not expect
     assert isinstance(bad["listener"], HandshakeRejected)
     assert isinstance(bad["connector"], HandshakeRejected)
+
+
+def test_handshake_deadline_bounds_the_whole_exchange_not_each_read():
+    a, b = socket.socketpair()
+    hello = _HELLO.pack(b"PYTIMELY", 1, 0, 1, 3, os.urandom(32))
+    stop = threading.Event()
+
+    def dribble():  # one byte every 0.1 s: no single read ever waits long
+        for i in range(len(hello)):
+            if stop.wait(0.1):
+                return
+            try:
+                a.sendall(hello[i : i + 1])
+            except OSError:
+                return
+
+    t = threading.Thread(target=dribble)
+    t.start()
+    start = time.monotonic()
+    with pytest.raises(HandshakeTimeout):
+        accept_handshake(
+            b, SECRET, 0, 3, lambda j: True, lambda j: True, deadline=time.monotonic() + 0.5
+        )
+    assert 0.4 <= time.monotonic() - start < 1.5
+    stop.set()
+    t.join(5)
+    a.close()
+    b.close()
 
 
 # --- an in-process mesh -----------------------------------------------------------------------
