@@ -24,7 +24,7 @@ import socket
 import time
 from typing import Any, Self
 
-from ..communication.acceptor import Acceptor, describe_rejections, format_address
+from ..communication.acceptor import Acceptor, Rejection, describe_rejections, format_address
 from ..communication.handshake import CAPTURE, HandshakeRejected, connect_handshake
 from ..errors import AuthenticationError, CaptureError
 from .fileformat import StreamReader, StreamWriter
@@ -126,7 +126,7 @@ class CaptureListener:
         rejected = describe_rejections(*self.rejections())
         return f"{text}; {rejected}" if rejected else text
 
-    def rejections(self) -> tuple[int, list]:
+    def rejections(self) -> tuple[int, list[Rejection]]:
         """How many senders failed to authenticate, and the first few with reasons."""
         if self._acceptor is None:
             return 0, []

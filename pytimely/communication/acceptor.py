@@ -40,6 +40,8 @@ __all__ = ["Acceptor", "Rejection", "describe_rejections", "format_address"]
 MAX_RECORDED_REJECTIONS = 10
 #: How often the acceptor thread looks whether it was stopped, at the latest.
 _POLL = 0.2
+#: New connections accepted between two rounds of reading the pending ones.
+_ACCEPTS_PER_ROUND = 64
 
 
 def format_address(address: Any) -> str:
@@ -164,16 +166,21 @@ class Acceptor:
             selector.close()
 
     def _accept_ready(self, selector: selectors.BaseSelector) -> bool:
-        """Accept every caller waiting in the backlog; False once the listener is closed."""
-        while True:
+        """Accept callers waiting in the backlog; False once the listener is closed.
+
+        At most :data:`_ACCEPTS_PER_ROUND` at a time, so that a flood of new connections cannot
+        starve the handshakes already under way (a real peer's among them).
+        """
+        for _ in range(_ACCEPTS_PER_ROUND):
             try:
                 sock, address = self._listener.accept()
             except (BlockingIOError, InterruptedError):
                 return True
             except OSError as exc:
                 if exc.errno in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM):
-                    if not self._pending:
-                        return True  # nothing of ours to free; the select timeout paces us
+                    if not self._pending:  # nothing of ours to free: wait, do not spin
+                        self._stopped.wait(_POLL)
+                        return True
                     oldest = min(self._pending.values(), key=lambda p: p.deadline)
                     self._reject(selector, oldest, "dropped to make room (out of descriptors)")
                     continue
@@ -189,6 +196,7 @@ class Acceptor:
             )
             self._pending[sock] = pending
             selector.register(sock, selectors.EVENT_READ)
+        return True
 
     def _advance(self, selector: selectors.BaseSelector, pending: _Pending) -> None:
         """Read what the caller sent; step its handshake once a message is complete."""
