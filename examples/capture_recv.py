@@ -1,42 +1,50 @@
-"""Replay streams captured over TCP, on any number of workers (seed 002).
+"""Replay streams captured over TCP, on any number of workers.
 
 Port of timely's ``capture_recv``: ``capture_recv SOURCES [-w N]`` expects ``SOURCES`` sending
 workers.  The receiving workers split the streams between them (stream ``i`` goes to worker
-``i % N``), each listens on ``127.0.0.1:BASE+i`` for its streams, wraps every accepted socket in a
-non-blocking :class:`StreamReader`, and replays them all into one dataflow.  With 5 senders
-each sending ``0..9`` this prints 50 lines ``replayed: x``: five interleaved copies of ``0..9``.
+``i % N``), each listens on ``127.0.0.1:BASE+i`` for its streams with
+:func:`~pytimely.capture.listen_capture`, which only accepts senders that prove knowledge of the
+shared secret (``--secret`` or ``PYTIMELY_SECRET``), and replays the accepted streams (each a
+non-blocking :class:`StreamReader`) into one dataflow.  With 5 senders each sending ``0..9``
+this prints 50 lines ``replayed: x``: five interleaved copies of ``0..9``.
 
+    $ export PYTIMELY_SECRET=...                  # the same in both shells
     $ python examples/capture_recv.py 5 -w 3      # shell 1
     $ python examples/capture_send.py -w 5        # shell 2
+
+``--insecure`` (on both sides) skips authentication, for a trusted network only.
 """
 
 from __future__ import annotations
 
-import socket
 import sys
 from collections.abc import Sequence
 
 import pytimely as pt
-from pytimely.capture import StreamReader, replay_into
+from pytimely.capture import listen_capture, replay_into
 from pytimely.communication.launch import parse_args
 
 BASE_PORT = 8000
 
 
-def run(sources: int, argv: Sequence[str], base_port: int = BASE_PORT,
-        accept_timeout: float = 60.0) -> list[list[int]]:
+def run(
+    sources: int,
+    argv: Sequence[str],
+    base_port: int = BASE_PORT,
+    accept_timeout: float = 60.0,
+    secret: bytes | None = None,
+    insecure: bool = False,
+) -> list[list[int]]:
     def work(worker: pt.Worker) -> list[int]:
         mine = [i for i in range(sources) if i % worker.peers == worker.index]
-        listeners = []
-        for i in mine:
-            listener = socket.create_server(("127.0.0.1", base_port + i))
-            listener.settimeout(accept_timeout)
-            listeners.append(listener)
+        listeners = [
+            listen_capture("127.0.0.1", base_port + i, secret=secret, insecure=insecure)
+            for i in mine
+        ]
         readers = []
         for listener in listeners:
-            conn, _addr = listener.accept()
+            readers.append(listener.accept(timeout=accept_timeout))
             listener.close()
-            readers.append(StreamReader(conn))
         seen: list[int] = []
 
         def show(x: int) -> None:
@@ -52,10 +60,14 @@ def run(sources: int, argv: Sequence[str], base_port: int = BASE_PORT,
 
 def main(argv: Sequence[str] | None = None) -> list[list[int]]:
     argv = list(sys.argv[1:] if argv is None else argv)
-    free = parse_args(argv, usage=__doc__).free
-    sources = int(free[0]) if free else 1
-    base = int(free[1]) if len(free) > 1 else BASE_PORT
-    return run(sources, [a for a in argv if a not in free], base)
+    insecure = "--insecure" in argv
+    argv = [a for a in argv if a != "--insecure"]
+    config = parse_args(argv, usage=__doc__)
+    sources = int(config.free[0]) if config.free else 1
+    base = int(config.free[1]) if len(config.free) > 1 else BASE_PORT
+    secret = None if insecure else config.secret
+    return run(sources, [a for a in argv if a not in config.free], base, secret=secret,
+               insecure=insecure)
 
 
 if __name__ == "__main__":

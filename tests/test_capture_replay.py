@@ -299,7 +299,7 @@ def test_capture_send_and_recv_over_sockets(tmp_path):
         return True
 
     base = next(b for b in (random.randrange(20000, 30000) for _ in range(100)) if free_run(b))
-    env = dict(os.environ, PYTHONPATH=root)
+    env = dict(os.environ, PYTHONPATH=root, PYTIMELY_SECRET="capture-example-secret")
     recv = subprocess.Popen(
         [sys.executable, os.path.join(root, "examples", "capture_recv.py"), "5", str(base), "-w", "3"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)

@@ -34,10 +34,12 @@ from pytimely.communication import (
     run_processes,
     stable_hash,
     stable_hash_array,
+    tcp,
 )
 from pytimely.communication.handshake import (
     _HELLO,
     HandshakeRejected,
+    HandshakeTimeout,
     accept_handshake,
     connect_handshake,
 )
@@ -254,6 +256,34 @@ def test_handshake_success_and_failures():
     bad = _handshake_pair(SECRET, SECRET, claimed=0)  # index the listener does not expect
     assert isinstance(bad["listener"], HandshakeRejected)
     assert isinstance(bad["connector"], HandshakeRejected)
+
+
+def test_handshake_deadline_bounds_the_whole_exchange_not_each_read():
+    a, b = socket.socketpair()
+    hello = _HELLO.pack(b"PYTIMELY", 1, 0, 1, 3, os.urandom(32))
+    stop = threading.Event()
+
+    def dribble():  # one byte every 0.1 s: no single read ever waits long
+        for i in range(len(hello)):
+            if stop.wait(0.1):
+                return
+            try:
+                a.sendall(hello[i : i + 1])
+            except OSError:
+                return
+
+    t = threading.Thread(target=dribble)
+    t.start()
+    start = time.monotonic()
+    with pytest.raises(HandshakeTimeout):
+        accept_handshake(
+            b, SECRET, 0, 3, lambda j: True, lambda j: True, deadline=time.monotonic() + 0.5
+        )
+    assert 0.4 <= time.monotonic() - start < 1.5
+    stop.set()
+    t.join(5)
+    a.close()
+    b.close()
 
 
 # --- an in-process mesh -----------------------------------------------------------------------
@@ -693,6 +723,220 @@ def test_worker_with_wrong_secret_cannot_join(tmp_path):
     t.join(10)
     assert isinstance(outcome[0], CommunicationError)
     assert "did not connect" in str(outcome[0])
+
+
+# --- mesh formation under hostile callers -----------------------------------------------------
+
+
+class HostileCrowd:
+    """``size`` hostile callers hammering ``ports`` (round robin, ten at a time), each replaced
+    as soon as it is hung up on.
+
+    Of every ten: four *silent* (connect and say nothing), four *slowloris* (a plausible hello,
+    one byte every 0.3 s), one *garbage* (random bytes) and one *wrong secret* (a full
+    handshake claiming a worker index the listener expects).  ``connections`` counts the
+    connections made.
+    """
+
+    KINDS = ("silent", "slowloris") * 4 + ("garbage", "wrong secret")
+
+    def __init__(self, ports, size=100, claims=None):
+        self.stopped = threading.Event()
+        self.connections = 0
+        self._lock = threading.Lock()
+        self._claims = claims or {}  # port -> (listener index, index to claim, peers)
+        self._threads = [
+            threading.Thread(
+                target=self._attack,
+                args=(ports[(i // len(self.KINDS)) % len(ports)], self.KINDS[i % len(self.KINDS)]),
+                daemon=True,
+            )
+            for i in range(size)
+        ]
+
+    def __enter__(self):
+        for t in self._threads:
+            t.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stopped.set()
+        for t in self._threads:
+            t.join(5)
+
+    def _attack(self, port, kind):
+        while not self.stopped.is_set():
+            try:
+                sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+            except OSError:
+                self.stopped.wait(0.05)
+                continue
+            with self._lock:
+                self.connections += 1
+            try:
+                self._behave(sock, port, kind)
+            except (OSError, CommunicationError):
+                pass  # hung up on: come back
+            finally:
+                sock.close()
+
+    def _behave(self, sock, port, kind):
+        listener, claim, peers = self._claims.get(port, (0, 1, 3))
+        if kind == "wrong secret":
+            sock.settimeout(5)
+            connect_handshake(sock, b"not the secret", claim, peers, listener)
+            return
+        if kind == "garbage":
+            sock.sendall(os.urandom(4096))
+        hello = _HELLO.pack(b"PYTIMELY", 1, 0, claim, peers, os.urandom(32))
+        sock.settimeout(0.3)
+        for byte in range(len(hello)):
+            if kind == "slowloris":
+                sock.sendall(hello[byte : byte + 1])
+            try:
+                if sock.recv(4096) == b"":
+                    return  # hung up on
+            except TimeoutError:
+                pass
+            if self.stopped.is_set():
+                return
+
+
+def _form_mesh(addresses, timeout, start_after=None):
+    """Build a TcpAllocator per address in threads, worker 0 first, then ``start_after()``,
+    then the others; return (allocators or exceptions, seconds from then until all returned).
+    """
+    results = [None] * len(addresses)
+
+    def build(i):
+        try:
+            results[i] = TcpAllocator(
+                i, len(addresses), StaticRendezvous(addresses, SECRET), timeout=timeout, linger=0.5
+            )
+        except Exception as exc:  # noqa: BLE001 - the caller inspects it
+            results[i] = exc
+
+    threads = [threading.Thread(target=build, args=(i,)) for i in range(len(addresses))]
+    threads[0].start()
+    if start_after is not None:
+        start_after()
+    start = time.monotonic()
+    for t in threads[1:]:
+        t.start()
+    for t in threads:
+        t.join(timeout + 10)
+    return results, time.monotonic() - start
+
+
+def form_mesh_under_attack(workers=3, hostile=100, timeout=8.0):
+    """One run: ``hostile`` callers attack the listeners while ``workers`` workers form a mesh.
+
+    The crowd is in place (a full wave of connections made, then 1.5 s) before the
+    other workers start, and keeps coming until the mesh formed.  Returns (formed, seconds
+    the others took to form the mesh, hostile connections made, errors).
+    """
+    ports = free_ports(workers)
+    addresses = [("127.0.0.1", p) for p in ports]
+    listeners = ports[:-1]  # the last worker expects nobody: it does not accept
+    claims = {p: (i, i + 1, workers) for i, p in enumerate(listeners)}
+    # Most of the crowd at worker 0, which every other worker must reach.
+    targets = [ports[0]] * 4 + listeners[1:]
+    with HostileCrowd(targets, hostile, claims) as crowd:
+
+        def crowd_in_place():
+            deadline = time.monotonic() + 10
+            while crowd.connections < hostile and time.monotonic() < deadline:
+                time.sleep(0.02)
+            time.sleep(1.5)  # let the crowd settle in (past one SYN retransmission, 1 s)
+
+        results, seconds = _form_mesh(addresses, timeout, crowd_in_place)
+        connections = crowd.connections
+    errors = [r for r in results if isinstance(r, BaseException)]
+    for r in results:
+        if isinstance(r, TcpAllocator):
+            r.close()
+    return not errors, seconds, connections, errors
+
+
+@pytest.mark.timeout(60)
+def test_mesh_forms_while_100_hostile_callers_hammer_the_listeners():
+    for _run in range(3):
+        formed, seconds, connections, errors = form_mesh_under_attack(3, 100, timeout=8.0)
+        assert formed, errors
+        assert seconds < 6, seconds
+        assert connections >= 100  # the attack really happened
+
+
+def test_slow_handshake_is_cut_at_its_whole_deadline(monkeypatch):
+    monkeypatch.setattr(tcp, "HANDSHAKE_TIMEOUT", 1.0)
+    ports = free_ports(2)
+    addresses = [("127.0.0.1", p) for p in ports]
+    outcome = {}
+    t = threading.Thread(
+        target=lambda: outcome.setdefault(
+            0, TcpAllocator(0, 2, StaticRendezvous(addresses, SECRET), timeout=8.0, linger=0.5)
+        )
+    )
+    t.start()
+    _wait_listening(ports[0])
+    slowloris = socket.create_connection(addresses[0], timeout=5)
+    hello = _HELLO.pack(b"PYTIMELY", 1, 0, 1, 2, os.urandom(32))
+    start = time.monotonic()
+    slowloris.settimeout(0.3)
+    cut_after = None
+    for byte in range(len(hello)):  # one byte every 0.3 s: every single read is quick
+        try:
+            slowloris.sendall(hello[byte : byte + 1])
+            if slowloris.recv(1) == b"":
+                cut_after = time.monotonic() - start
+                break
+        except TimeoutError:
+            continue
+        except OSError:
+            cut_after = time.monotonic() - start
+            break
+    slowloris.close()
+    assert cut_after is not None and 0.8 <= cut_after < 2.5, cut_after
+    worker1 = TcpAllocator(1, 2, StaticRendezvous(addresses, SECRET), timeout=5.0, linger=0.5)
+    t.join(10)
+    worker1.close()
+    outcome[0].close()
+
+
+def test_incomplete_mesh_names_missing_peers_and_rejected_callers_apart():
+    ports = free_ports(3)
+    addresses = [("127.0.0.1", p) for p in ports]
+    outcome = {}
+
+    def worker(i):
+        try:
+            outcome[i] = TcpAllocator(i, 3, StaticRendezvous(addresses, SECRET), timeout=2.5)
+        except Exception as exc:  # noqa: BLE001 - the test inspects it
+            outcome[i] = exc
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in (0, 2)]  # worker 1 never comes
+    for t in threads:
+        t.start()
+    _wait_listening(ports[0])
+    noise = socket.create_connection(addresses[0], timeout=5)
+    noise.sendall(os.urandom(64))
+    _expect_hang_up(noise)
+    rogue = socket.create_connection(addresses[0], timeout=5)
+    with pytest.raises(AuthenticationError):
+        connect_handshake(rogue, b"wrong secret", 1, 3, 0)
+    rogue.close()
+    for t in threads:
+        t.join(15)
+    message = str(outcome[0])
+    assert isinstance(outcome[0], CommunicationError), message
+    missing, _, rejected = message.partition("; rejected callers")
+    assert f"worker 1 (at 127.0.0.1:{ports[1]}) did not connect" in missing, message
+    assert "worker 2" not in missing, message  # it did arrive
+    assert "(3)" in rejected or "(2)" in rejected, message  # + the _wait_listening probe
+    assert "bad magic" in rejected, message
+    assert "worker 1, then hung up without proving the secret" in rejected, message
+    assert isinstance(outcome[2], CommunicationError)
+    assert f"could not connect to worker 1 at 127.0.0.1:{ports[1]}" in str(outcome[2])
 
 
 # --- flags and configuration ------------------------------------------------------------------

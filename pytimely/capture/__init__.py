@@ -6,6 +6,8 @@
 * :mod:`.fileformat` -- the versioned, checksummed binary capture format for files
   (:class:`FileWriter` / :class:`FileReader`) and streams (:class:`StreamWriter` /
   :class:`StreamReader`); its module docstring is the format specification.
+* :mod:`.sockets` -- :func:`listen_capture` / :func:`connect_capture`: capture streams over TCP,
+  authenticated with a shared secret unless explicitly ``insecure``.
 * :mod:`.parquet` -- :class:`ParquetWriter` / :class:`ParquetReader` (needs pyarrow).
 * :mod:`.inspect` -- :func:`inspect_file`, the engine of ``pytimely replay FILE --inspect``.
 * ``replay_into(readers, scope)`` -- replay recorded streams into a dataflow (defined in
@@ -37,6 +39,7 @@ from .fileformat import (
 from .inspect import inspect_file
 from .link import EventLink, LinkReader, LinkWriter
 from .parquet import ParquetReader, ParquetWriter
+from .sockets import CaptureListener, connect_capture, listen_capture
 
 
 def __getattr__(name: str):  # replay lives in the dataflow layer, which imports this package
@@ -47,6 +50,7 @@ def __getattr__(name: str):  # replay lives in the dataflow layer, which imports
     raise AttributeError(name)
 
 __all__ = [
+    "CaptureListener",
     "FORMAT_VERSION",
     "MAGIC",
     "Event",
@@ -66,8 +70,10 @@ __all__ = [
     "batch_equal",
     "batch_len",
     "batch_records",
+    "connect_capture",
     "extract",
     "inspect_file",
+    "listen_capture",
     "read_events",
     "read_header",
     "write_events",

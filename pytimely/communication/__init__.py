@@ -5,6 +5,7 @@
 * :mod:`.tcp` — :class:`TcpAllocator`, one worker per process over an authenticated TCP mesh;
 * :mod:`.wire` — frames and payload serialization (pickle 5 with out-of-band buffers);
 * :mod:`.handshake` — mutual HMAC authentication of every connection;
+* :mod:`.acceptor` — authenticating many callers at once, so strangers cannot block a listener;
 * :mod:`.rendezvous` — how peers learn each other's addresses (static, local launcher, Spark);
 * :mod:`.launch` — :func:`run_processes`, timely's command-line flags, hand-started clusters;
 * :mod:`.hashing` — :func:`stable_hash`, the process-independent hash Exchange routes by;

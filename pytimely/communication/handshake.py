@@ -20,6 +20,12 @@ listener checks the claimed index against the workers it still expects before an
 registers it only after the connector's MAC verified.  The connector checks that the listener is
 the worker it meant to reach.
 
+Every read and write of a handshake is bounded by one absolute *deadline* for the whole
+exchange (when the caller gives one), not by a timeout per read: a caller that dribbles one
+byte every few seconds is cut off at the deadline just like a silent one.  The listener's side
+is also available as :class:`ListenerHandshake`, a state machine over bytes that does no I/O,
+so that an acceptor can run many handshakes at once in a single thread.
+
 What this does not give: confidentiality or integrity of the frames that follow (no TLS).  The
 mesh listens on loopback by default; across hosts, run it on a trusted network.
 """
@@ -31,37 +37,84 @@ import hmac
 import os
 import socket
 import struct
+import time
 from collections.abc import Callable
 
 from ..errors import AuthenticationError, CommunicationError
 
-__all__ = ["HandshakeRejected", "accept_handshake", "connect_handshake"]
+__all__ = [
+    "CAPTURE",
+    "MESH",
+    "HandshakeRejected",
+    "HandshakeTimeout",
+    "ListenerHandshake",
+    "accept_handshake",
+    "connect_handshake",
+]
 
 _MAGIC = b"PYTIMELY"
 _VERSION = 1
 _HELLO = struct.Struct("<8sHHII32s")  # magic, version, flags, index, peers, nonce
 _MAC_SIZE = hashlib.sha256().digest_size
 _ACK = b"\x06"
-_LISTENER = b"pytimely/listener/v1|"
-_CONNECTOR = b"pytimely/connector/v1|"
+
+#: Purposes a handshake can be for.  The purpose is part of both MAC labels, so a handshake
+#: made for one (say a worker joining the mesh) never verifies as another (a capture stream),
+#: even under the same secret.
+MESH = "mesh"
+CAPTURE = "capture"
 
 
 class HandshakeRejected(CommunicationError):
     """The other side closed the connection or sent something that is not a pytimely hello."""
 
 
+class HandshakeTimeout(HandshakeRejected):
+    """The whole handshake did not complete before its deadline."""
+
+
+def _labels(purpose: str) -> tuple[bytes, bytes]:
+    """The (listener, connector) MAC labels of a handshake for ``purpose``."""
+    if purpose == MESH:  # the labels of version 1, unchanged
+        return b"pytimely/listener/v1|", b"pytimely/connector/v1|"
+    tag = purpose.encode("ascii")
+    return b"pytimely/" + tag + b"/listener/v1|", b"pytimely/" + tag + b"/connector/v1|"
+
+
 def _mac(secret: bytes, label: bytes, hello_c: bytes, hello_l: bytes) -> bytes:
     return hmac.new(secret, label + hello_c + hello_l, hashlib.sha256).digest()
 
 
-def _recv_exact(sock: socket.socket, n: int) -> bytes:
+def _use_remaining_time(sock: socket.socket, deadline: float | None) -> None:
+    """Let the next socket operation wait at most until ``deadline`` (``None``: as set)."""
+    if deadline is None:
+        return
+    remaining = deadline - time.monotonic()
+    if remaining <= 0:
+        raise HandshakeTimeout("the handshake did not complete before its deadline")
+    sock.settimeout(remaining)
+
+
+def _recv_exact(sock: socket.socket, n: int, deadline: float | None = None) -> bytes:
     data = bytearray()
     while len(data) < n:
-        chunk = sock.recv(n - len(data))
+        _use_remaining_time(sock, deadline)
+        try:
+            chunk = sock.recv(n - len(data))
+        except TimeoutError:
+            raise HandshakeTimeout("the handshake did not complete before its deadline") from None
         if not chunk:
             raise HandshakeRejected("the connection was closed during the handshake")
         data += chunk
     return bytes(data)
+
+
+def _send_all(sock: socket.socket, data: bytes, deadline: float | None = None) -> None:
+    _use_remaining_time(sock, deadline)
+    try:
+        sock.sendall(data)
+    except TimeoutError:
+        raise HandshakeTimeout("the handshake did not complete before its deadline") from None
 
 
 def _parse_hello(raw: bytes) -> tuple[int, int]:
@@ -74,20 +127,29 @@ def _parse_hello(raw: bytes) -> tuple[int, int]:
 
 
 def connect_handshake(
-    sock: socket.socket, secret: bytes, index: int, peers: int, expected: int
+    sock: socket.socket,
+    secret: bytes,
+    index: int,
+    peers: int,
+    expected: int,
+    *,
+    purpose: str = MESH,
+    deadline: float | None = None,
 ) -> None:
     """Authenticate a connection we opened to worker ``expected``.
 
     Raises :class:`AuthenticationError` if the listener does not know the secret or is another
     worker (retrying will not help), :class:`HandshakeRejected` if it hung up on us (it may
-    reject us for a reason that goes away, e.g. a stale process on the port), or ``OSError``.
+    reject us for a reason that goes away, e.g. a stale process on the port), including
+    :class:`HandshakeTimeout` past ``deadline`` (a ``time.monotonic()`` value), or ``OSError``.
     """
+    listener_label, connector_label = _labels(purpose)
     hello_c = _HELLO.pack(_MAGIC, _VERSION, 0, index, peers, os.urandom(32))
-    sock.sendall(hello_c)
-    reply = _recv_exact(sock, _HELLO.size + _MAC_SIZE)
+    _send_all(sock, hello_c, deadline)
+    reply = _recv_exact(sock, _HELLO.size + _MAC_SIZE, deadline)
     hello_l, mac_l = reply[: _HELLO.size], reply[_HELLO.size :]
     their_index, their_peers = _parse_hello(hello_l)
-    if not hmac.compare_digest(mac_l, _mac(secret, _LISTENER, hello_c, hello_l)):
+    if not hmac.compare_digest(mac_l, _mac(secret, listener_label, hello_c, hello_l)):
         raise AuthenticationError(
             f"the process expected to be worker {expected} did not prove knowledge of the shared "
             "secret (is it started with the same secret, and part of this run?)"
@@ -97,9 +159,70 @@ def connect_handshake(
             f"the process expected to be worker {expected} of {peers} says it is worker "
             f"{their_index} of {their_peers} (check the host file / process indices)"
         )
-    sock.sendall(_mac(secret, _CONNECTOR, hello_c, hello_l))
-    if _recv_exact(sock, 1) != _ACK:
+    _send_all(sock, _mac(secret, connector_label, hello_c, hello_l), deadline)
+    if _recv_exact(sock, 1, deadline) != _ACK:
         raise HandshakeRejected(f"worker {expected} did not acknowledge the handshake")
+
+
+class ListenerHandshake:
+    """The listening side of one handshake, as a state machine over bytes (it does no I/O).
+
+    The driver reads exactly :attr:`needed` bytes, passes them to :meth:`step` and sends what
+    it returns, until :attr:`needed` is 0: then the caller, worker :attr:`caller`, has proved
+    knowledge of the secret.  The driver then registers the connection and sends
+    :data:`ACK`.  :meth:`step` raises :class:`HandshakeRejected` or
+    :class:`AuthenticationError` on anything wrong; the driver then closes the connection.
+    Nothing the caller sends is interpreted beyond fixed-size fields.
+    """
+
+    def __init__(
+        self,
+        secret: bytes,
+        index: int,
+        peers: int,
+        wanted: Callable[[int], bool],
+        purpose: str = MESH,
+    ) -> None:
+        self._secret = secret
+        self._index = index
+        self._peers = peers
+        self._wanted = wanted
+        self._listener_label, self._connector_label = _labels(purpose)
+        self._hello_c = b""
+        self._hello_l = b""
+        #: How many bytes the next :meth:`step` takes (0 once the caller is authenticated).
+        self.needed = _HELLO.size
+        #: The worker index the caller claims (authenticated once :attr:`needed` is 0).
+        self.caller: int | None = None
+
+    def step(self, data: bytes) -> bytes:
+        """Consume the next ``needed`` bytes from the caller; return the bytes to send back."""
+        if len(data) != self.needed or not self.needed:
+            raise ValueError(f"step() takes exactly {self.needed} bytes, got {len(data)}")
+        if not self._hello_c:
+            their_index, their_peers = _parse_hello(data)
+            if their_peers != self._peers or not self._wanted(their_index):
+                raise HandshakeRejected(
+                    f"caller claims to be worker {their_index} of {their_peers}, which is not "
+                    "expected"
+                )
+            self._hello_c, self.caller = data, their_index
+            self._hello_l = _HELLO.pack(_MAGIC, _VERSION, 0, self._index, self._peers, os.urandom(32))
+            self.needed = _MAC_SIZE
+            return self._hello_l + _mac(
+                self._secret, self._listener_label, self._hello_c, self._hello_l
+            )
+        expected = _mac(self._secret, self._connector_label, self._hello_c, self._hello_l)
+        if not hmac.compare_digest(data, expected):
+            raise AuthenticationError(
+                f"caller claiming to be worker {self.caller} failed authentication (wrong secret)"
+            )
+        self.needed = 0
+        return b""
+
+
+#: The listener's last message: it has registered the caller.
+ACK = _ACK
 
 
 def accept_handshake(
@@ -109,27 +232,25 @@ def accept_handshake(
     peers: int,
     wanted: Callable[[int], bool],
     register: Callable[[int], bool],
+    *,
+    purpose: str = MESH,
+    deadline: float | None = None,
 ) -> int:
-    """Authenticate a connection we accepted; return the caller's worker index.
+    """Authenticate a connection we accepted (blocking); return the caller's worker index.
 
     ``wanted(j)`` says whether worker ``j`` may still connect (checked before we answer);
     ``register(j)`` records the connection once authenticated and returns False if ``j`` got
-    connected meanwhile.  Raises on any failure; the caller closes the socket.
+    connected meanwhile.  Every read and write waits at most until ``deadline`` (a
+    ``time.monotonic()`` value; ``None``: the socket's own timeout).  Raises on any failure;
+    the caller closes the socket.
     """
-    hello_c = _recv_exact(sock, _HELLO.size)
-    their_index, their_peers = _parse_hello(hello_c)
-    if their_peers != peers or not wanted(their_index):
-        raise HandshakeRejected(
-            f"caller claims to be worker {their_index} of {their_peers}, which is not expected"
-        )
-    hello_l = _HELLO.pack(_MAGIC, _VERSION, 0, index, peers, os.urandom(32))
-    sock.sendall(hello_l + _mac(secret, _LISTENER, hello_c, hello_l))
-    mac_c = _recv_exact(sock, _MAC_SIZE)
-    if not hmac.compare_digest(mac_c, _mac(secret, _CONNECTOR, hello_c, hello_l)):
-        raise AuthenticationError(
-            f"caller claiming to be worker {their_index} failed authentication (wrong secret)"
-        )
-    if not register(their_index):
-        raise HandshakeRejected(f"worker {their_index} is already connected")
-    sock.sendall(_ACK)
-    return their_index
+    handshake = ListenerHandshake(secret, index, peers, wanted, purpose)
+    while handshake.needed:
+        reply = handshake.step(_recv_exact(sock, handshake.needed, deadline))
+        if reply:
+            _send_all(sock, reply, deadline)
+    assert handshake.caller is not None
+    if not register(handshake.caller):
+        raise HandshakeRejected(f"worker {handshake.caller} is already connected")
+    _send_all(sock, ACK, deadline)
+    return handshake.caller

@@ -11,8 +11,11 @@ Building the mesh
     crate.  Connecting retries until a deadline (30 s by default), so processes may start in
     any order.  Every connection is authenticated in both directions before anything on it is
     decoded (:mod:`.handshake`); a caller that fails — wrong secret, unexpected index, random
-    bytes, silence — is dropped without affecting anything else.  Once every expected peer is
-    connected the listening socket is closed: a running mesh accepts nothing new.
+    bytes, silence, a byte every few seconds — is dropped without affecting anything else: the
+    handshakes run concurrently with no limit on their number, each bounded by one whole
+    deadline (:mod:`.acceptor`).  If the mesh does not form, the error names the workers that
+    did not arrive and, separately, the callers that were rejected.  Once every expected peer
+    is connected the listening socket is closed: a running mesh accepts nothing new.
 
 Threads
     One *receiver thread* per peer does nothing but read frames from its socket into a shared
@@ -52,8 +55,9 @@ import time
 from typing import Any
 
 from ..errors import AuthenticationError, CommunicationError, WorkerFailure
+from .acceptor import Acceptor, describe_rejections, format_address
 from .allocator import Allocator
-from .handshake import HandshakeRejected, accept_handshake, connect_handshake
+from .handshake import HandshakeRejected, connect_handshake
 from .rendezvous import Address, Rendezvous
 from .wire import (
     KIND_ABORT,
@@ -71,10 +75,10 @@ from .wire import (
 
 __all__ = ["TcpAllocator"]
 
-#: How long one handshake may take, on either side.
-HANDSHAKE_TIMEOUT = 10.0
-#: At most this many handshakes in progress on a listener (more callers are hung up on at once).
-MAX_PENDING_HANDSHAKES = 32
+#: How long one whole handshake may take, on either side, from connection to ACK (however the
+#: other side spreads its bytes).  Real peers need a few milliseconds; a few seconds leave room
+#: for a loaded machine while bounding how long a stranger can occupy a connection.
+HANDSHAKE_TIMEOUT = 5.0
 try:
     _IOV_MAX = min(os.sysconf("SC_IOV_MAX"), 1024)
 except (AttributeError, ValueError, OSError):  # pragma: no cover - non-POSIX
@@ -500,132 +504,101 @@ def _configure(sock: socket.socket) -> None:
                 pass
 
 
-def _listen(address: Address, backlog: int) -> socket.socket:
+def _listen(address: Address) -> socket.socket:
     host, port = address
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     try:
-        return socket.create_server((host, port), family=family, backlog=backlog)
+        # The largest backlog the system allows: strangers arriving in a burst must not make
+        # the kernel drop a real peer's SYN (it would only retry a second later).
+        return socket.create_server((host, port), family=family, backlog=socket.SOMAXCONN)
     except OSError as exc:
         raise CommunicationError(f"cannot listen on {host}:{port}: {exc}") from exc
 
 
-def _format(address: Any) -> str:
-    host, port = address[0], address[1]
-    return f"[{host}]:{port}" if ":" in str(host) else f"{host}:{port}"
-
-
 class _Acceptor:
-    """Accepts and authenticates the connections of workers ``index+1 .. peers-1``."""
+    """Collects the authenticated connections of workers ``index+1 .. peers-1``.
 
-    def __init__(self, listener: socket.socket, index: int, peers: int, secret: bytes) -> None:
-        self.listener = listener
+    The handshakes themselves run in an :class:`~.acceptor.Acceptor` (one thread, no limit on
+    concurrent handshakes, one whole deadline of :data:`HANDSHAKE_TIMEOUT` per connection), so
+    callers that are not workers of this mesh cannot delay the ones that are.  Invariant:
+    ``connected`` only ever holds expected workers, each once, on blocking sockets.
+    """
+
+    def __init__(
+        self,
+        listener: socket.socket,
+        index: int,
+        peers: int,
+        secret: bytes,
+        addresses: list[Address],
+    ) -> None:
         self.index = index
-        self.peers = peers
-        self.secret = secret
+        self.addresses = addresses
         self.expected = set(range(index + 1, peers))
         self.connected: dict[int, tuple[socket.socket, Any]] = {}
-        self.rejected: list[str] = []
         self.cond = threading.Condition()
         self.stopped = False
-        self.handshakes = 0
-        self.thread = threading.Thread(
-            target=self._accept_loop, name=f"pytimely-accept-{index}", daemon=True
+        self.handshakes = Acceptor(
+            listener,
+            secret,
+            index,
+            peers,
+            self._wanted,
+            self._admit,
+            handshake_timeout=HANDSHAKE_TIMEOUT,
+            name=f"pytimely-accept-{index}",
         )
 
     def start(self) -> None:
         if self.expected:
-            self.thread.start()
-
-    def _accept_loop(self) -> None:
-        # A short accept timeout lets us notice `stopped`; this thread lives only during setup.
-        self.listener.settimeout(0.2)
-        while True:
-            with self.cond:
-                if self.stopped or self.expected <= self.connected.keys():
-                    return
-                busy = self.handshakes >= MAX_PENDING_HANDSHAKES
-            try:
-                sock, address = self.listener.accept()
-            except TimeoutError:
-                continue
-            except OSError:
-                return
-            if busy:
-                sock.close()
-                continue
-            with self.cond:
-                self.handshakes += 1
-            threading.Thread(
-                target=self._handshake,
-                args=(sock, address),
-                name=f"pytimely-handshake-{self.index}",
-                daemon=True,
-            ).start()
+            self.handshakes.start()
 
     def _wanted(self, j: int) -> bool:
         with self.cond:
             return not self.stopped and j in self.expected and j not in self.connected
 
-    def _register(self, sock: socket.socket, address: Any, j: int) -> bool:
+    def _admit(self, j: int, sock: socket.socket, address: Any) -> bool:
         with self.cond:
             if self.stopped or j not in self.expected or j in self.connected:
                 return False
-            # Configure before publishing: a receiver thread may start reading at once, and must
-            # not inherit the handshake's timeout.
             _configure(sock)
             self.connected[j] = (sock, address)
             self.cond.notify_all()
             return True
 
-    def _handshake(self, sock: socket.socket, address: Any) -> None:
-        try:
-            sock.settimeout(HANDSHAKE_TIMEOUT)
-            accept_handshake(
-                sock,
-                self.secret,
-                self.index,
-                self.peers,
-                self._wanted,
-                lambda j: self._register(sock, address, j),
-            )
-        except (OSError, CommunicationError) as exc:
-            with self.cond:
-                registered = any(s is sock for s, _ in self.connected.values())
-            if registered:  # failed after registering (the ACK): its receiver will report it
-                return
-            sock.close()
-            with self.cond:
-                if len(self.rejected) < 20:
-                    self.rejected.append(f"{_format(address)}: {exc}")
-        finally:
-            with self.cond:
-                self.handshakes -= 1
+    def rejected_callers(self) -> str:
+        """The callers hung up on so far, with reasons (``""`` if none)."""
+        return describe_rejections(*self.handshakes.rejections())
 
-    def wait(self, deadline: float) -> dict[int, tuple[socket.socket, Any]]:
+    def wait(self, deadline: float, timeout: float) -> dict[int, tuple[socket.socket, Any]]:
+        """Every expected worker's connection, or raise naming the missing ones.
+
+        The error lists the workers that did not arrive (index and published address) and,
+        separately, the callers that were rejected meanwhile and why.
+        """
         with self.cond:
             self.cond.wait_for(
                 lambda: self.expected <= self.connected.keys(),
                 max(0.0, deadline - time.monotonic()),
             )
-            complete = self.expected <= self.connected.keys()
-            self.stopped = True
             missing = sorted(self.expected - self.connected.keys())
-            rejected = list(self.rejected)
-        if self.thread.is_alive():
-            self.thread.join(1.0)
-        if not complete:
+        self.stop()
+        if missing:
             self.close_all()
-            detail = f"; rejected callers: {'; '.join(rejected)}" if rejected else ""
+            absent = ", ".join(
+                f"worker {j} (at {format_address(self.addresses[j])})" for j in missing
+            )
+            rejected = self.rejected_callers()
             raise CommunicationError(
-                f"worker {self.index}: workers {missing} did not connect in time{detail}"
+                f"worker {self.index}: {absent} did not connect within {timeout:g} s"
+                + (f"; {rejected}" if rejected else "")
             )
         return self.connected
 
     def stop(self) -> None:
         with self.cond:
             self.stopped = True
-        if self.thread.is_alive():
-            self.thread.join(1.0)
+        self.handshakes.stop()
 
     def close_all(self) -> None:
         with self.cond:
@@ -637,30 +610,34 @@ class _Acceptor:
 def _connect(
     index: int, peers: int, secret: bytes, j: int, address: Address, deadline: float
 ) -> socket.socket:
-    """Connect to worker ``j`` and authenticate, retrying until ``deadline``."""
+    """Connect to worker ``j`` and authenticate, retrying until ``deadline``.
+
+    Each attempt gets one whole-handshake deadline of at most :data:`HANDSHAKE_TIMEOUT`, so a
+    process on ``address`` that accepts but never answers costs one attempt, not the setup.
+    """
     delay = 0.02
     last_error: BaseException | None = None
     while True:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             raise CommunicationError(
-                f"worker {index}: could not connect to worker {j} at {_format(address)} in time "
-                f"(last error: {last_error!r})"
+                f"worker {index}: could not connect to worker {j} at {format_address(address)} "
+                f"in time (last error: {last_error!r})"
             )
+        attempt_deadline = time.monotonic() + min(remaining, HANDSHAKE_TIMEOUT)
         try:
             sock = socket.create_connection(address, timeout=min(remaining, HANDSHAKE_TIMEOUT))
         except OSError as exc:
             last_error = exc
         else:
             try:
-                sock.settimeout(min(max(remaining, 0.1), HANDSHAKE_TIMEOUT))
-                connect_handshake(sock, secret, index, peers, j)
+                connect_handshake(sock, secret, index, peers, j, deadline=attempt_deadline)
                 _configure(sock)
                 return sock
             except AuthenticationError as exc:
                 sock.close()
                 raise AuthenticationError(
-                    f"worker {index}: connecting to worker {j} at {_format(address)}: {exc}"
+                    f"worker {index}: connecting to worker {j} at {format_address(address)}: {exc}"
                 ) from None
             except (OSError, HandshakeRejected) as exc:
                 sock.close()
@@ -682,7 +659,7 @@ def _build_mesh(
         secret = secret.encode("utf-8")
     deadline = time.monotonic() + timeout
     bind_host, bind_port = rendezvous.bind_address(index)
-    listener = _listen((bind_host, bind_port), backlog=max(peers, 16))
+    listener = _listen((bind_host, bind_port))
     acceptor: _Acceptor | None = None
     connected: dict[int, tuple[socket.socket, Any]] = {}
     try:
@@ -693,11 +670,20 @@ def _build_mesh(
                 f"worker {index}: the rendezvous returned {len(addresses)} addresses for "
                 f"{peers} workers"
             )
-        acceptor = _Acceptor(listener, index, peers, secret)
+        acceptor = _Acceptor(listener, index, peers, secret, addresses)
         acceptor.start()
         for j in range(index):
-            connected[j] = (_connect(index, peers, secret, j, addresses[j], deadline), addresses[j])
-        connected.update(acceptor.wait(deadline))
+            try:
+                sock = _connect(index, peers, secret, j, addresses[j], deadline)
+            except AuthenticationError:
+                raise
+            except CommunicationError as exc:
+                rejected = acceptor.rejected_callers()
+                if not rejected:
+                    raise
+                raise CommunicationError(f"{exc}; meanwhile {rejected}") from None
+            connected[j] = (sock, addresses[j])
+        connected.update(acceptor.wait(deadline, timeout))
         return connected
     except BaseException:
         if acceptor is not None:
