@@ -40,12 +40,19 @@ def execute(
     processes: int | None = None,
     secret: bytes | None = None,
     timeout: float | None = None,
+    stuck_after: float | None = None,
+    heartbeat_timeout: float | None = None,
 ) -> list[Any]:
     """Run ``fn(worker)`` on ``workers`` workers; returns their results in worker order.
 
     ``workers == 1`` runs in this thread.  More workers run as that many local processes
     (``processes`` may be given as an alias).  A failure in any worker stops all of them and
     raises :class:`~pytimely.errors.WorkerFailure` naming it.
+
+    A run that cannot finish raises :class:`~pytimely.errors.StuckError` naming what holds the
+    frontier on every worker, ``stuck_after`` seconds (default 2) after every worker went idle.
+    A worker process that sends nothing for ``heartbeat_timeout`` seconds (default 30, or
+    ``$PYTIMELY_HEARTBEAT_TIMEOUT``) — stopped, deadlocked — is a ``WorkerFailure`` naming it.
     """
     n = processes if processes is not None else workers
     if n < 1:
@@ -55,9 +62,11 @@ def execute(
     from .communication.launch import run_processes
 
     def body(allocator: Any) -> Any:
-        return run_worker(fn, Worker(allocator))
+        return run_worker(fn, Worker(allocator, stuck_after=stuck_after))
 
-    return run_processes(body, n, secret=secret, timeout=timeout)
+    return run_processes(
+        body, n, secret=secret, timeout=timeout, heartbeat_timeout=heartbeat_timeout
+    )
 
 
 def execute_from_args(fn: Callable[[Worker], Any], argv: Sequence[str] | None = None) -> list[Any]:

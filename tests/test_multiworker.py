@@ -244,3 +244,127 @@ def test_execute_from_args_with_a_hostfile(tmp_path):
     # Each of the two processes emits range(6); integer keys route to key % 2.
     assert by_process[0].strip() == "[[(0, [0, 0, 2, 2, 4, 4])]]"
     assert by_process[1].strip() == "[[(0, [1, 1, 3, 3, 5, 5])]]"
+
+
+# --- a run that cannot finish says why, on every worker ----------------------------------------
+
+
+def _forgotten_input_on_worker_1(worker):
+    """Worker 1 never advances or closes its input and waits on the probe: nobody can finish."""
+
+    def build(scope):
+        inp, stream = scope.new_input()
+        return inp, stream.exchange(lambda x: x).probe()
+
+    inp, probe = worker.dataflow(build, name="Forgotten")
+    inp.send(worker.index)
+    if worker.index == 1:
+        worker.step_while(lambda: probe.less_than(1))
+    return worker.index
+
+
+@pytest.mark.parametrize("workers", [2, 3])
+def test_a_stuck_run_raises_stuck_error_naming_who_holds_the_frontier(workers):
+    start = time.monotonic()
+    with pytest.raises(pt.StuckError) as info:
+        pt.execute(_forgotten_input_on_worker_1, workers=workers, timeout=60)
+    elapsed = time.monotonic() - start
+    assert elapsed < 15  # default stuck_after is 2 s; the rest is starting processes under load
+    message = str(info.value)
+    held = message.split("worker 1 holds:")[1].split("worker 2 holds:")[0].split("pointstamps")[0]
+    assert "Input capability" in held and "address (0, 1)" in held and "time 0" in held
+    assert "worker 0 holds:\n  nothing" in message
+    assert "forget to advance or close an input" in message
+    assert info.value.outcomes == {w: "raised StuckError" for w in range(workers)}
+
+
+def test_a_capability_leaked_on_one_worker_is_named_on_every_worker():
+    def work(worker):
+        leaked = []
+
+        def hoarder(cap, info):
+            if worker.index == 1:
+                leaked.append(cap)  # never dropped, on worker 1 only
+            else:
+                cap.drop()
+
+            def logic(inp, out):
+                for _ref, batch in inp:
+                    out.session(_ref).give_batch(batch)
+
+            return logic
+
+        worker.dataflow(
+            lambda s: s.to_stream(range(4)).unary(pt.Pipeline, "Hoarder", hoarder).probe()
+        )
+        worker.run()
+
+    with pytest.raises(pt.StuckError) as info:
+        pt.execute(work, workers=2, timeout=60, stuck_after=1.0)
+    message = str(info.value)
+    assert "Hoarder capability" in message.split("worker 1 holds:")[1].split("pointstamps")[0]
+    assert "worker 0 holds:\n  nothing" in message
+
+
+def test_slow_but_live_runs_are_not_declared_stuck():
+    """A worker sleeping in its function between inputs, and an operator waiting on a timer,
+    each for longer than stuck_after: both are live, and the run completes."""
+
+    def delayed(cap, info):
+        act = info.activator()
+        state = {"fired": False}
+
+        def logic(out):
+            if not state["fired"]:
+                state["fired"] = True
+                act.activate_after(1.5)  # nothing else to do meanwhile, anywhere
+            elif cap.valid:
+                out.session(cap).give("late")
+                cap.drop()
+
+        return logic
+
+    def work(worker):
+        def build(scope):
+            inp, stream = scope.new_input()
+            if worker.index == 0:
+                late = scope.source("Late", delayed)
+            else:
+                late = scope.source("Late", lambda cap, info: (cap.drop(), lambda out: None)[1])
+            exchanged = stream.exchange(lambda x: x)
+            return inp, exchanged.concat(late).capture(), exchanged.probe(), late.probe()
+
+        inp, cap, probe, late = worker.dataflow(build)
+        # Worker 1 parks here while worker 0 waits on its timer.
+        worker.step_while(lambda: not late.done(), timeout=30)
+        for r in range(2):
+            if worker.index == 0:
+                time.sleep(1.5)  # user code: not idle, whatever its peers do meanwhile
+            inp.send(r)
+            inp.advance_to(r + 1)
+            # Worker 1 parks here while worker 0 sleeps.
+            worker.step_while(lambda: probe.less_than(inp.time), timeout=30)
+        inp.close()
+        worker.run()
+        return [x for _t, recs in cap.extract() for x in recs]
+
+    results = pt.execute(work, workers=2, timeout=60, stuck_after=0.5)
+    assert sorted(map(str, results[0] + results[1])) == ["0", "0", "1", "1", "late"]
+
+
+def test_a_worker_that_builds_fewer_dataflows_is_a_graph_error():
+    def work(worker):
+        worker.dataflow(lambda s: s.to_stream(range(3)).probe(), name="Both")
+        if worker.index == 0:
+            worker.dataflow(lambda s: s.to_stream(range(3)).probe(), name="Only on worker 0")
+        worker.run()
+
+    start = time.monotonic()
+    with pytest.raises(WorkerFailure) as info:
+        pt.execute(work, workers=2, timeout=60)
+    assert time.monotonic() - start < 15
+    message = str(info.value)
+    assert "GraphError" in message
+    assert "worker 1 finished after building 1 dataflows" in message
+    assert "dataflow 1 ('Only on worker 0')" in message
+    assert info.value.worker == 0

@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
-from ..errors import TimelyError, WorkerFailure
+from ..errors import StuckError, TimelyError, WorkerFailure
 from .allocator import Allocator, ThreadAllocator
 from .rendezvous import Address, PipeRendezvous, StaticRendezvous, read_hostfile
 from .tcp import TcpAllocator
@@ -190,6 +190,7 @@ def run_processes(
     connect_timeout: float = 30.0,
     grace: float = 5.0,
     linger: float = 5.0,
+    heartbeat_timeout: float | None = None,
 ) -> list[Any]:
     """Run ``body(allocator)`` in ``processes`` new processes (worker ``i`` in process ``i``)
     joined by a TCP mesh, and return their results in worker order.
@@ -198,7 +199,8 @@ def run_processes(
     still running ``grace`` seconds later are terminated, and this raises ``WorkerFailure``
     naming the worker that failed first, with its traceback (``.outcomes`` maps every worker to
     what became of it).  ``timeout`` bounds the whole run (``None``: no limit).  ``secret``
-    authenticates the connections (random when not given).
+    authenticates the connections (random when not given).  ``heartbeat_timeout`` is passed to
+    every :class:`TcpAllocator`: a worker silent that long is named as failed.
     """
     if processes < 1:
         raise ValueError("run_processes needs at least one process")
@@ -225,6 +227,7 @@ def run_processes(
                     connect_timeout,
                     linger,
                     launcher,
+                    heartbeat_timeout,
                 ),
             )
             process.start()
@@ -249,6 +252,7 @@ class _Child:
         "outcome",
         "process",
         "result",
+        "stuck",
         "summary",
     )
 
@@ -264,6 +268,7 @@ class _Child:
         self.summary = ""
         self.detail = ""
         self.order: int | None = None  # when its failure was noticed, relative to others
+        self.stuck = False  # it raised StuckError (the run as a whole could not finish)
 
 
 def _supervise(
@@ -364,6 +369,7 @@ def _drain(child: _Child) -> None:
                 child.origin = report["origin"]
                 child.summary = report["summary"]
                 child.detail = report["traceback"]
+                child.stuck = report.get("stuck", False)
     except (EOFError, OSError):
         child.conn_open = False
     except Exception as exc:  # noqa: BLE001 - the result could not be unpickled here
@@ -401,8 +407,20 @@ def _stop_all(processes: list[Any]) -> None:
             process.join(0)
 
 
-def _failure(children: list[_Child], timed_out: bool, timeout: float | None) -> WorkerFailure:
-    """The exception for a failed run: it names the worker that failed first."""
+def _failure(
+    children: list[_Child], timed_out: bool, timeout: float | None
+) -> WorkerFailure | StuckError:
+    """The exception for a failed run: it names the worker that failed first.  When every
+    worker that did not finish raised :class:`StuckError` (they all reached the same verdict),
+    the run is stuck, not failed: that StuckError, with ``.outcomes`` too."""
+    unfinished = [c for c in children if c.outcome != "ok"]
+    if unfinished and all(c.outcome == "raised" and c.stuck for c in unfinished):
+        first = min(unfinished, key=lambda c: c.order or 0)
+        stuck = StuckError(first.summary.removeprefix("StuckError: "))
+        stuck.outcomes = {  # type: ignore[attr-defined]
+            c.index: "finished" if c.outcome == "ok" else "raised StuckError" for c in children
+        }
+        return stuck
     direct = sorted(
         (c for c in children if c.outcome in ("raised", "died")), key=lambda c: c.order or 0
     )
@@ -448,6 +466,7 @@ def _worker_main(
     connect_timeout: float,
     linger: float,
     launcher: int,
+    heartbeat_timeout: float | None = None,
 ) -> None:
     for other in inherited:  # the parent's ends of the pipes, inherited through fork
         other.close()
@@ -456,7 +475,12 @@ def _worker_main(
     try:
         rendezvous = PipeRendezvous(conn, secret, timeout=connect_timeout)
         allocator = TcpAllocator(
-            index, processes, rendezvous, timeout=connect_timeout, linger=linger
+            index,
+            processes,
+            rendezvous,
+            timeout=connect_timeout,
+            linger=linger,
+            heartbeat_timeout=heartbeat_timeout,
         )
         result = body(allocator)
     except BaseException as exc:  # noqa: BLE001 - every way out is reported to the parent
@@ -481,9 +505,12 @@ def _report(index: int, exc: BaseException, prefix: str = "") -> dict[str, Any]:
         if isinstance(link, WorkerFailure) and link.worker is not None and link.worker != index:
             blamed = link
             break
-        link = link.__cause__ or link.__context__
+        # ``raise ... from None`` (e.g. a StuckError replacing the failure it explains) ends
+        # the chain: what was suppressed is not the cause.
+        link = link.__cause__ or (None if link.__suppress_context__ else link.__context__)
     summary = f"{prefix}{type(exc).__name__}: {exc}"
     return {
+        "stuck": isinstance(exc, StuckError),
         "kind": "raised" if blamed is None else "failure",
         "origin": index if blamed is None else blamed.worker,
         "summary": summary if blamed is None else str(blamed),

@@ -46,6 +46,8 @@ frames to a peer that has already said goodbye are dropped (it has finished; cou
 from __future__ import annotations
 
 import os
+import pickle
+import select
 import socket
 import threading
 import time
@@ -57,6 +59,7 @@ from .handshake import HandshakeRejected, accept_handshake, connect_handshake
 from .rendezvous import Address, Rendezvous
 from .wire import (
     KIND_ABORT,
+    KIND_CONTROL,
     KIND_DATA,
     KIND_GOODBYE,
     FrameError,
@@ -64,8 +67,10 @@ from .wire import (
     StreamEnded,
     deserialize,
     encode_abort,
+    encode_control,
     encode_data,
     encode_goodbye,
+    encode_heartbeat,
     serialize,
 )
 
@@ -75,6 +80,10 @@ __all__ = ["TcpAllocator"]
 HANDSHAKE_TIMEOUT = 10.0
 #: At most this many handshakes in progress on a listener (more callers are hung up on at once).
 MAX_PENDING_HANDSHAKES = 32
+#: A connected peer that sends nothing at all (not even a heartbeat) for this many seconds is
+#: declared failed; ``PYTIMELY_HEARTBEAT_TIMEOUT`` overrides it.
+HEARTBEAT_TIMEOUT = 30.0
+HEARTBEAT_ENV = "PYTIMELY_HEARTBEAT_TIMEOUT"
 try:
     _IOV_MAX = min(os.sysconf("SC_IOV_MAX"), 1024)
 except (AttributeError, ValueError, OSError):  # pragma: no cover - non-POSIX
@@ -92,11 +101,14 @@ class _Peer:
     __slots__ = (
         "address",
         "bytes_sent",
+        "farewell",
         "frames_dropped",
         "frames_received",
         "frames_sent",
         "index",
+        "last_heard",
         "reader",
+        "send_lock",
         "sock",
         "state",
         "thread",
@@ -113,6 +125,11 @@ class _Peer:
         self.frames_received = 0
         self.frames_dropped = 0
         self.reader: FrameReader | None = None
+        self.farewell: Any = None  # what it said with its GOODBYE
+        self.last_heard = time.monotonic()  # when its receiver last read a frame
+        # Frames are written by the worker thread and the heartbeat thread: one writer at a
+        # time per socket, or their bytes would interleave.
+        self.send_lock = threading.Lock()
 
 
 class TcpAllocator(Allocator):
@@ -122,6 +139,17 @@ class TcpAllocator(Allocator):
     once connected to every peer, or raises :class:`~pytimely.errors.CommunicationError` /
     :class:`~pytimely.errors.AuthenticationError` within ``timeout`` seconds.  ``linger`` bounds
     how long :meth:`close` waits for peers to close their side.
+
+    Liveness: a background thread sends every peer a HEARTBEAT frame every
+    ``heartbeat_timeout / 4`` seconds, whatever the worker thread is doing (a long user function
+    does not starve it: the interpreter switches threads every few milliseconds).  A connected
+    peer from which nothing at all arrived for ``heartbeat_timeout`` seconds (default
+    :data:`HEARTBEAT_TIMEOUT`, or ``$PYTIMELY_HEARTBEAT_TIMEOUT``) is a failure naming it: its
+    process is stopped, deadlocked outside Python, or unreachable.
+
+    Control plane: :meth:`send_control` frames bypass the data path and its counters, which
+    count only DATA frames: ``frames_sent`` when written to the socket, ``_delivered`` when
+    handed to the worker by :meth:`receive` (see :mod:`pytimely.termination`).
     """
 
     def __init__(
@@ -132,12 +160,23 @@ class TcpAllocator(Allocator):
         *,
         timeout: float = 30.0,
         linger: float = 5.0,
+        heartbeat_timeout: float | None = None,
     ) -> None:
         if peers < 1 or not 0 <= index < peers:
             raise ValueError(f"worker index {index} out of range for {peers} workers")
+        if heartbeat_timeout is None:
+            heartbeat_timeout = float(os.environ.get(HEARTBEAT_ENV, HEARTBEAT_TIMEOUT))
+        if heartbeat_timeout <= 0:
+            raise ValueError(f"heartbeat_timeout must be positive, not {heartbeat_timeout}")
         self.index = index
         self.peers = peers
         self._linger = linger
+        self.heartbeat_timeout = heartbeat_timeout
+        self._heartbeat_stop = threading.Event()
+        self._heartbeat: threading.Thread | None = None
+        self._control: list[tuple[int, object]] = []
+        self._delivered = [0] * peers  # DATA messages handed to the worker, per source
+        self._farewell: object = None
         self._cond = threading.Condition(threading.Lock())
         self._inbox: list[tuple[int, int, Any, list[bytearray]]] = []
         self._woken = False
@@ -165,6 +204,10 @@ class TcpAllocator(Allocator):
                     daemon=True,
                 )
                 peer.thread.start()
+            self._heartbeat = threading.Thread(
+                target=self._beat, name=f"pytimely-heartbeat-{index}", daemon=True
+            )
+            self._heartbeat.start()
 
     # --- sending ------------------------------------------------------------------------------
 
@@ -204,7 +247,8 @@ class TcpAllocator(Allocator):
                 peer.frames_dropped += frames
                 continue
             try:
-                peer.bytes_sent += _send_chunks(peer.sock, chunks)
+                with peer.send_lock:
+                    peer.bytes_sent += _send_chunks(peer.sock, chunks)
                 peer.frames_sent += frames
             except OSError as exc:
                 self._send_failed(peer, exc)
@@ -247,6 +291,7 @@ class TcpAllocator(Allocator):
                     )
                     raise self._failure_exception() from exc
                 out.append((channel, source, payload))
+                self._delivered[source] += 1
         return out
 
     def await_events(self, timeout: float | None) -> None:
@@ -262,7 +307,9 @@ class TcpAllocator(Allocator):
             self._raise_failure()
 
     def _pending(self) -> bool:
-        return bool(self._inbox or self._local_ready or self._failure or self._woken)
+        return bool(
+            self._inbox or self._local_ready or self._control or self._failure or self._woken
+        )
 
     def wake(self) -> None:
         with self._cond:
@@ -293,6 +340,7 @@ class TcpAllocator(Allocator):
                         "crashed, was killed, or its host went away)",
                     )
                     return
+                peer.last_heard = time.monotonic()
                 kind, source, channel, payload, buffers = frame
                 if source != peer.index:
                     raise FrameError(f"frame claims to come from worker {source}")
@@ -300,9 +348,19 @@ class TcpAllocator(Allocator):
                     raise FrameError("frame after goodbye")
                 if kind == KIND_DATA:
                     batch.append((channel, source, payload, buffers))
+                elif kind == KIND_CONTROL:
+                    hand_over()
+                    message = _unpickle(payload, "control message")
+                    with self._cond:
+                        self._control.append((source, message))
+                        self._cond.notify()
                 elif kind == KIND_GOODBYE:
                     hand_over()
+                    peer.farewell = _unpickle(payload, "farewell") if payload else None
                     peer.state = _GOODBYE
+                    with self._cond:  # a departure is news to a parked worker
+                        self._woken = True
+                        self._cond.notify()
                 elif kind == KIND_ABORT:
                     hand_over()
                     message = bytes(payload).decode("utf-8", "replace")
@@ -340,6 +398,90 @@ class TcpAllocator(Allocator):
                 peer.index,
                 f"worker {self.index}: receiving from worker {peer.index} failed: {exc!r}",
             )
+
+    # --- the control plane --------------------------------------------------------------------
+
+    def send_control(self, target: int, message: object) -> None:
+        if not 0 <= target < self.peers or target == self.index:
+            raise ValueError(f"worker {target} is not a peer of worker {self.index}")
+        peer = self._peers[target]
+        if peer is None or peer.state != _CONNECTED or self._closed:
+            return  # it has finished (or failed, which receive() reports)
+        try:
+            with peer.send_lock:
+                peer.sock.sendall(encode_control(self.index, message), _MSG_NOSIGNAL)
+        except OSError as exc:
+            self._send_failed(peer, exc)
+
+    def control_messages(self) -> list[tuple[int, object]]:
+        if not self._control:
+            return []
+        with self._cond:
+            messages, self._control = self._control, []
+        return messages
+
+    def message_counts(self) -> tuple[list[int], list[int]]:
+        sent = [0] * self.peers
+        for peer in self._remote:
+            sent[peer.index] = peer.frames_sent
+        return sent, list(self._delivered)
+
+    def set_farewell(self, farewell: object) -> None:
+        self._farewell = farewell
+
+    def farewells(self) -> dict[int, Any]:
+        return {
+            peer.index: peer.farewell
+            for peer in self._remote
+            if peer.state in (_GOODBYE, _CLOSED) and peer.farewell is not None
+        }
+
+    # --- liveness -----------------------------------------------------------------------------
+
+    def _beat(self) -> None:
+        """Heartbeat thread: a HEARTBEAT to every peer every ``heartbeat_timeout / 4`` seconds,
+        and a failure for any connected peer silent for ``heartbeat_timeout``.
+
+        It never blocks on a peer: a heartbeat is skipped when the worker thread is writing to
+        that peer (its frames are traffic enough) or when the peer's socket buffer is full (a
+        stopped peer does not read); one stuck peer must not silence us towards the others."""
+        timeout = self.heartbeat_timeout
+        frame = encode_heartbeat(self.index)
+        while not self._heartbeat_stop.wait(timeout / 4):
+            now = time.monotonic()
+            for peer in self._remote:
+                if peer.state != _CONNECTED:
+                    continue
+                silence = now - peer.last_heard
+                if silence > timeout:
+                    self._declare_silent(peer, silence)
+                    continue
+                if not peer.send_lock.acquire(blocking=False):
+                    continue
+                try:
+                    if self._heartbeat_stop.is_set():
+                        return  # close() has begun: nothing may follow GOODBYE / ABORT
+                    _, writable, _ = select.select([], [peer.sock], [], 0)
+                    if writable:
+                        peer.sock.sendall(frame, _MSG_NOSIGNAL)
+                except (OSError, ValueError):
+                    pass  # its receiver thread reports a broken connection
+                finally:
+                    peer.send_lock.release()
+
+    def _declare_silent(self, peer: _Peer, silence: float) -> None:
+        self._peer_failed(
+            peer,
+            WorkerFailure,
+            peer.index,
+            f"worker {peer.index} sent nothing for {silence:.1f} s (heartbeat timeout "
+            f"{self.heartbeat_timeout:g} s): its process is stopped (SIGSTOP?), deadlocked, or "
+            "its host is unreachable",
+        )
+        try:  # unblock a worker thread writing to it, and its receiver
+            peer.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
 
     def _stream_ended(self, peer: _Peer, why: str, after_goodbye_ok: bool = True) -> None:
         """``peer``'s stream ended: fine when we are closing (or it said goodbye, if
@@ -390,8 +532,12 @@ class TcpAllocator(Allocator):
             except WorkerFailure:
                 pass  # a peer failed while we flushed: tell the others (below)
         self._closed = True
+        self._heartbeat_stop.set()
         if error is None and self._failure is None:
-            last_frame = encode_goodbye(self.index)
+            sent, received = self.message_counts()
+            last_frame = encode_goodbye(
+                self.index, {"sent": sent, "received": received, "note": self._farewell}
+            )
             linger = self._linger
         else:
             if self._failure is not None and self._failure[0] is WorkerFailure:
@@ -407,7 +553,8 @@ class TcpAllocator(Allocator):
         for peer in self._remote:
             if peer.state == _CONNECTED or peer.state == _GOODBYE:
                 try:
-                    peer.sock.sendall(last_frame, _MSG_NOSIGNAL)
+                    with peer.send_lock:
+                        peer.sock.sendall(last_frame, _MSG_NOSIGNAL)
                 except OSError:
                     pass
             try:
@@ -428,6 +575,8 @@ class TcpAllocator(Allocator):
             if peer.thread is not None:
                 peer.thread.join(1.0)
             peer.sock.close()
+        if self._heartbeat is not None:
+            self._heartbeat.join(1.0)
         self._local_queued = []
         self._local_ready = []
         self._outgoing = [[] for _ in range(self.peers)]
@@ -466,6 +615,14 @@ class TcpAllocator(Allocator):
 
 
 # --- socket helpers ---------------------------------------------------------------------------
+
+
+def _unpickle(payload: bytes | bytearray, what: str) -> Any:
+    """A control-plane payload (written by pytimely itself, never user objects)."""
+    try:
+        return pickle.loads(payload)
+    except Exception as exc:  # noqa: BLE001 - unpickling may raise anything
+        raise FrameError(f"undecodable {what}: {exc!r}") from exc
 
 
 def _send_chunks(sock: socket.socket, chunks: list[bytes | memoryview]) -> int:
