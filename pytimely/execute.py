@@ -51,7 +51,7 @@ def execute(
 
     A run that cannot finish raises :class:`~pytimely.errors.StuckError` naming what holds the
     frontier on every worker, ``stuck_after`` seconds (default 2) after every worker went idle.
-    A worker process that sends nothing for ``heartbeat_timeout`` seconds (default 30, or
+    A worker process that sends nothing for ``heartbeat_timeout`` seconds (default 20, or
     ``$PYTIMELY_HEARTBEAT_TIMEOUT``) — stopped, deadlocked — is a ``WorkerFailure`` naming it.
     """
     n = processes if processes is not None else workers

@@ -368,3 +368,56 @@ def test_a_worker_that_builds_fewer_dataflows_is_a_graph_error():
     assert "worker 1 finished after building 1 dataflows" in message
     assert "dataflow 1 ('Only on worker 0')" in message
     assert info.value.worker == 0
+
+
+# --- liveness: a worker that stops responding is named by its peers ------------------------------
+
+
+def test_a_stopped_worker_is_named_by_its_peers_within_the_heartbeat_timeout():
+    def work(worker):
+        def build(scope):
+            inp, s = scope.new_input()
+            return inp, s.exchange(lambda x: x).probe()
+
+        inp, probe = worker.dataflow(build)
+        for r in range(10_000):
+            inp.send(r)
+            inp.advance_to(r + 1)
+            if worker.index == 2 and r == 5:
+                os.kill(os.getpid(), signal.SIGSTOP)  # alive, silent, holding its input open
+            worker.step_while(lambda: probe.less_than(inp.time))
+        return r
+
+    start = time.monotonic()
+    with pytest.raises(WorkerFailure) as info:
+        pt.execute(work, workers=3, timeout=60, heartbeat_timeout=2.0)
+    elapsed = time.monotonic() - start
+    # The peers name it after ~2 s of silence; the launcher then gives stragglers 5 s of grace
+    # before it kills the stopped process (SIGKILL works on a stopped process: nothing leaks).
+    assert elapsed < 20
+    assert info.value.worker == 2
+    assert "worker 2 sent nothing for" in str(info.value)
+    assert "SIGSTOP" in str(info.value)
+    outcomes = info.value.outcomes
+    assert outcomes[2].startswith("terminated")
+    assert all("worker 2 sent nothing" in outcomes[w] for w in (0, 1))
+
+
+def test_a_worker_busy_in_a_long_user_function_is_not_declared_dead():
+    def slow(x):
+        if x == 1:
+            end = time.monotonic() + 2.5
+            while time.monotonic() < end:  # holds the interpreter, never returns to step
+                pass
+        return x
+
+    def work(worker):
+        cap = worker.dataflow(lambda s: s.to_stream([worker.index]).map(slow).exchange(
+            lambda x: 0).capture())
+        worker.run()
+        return sorted(x for _t, recs in cap.extract() for x in recs)
+
+    start = time.monotonic()
+    results = pt.execute(work, workers=2, timeout=60, heartbeat_timeout=1.0)
+    assert results == [[0, 1], []]
+    assert time.monotonic() - start >= 2.5

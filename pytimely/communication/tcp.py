@@ -82,7 +82,9 @@ HANDSHAKE_TIMEOUT = 10.0
 MAX_PENDING_HANDSHAKES = 32
 #: A connected peer that sends nothing at all (not even a heartbeat) for this many seconds is
 #: declared failed; ``PYTIMELY_HEARTBEAT_TIMEOUT`` overrides it.
-HEARTBEAT_TIMEOUT = 30.0
+HEARTBEAT_TIMEOUT = 20.0
+#: Heartbeats go out (and silences are checked) at least this often.
+HEARTBEAT_PERIOD = 1.0
 HEARTBEAT_ENV = "PYTIMELY_HEARTBEAT_TIMEOUT"
 try:
     _IOV_MAX = min(os.sysconf("SC_IOV_MAX"), 1024)
@@ -141,11 +143,12 @@ class TcpAllocator(Allocator):
     how long :meth:`close` waits for peers to close their side.
 
     Liveness: a background thread sends every peer a HEARTBEAT frame every
-    ``heartbeat_timeout / 4`` seconds, whatever the worker thread is doing (a long user function
-    does not starve it: the interpreter switches threads every few milliseconds).  A connected
-    peer from which nothing at all arrived for ``heartbeat_timeout`` seconds (default
-    :data:`HEARTBEAT_TIMEOUT`, or ``$PYTIMELY_HEARTBEAT_TIMEOUT``) is a failure naming it: its
-    process is stopped, deadlocked outside Python, or unreachable.
+    ``min(heartbeat_timeout / 4, HEARTBEAT_PERIOD)`` seconds, whatever the worker thread is
+    doing (a long user function does not starve it: the interpreter switches threads every few
+    milliseconds).  A connected peer from which nothing at all arrived for ``heartbeat_timeout``
+    seconds (default :data:`HEARTBEAT_TIMEOUT`, or ``$PYTIMELY_HEARTBEAT_TIMEOUT``) is a failure
+    naming it, noticed within one more period: its process is stopped, deadlocked outside
+    Python, or unreachable.
 
     Control plane: :meth:`send_control` frames bypass the data path and its counters, which
     count only DATA frames: ``frames_sent`` when written to the socket, ``_delivered`` when
@@ -439,7 +442,7 @@ class TcpAllocator(Allocator):
     # --- liveness -----------------------------------------------------------------------------
 
     def _beat(self) -> None:
-        """Heartbeat thread: a HEARTBEAT to every peer every ``heartbeat_timeout / 4`` seconds,
+        """Heartbeat thread: a HEARTBEAT to every peer every period (see the class docstring),
         and a failure for any connected peer silent for ``heartbeat_timeout``.
 
         It never blocks on a peer: a heartbeat is skipped when the worker thread is writing to
@@ -447,7 +450,7 @@ class TcpAllocator(Allocator):
         stopped peer does not read); one stuck peer must not silence us towards the others."""
         timeout = self.heartbeat_timeout
         frame = encode_heartbeat(self.index)
-        while not self._heartbeat_stop.wait(timeout / 4):
+        while not self._heartbeat_stop.wait(min(timeout / 4, HEARTBEAT_PERIOD)):
             now = time.monotonic()
             for peer in self._remote:
                 if peer.state != _CONNECTED:
