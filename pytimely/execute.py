@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .worker import Worker
+from .worker import Worker, activity
 
 __all__ = ["example", "execute", "execute_from_args", "run_worker"]
 
@@ -65,7 +65,12 @@ def execute(
         return run_worker(fn, Worker(allocator, stuck_after=stuck_after))
 
     return run_processes(
-        body, n, secret=secret, timeout=timeout, heartbeat_timeout=heartbeat_timeout
+        body,
+        n,
+        secret=secret,
+        timeout=timeout,
+        heartbeat_timeout=heartbeat_timeout,
+        summarize=activity,
     )
 
 

@@ -24,6 +24,7 @@ import heapq
 import itertools
 import time as _time
 from collections.abc import Callable, Iterator
+from types import FrameType
 from typing import Any
 
 from .communication.allocator import Allocator, ThreadAllocator
@@ -32,7 +33,7 @@ from .order import domain_of
 from .progress.broadcast import Progcaster
 from .termination import STUCK_AFTER, QuiescenceDetector, Status, Verdict
 
-__all__ = ["Worker", "StuckError"]
+__all__ = ["Worker", "StuckError", "activity"]
 
 
 class Worker:
@@ -240,7 +241,7 @@ class Worker:
         with self._parking():
             while condition():
                 if deadline is not None and _time.monotonic() > deadline:
-                    raise TimeoutError(f"step_while: condition still true after {timeout} s")
+                    raise TimeoutError(self._timed_out(timeout))
                 if not self._active and not self._timers:
                     self._when_idle(
                         "step_while: the condition still holds but no dataflow has anything to "
@@ -280,6 +281,28 @@ class Worker:
             self._epoch += 1
             if self._quiescence is not None:
                 self._quiescence.leave()
+
+    def _timed_out(self, timeout: float | None) -> str:
+        """The message of ``step_while``'s TimeoutError: what this worker was doing and, with
+        several workers, which capabilities it waits for that its peers hold."""
+        head = f"step_while: condition still true after {timeout} s"
+        if self.peers == 1:
+            return head + "\n" + self.describe()
+        state = "busy" if self._active or self._timers else "idle (nothing to do)"
+        if self._timers:
+            state += f", {len(self._timers)} timed activations pending"
+        gone = sorted(self.allocator.farewells())
+        lines = [
+            f"{head} on worker {self.index} of {self.peers}; it is {state}",
+            f"worker {self.index} holds:",
+            "  " + self.describe(held_only=True).replace("\n", "\n  "),
+            "pointstamps holding the frontier, all workers (those held by other workers are "
+            "what this worker waits for):",
+            "  " + self.describe().replace("\n", "\n  "),
+        ]
+        if gone:
+            lines.append(f"workers {gone} have finished")
+        return "\n".join(lines)
 
     def _park_limit(self) -> float:
         return 1.0 if self._quiescence is None else min(1.0, self._quiescence.interval)
@@ -352,11 +375,37 @@ class Worker:
         the capabilities this worker's own operators hold."""
         lines = []
         for index, sg in sorted(self._dataflows.items()):
-            inner = _describe_scope(sg, "  ", held_only)
+            inner = _describe_scope(sg, "  ", held_only, self.index)
             if inner or not held_only:
                 lines.append(f"dataflow {index} ({self._names.get(index)}):")
                 lines.extend(inner)
         return "\n".join(lines) if lines else ("nothing" if held_only else "no dataflows")
+
+
+def activity(frame: FrameType) -> str:
+    """What the worker whose main thread's innermost frame is ``frame`` was doing, in one line:
+    the operator it was running (innermost first), parked in ``step_while`` / ``run``, or
+    running user code.  Read from another thread, so it only looks at the frames."""
+    from .progress.subgraph import Subgraph
+
+    running = Subgraph._run_children.__code__
+    parked = {Worker.step_while.__code__: "step_while", Worker.run.__code__: "run"}
+    where = None
+    f: FrameType | None = frame
+    while f is not None:
+        code = f.f_code
+        if code is running:
+            local = f.f_locals
+            child, scope, index = local.get("child"), local.get("self"), local.get("index")
+            if child is not None and scope is not None:
+                name = getattr(child, "name", "?")
+                return f"running operator {name!r} at {scope.path + (index,)}"
+        if where is None and code in parked:
+            where = parked[code]
+        f = f.f_back
+    if where is not None:
+        return f"waiting in Worker.{where} (no operator running)"
+    return "running user code outside step_while / run"
 
 
 def _verdict_error(verdict: Verdict) -> Exception:
@@ -384,24 +433,31 @@ def _fingerprint(subgraph: Any) -> str:
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 
 
-def _describe_scope(sg: Any, indent: str, held_only: bool = False) -> list[str]:
+def _describe_scope(sg: Any, indent: str, held_only: bool = False, worker: int = 0) -> list[str]:
     """One line per positive pointstamp of ``sg`` and its nested scopes: all workers' (the
     tracker's view), or with ``held_only`` the capabilities this worker's operators hold."""
     from .progress.subgraph import Subgraph
 
     lines = []
+    held = {(loc, t): c for loc, t, c in sg.held_capabilities()}
     stamps = sg.held_capabilities() if held_only else sg.tracker.positive_pointstamps()
     for loc, t, c in stamps:
         name = sg.tracker.node_names[loc.node]
+        whose = ""
         if type(loc).__name__ == "Source":
             kind, port = "capability", f"output {loc.port}"
+            if not held_only and sg.peers > 1:
+                mine = held.get((loc, t), 0)
+                whose = f" ({mine} held by worker {worker}, {c - mine} by other workers)"
         else:
             kind, port = "messages in flight", f"input {loc.port}"
         address = sg.path + (loc.node,)
-        lines.append(f"{indent}{name} {kind} at {loc} (address {address}, {port}): time {t!r} x{c}")
+        lines.append(
+            f"{indent}{name} {kind} at {loc} (address {address}, {port}): time {t!r} x{c}{whose}"
+        )
     for child in sg.children:
         if isinstance(child, Subgraph):
-            inner = _describe_scope(child, indent + "  ", held_only)
+            inner = _describe_scope(child, indent + "  ", held_only, worker)
             if inner or not held_only:
                 lines.append(f"{indent}scope {child.name!r} at {child.path}:")
                 lines.extend(inner)

@@ -421,3 +421,58 @@ def test_a_worker_busy_in_a_long_user_function_is_not_declared_dead():
     results = pt.execute(work, workers=2, timeout=60, heartbeat_timeout=1.0)
     assert results == [[0, 1], []]
     assert time.monotonic() - start >= 2.5
+
+
+# --- timeouts say what every unfinished worker was doing ------------------------------------------
+
+
+def _sleepy(x):
+    time.sleep(60)  # the line the diagnosis must point at
+    return x
+
+
+def test_an_execute_timeout_shows_what_each_unfinished_worker_was_doing():
+    def work(worker):
+        records = [1] if worker.index == 1 else []
+        worker.dataflow(lambda s: s.to_stream(records).map(_sleepy, name="Sleepy").probe())
+        worker.run()
+
+    start = time.monotonic()
+    with pytest.raises(WorkerFailure) as info:
+        pt.execute(work, workers=2, timeout=2.0)
+    assert time.monotonic() - start < 15
+    message = str(info.value)
+    assert "workers [0, 1] did not finish within the 2 s timeout" in message
+    worker_1 = message.split("\nworker 1 ")[1]
+    assert "running operator 'Sleepy' at (0, 2)" in worker_1
+    assert "in _sleepy" in worker_1 and "time.sleep(60)" in worker_1
+    worker_0 = message.split("\nworker 0 ")[1].split("\nworker 1 ")[0]
+    assert "waiting in Worker.run" in worker_0 and "in await_events" in worker_0
+    assert "multiprocessing" not in message  # the launcher's own frames are cut off
+    assert "running operator 'Sleepy'" in info.value.outcomes[1]
+
+
+def test_a_step_while_timeout_on_several_workers_says_what_it_waits_for():
+    def work(worker):
+        def build(scope):
+            inp, s = scope.new_input()
+            return inp, s.exchange(lambda x: x).probe()
+
+        inp, probe = worker.dataflow(build, name="Waiting")
+        message = None
+        if worker.index == 0:
+            inp.advance_to(1)
+            try:
+                worker.step_while(lambda: probe.less_than(1), timeout=0.5)
+            except TimeoutError as exc:
+                message = str(exc)
+        else:
+            time.sleep(2)  # user code, holding its input at time 0
+        inp.close()
+        worker.run()
+        return message
+
+    message = pt.execute(work, workers=2, timeout=60)[0]
+    assert message.startswith("step_while: condition still true after 0.5 s on worker 0 of 2")
+    assert "worker 0 holds:\n  dataflow 0 (Waiting):\n    Input capability" in message
+    assert "time 0 x1 (0 held by worker 0, 1 by other workers)" in message

@@ -33,8 +33,10 @@ import argparse
 import itertools
 import multiprocessing
 import os
+import shutil
 import signal
 import sys
+import tempfile
 import time
 import traceback
 from collections.abc import Callable, Mapping, Sequence
@@ -43,6 +45,7 @@ from multiprocessing.connection import Connection, wait
 from typing import Any
 
 from ..errors import StuckError, TimelyError, WorkerFailure
+from . import diagnosis
 from .allocator import Allocator, ThreadAllocator
 from .rendezvous import Address, PipeRendezvous, StaticRendezvous, read_hostfile
 from .tcp import TcpAllocator
@@ -191,6 +194,7 @@ def run_processes(
     grace: float = 5.0,
     linger: float = 5.0,
     heartbeat_timeout: float | None = None,
+    summarize: Callable[[Any], str] | None = None,
 ) -> list[Any]:
     """Run ``body(allocator)`` in ``processes`` new processes (worker ``i`` in process ``i``)
     joined by a TCP mesh, and return their results in worker order.
@@ -201,6 +205,10 @@ def run_processes(
     what became of it).  ``timeout`` bounds the whole run (``None``: no limit).  ``secret``
     authenticates the connections (random when not given).  ``heartbeat_timeout`` is passed to
     every :class:`TcpAllocator`: a worker silent that long is named as failed.
+
+    A worker still running when ``timeout`` expires is asked for its main thread's stack before
+    it is terminated (:mod:`.diagnosis`; ``summarize(frame)`` may add a one-line account of
+    it), and the ``WorkerFailure`` shows, per unfinished worker, what it was doing.
     """
     if processes < 1:
         raise ValueError("run_processes needs at least one process")
@@ -210,10 +218,13 @@ def run_processes(
     context = multiprocessing.get_context(method)
     launcher = os.getpid()
     children: list[_Child] = []
+    reports = tempfile.mkdtemp(prefix="pytimely-workers-")
     try:
         for i in range(processes):
             parent_end, child_end = context.Pipe(duplex=True)
             inherited = [c.conn for c in children] + [parent_end]
+            asked, ask = os.pipe()
+            diagnose = (asked, os.path.join(reports, f"worker-{i}.txt"), summarize)
             process = context.Process(
                 target=_worker_main,
                 name=f"pytimely-worker-{i}",
@@ -228,21 +239,28 @@ def run_processes(
                     linger,
                     launcher,
                     heartbeat_timeout,
+                    diagnose,
                 ),
             )
             process.start()
             child_end.close()
-            children.append(_Child(i, process, parent_end))
+            os.close(asked)
+            child = _Child(i, process, parent_end)
+            child.ask, child.report_path = ask, diagnose[1]
+            children.append(child)
         return _supervise(children, timeout, connect_timeout, grace)
     finally:
         _stop_all([c.process for c in children])
         for child in children:
             child.conn.close()
+            os.close(child.ask)
+        shutil.rmtree(reports, ignore_errors=True)
 
 
 class _Child:
     __slots__ = (
         "address",
+        "ask",
         "conn",
         "conn_open",
         "detail",
@@ -251,6 +269,7 @@ class _Child:
         "origin",
         "outcome",
         "process",
+        "report_path",
         "result",
         "stuck",
         "summary",
@@ -269,6 +288,8 @@ class _Child:
         self.detail = ""
         self.order: int | None = None  # when its failure was noticed, relative to others
         self.stuck = False  # it raised StuckError (the run as a whole could not finish)
+        self.ask = -1  # write end of the pipe on which we ask it what it is doing
+        self.report_path = ""  # where it answers (see .diagnosis)
 
 
 def _supervise(
@@ -335,12 +356,16 @@ def _supervise(
             stop_reason = "terminated because another worker did not start"
         if stop_reason is not None:
             stragglers = [c for c in children if c.outcome is None]
+            doing = _ask_what_they_are_doing(stragglers) if timed_out else {}
             _stop_all([c.process for c in stragglers])
             for child in stragglers:
                 _drain(child)
                 if child.outcome is None:
                     child.outcome = "terminated"
                     child.detail = child.summary = stop_reason
+                    if doing.get(child.index):
+                        child.detail = f"{stop_reason}; it was doing this:\n{doing[child.index]}"
+                        child.summary = f"{stop_reason}; {doing[child.index].splitlines()[0]}"
     deadline = time.monotonic() + 2.0
     for child in children:  # they have all reported; let them exit, then make sure
         child.process.join(max(0.0, deadline - time.monotonic()))
@@ -348,6 +373,18 @@ def _supervise(
     if all(c.outcome == "ok" for c in children):
         return [c.result for c in children]
     raise _failure(children, timed_out, timeout)
+
+
+def _ask_what_they_are_doing(children: list[_Child]) -> dict[int, str]:
+    """Each child's main-thread stack (and its own one-line summary first), within a second."""
+    for child in children:
+        diagnosis.request(child.ask)
+    deadline = time.monotonic() + 1.0
+    return {
+        c.index: diagnosis.collect(c.process.pid, c.report_path, deadline)
+        for c in children
+        if c.process.pid is not None
+    }
 
 
 def _drain(child: _Child) -> None:
@@ -433,8 +470,12 @@ def _failure(
         worker = relayed[0].origin
         head = f"{relayed[0].summary} (reported by worker {relayed[0].index})"
     elif timed_out:
-        worker = None
-        head = f"the workers did not finish within the {timeout:g} s timeout"
+        late = [c for c in children if c.outcome == "terminated"]
+        worker = late[0].index if len(late) == 1 else None
+        head = (
+            f"workers {[c.index for c in late]} did not finish within the {timeout:g} s timeout"
+            + "".join(f"\nworker {c.index} {c.detail}" for c in late)
+        )
     else:
         worker = None
         head = "the workers did not finish"
@@ -467,10 +508,13 @@ def _worker_main(
     linger: float,
     launcher: int,
     heartbeat_timeout: float | None = None,
+    diagnose: tuple[int, str, Callable[[Any], str] | None] | None = None,
 ) -> None:
     for other in inherited:  # the parent's ends of the pipes, inherited through fork
         other.close()
     _die_with_parent(launcher)
+    if diagnose is not None:
+        diagnosis.serve(*diagnose)
     allocator: TcpAllocator | None = None
     try:
         rendezvous = PipeRendezvous(conn, secret, timeout=connect_timeout)
