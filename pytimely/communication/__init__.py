@@ -7,6 +7,7 @@
 * :mod:`.handshake` — mutual HMAC authentication of every connection;
 * :mod:`.rendezvous` — how peers learn each other's addresses (static, local launcher, Spark);
 * :mod:`.launch` — :func:`run_processes`, timely's command-line flags, hand-started clusters;
+* :mod:`.diagnosis` — asking a worker process what it is doing (when a run times out);
 * :mod:`.hashing` — :func:`stable_hash`, the process-independent hash Exchange routes by.
 """
 

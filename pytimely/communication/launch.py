@@ -7,7 +7,11 @@ sends the result back over its pipe.  The parent supervises: it returns the resu
 order, or — as soon as one worker raises or dies, ``kill -9`` included — lets the others notice
 (their allocators raise :class:`~pytimely.errors.WorkerFailure` within moments), terminates any
 that are still running after a grace period, and raises ``WorkerFailure`` naming the worker that
-failed first, with its traceback.  Nothing waits without a deadline.
+failed first, with its traceback.  Nothing waits without a deadline.  When every worker that
+did not finish raised :class:`~pytimely.errors.StuckError` (they reached the same verdict: the
+run cannot complete), the parent raises that StuckError instead.  When ``timeout`` expires, the
+parent first asks each unfinished worker what it is doing (:mod:`.diagnosis`) and the error shows
+it.
 
 The fork start method is used (on Linux) so that ``body`` may be any closure: nothing needs to
 be pickled on the way in.  Results travel back pickled.  Each child asks the kernel to kill it if

@@ -21,7 +21,9 @@ Threads
     ``flush()`` without any risk of two workers blocking each other (a writer can only wait on a
     reader that is guaranteed to make progress).  Decoding (``pickle.loads``) happens on the
     worker thread in ``receive()``, so a receiver thread never runs user code.  The worker parks
-    in ``await_events`` on a condition variable the receivers notify — no polling.
+    in ``await_events`` on a condition variable the receivers notify — no polling.  One
+    *heartbeat thread* per process writes small HEARTBEAT frames besides the worker thread; a
+    per-peer send lock keeps the two writers' frames from interleaving.
 
 Failure
     A peer that disappears without its GOODBYE frame (crash, ``kill -9``, lost host), a peer that
@@ -29,7 +31,16 @@ Failure
     ``receive()`` / ``await_events()`` raise from then on.  A worker that shuts down because of a
     failure passes the *original* failed worker and message on in its own ABORT, so every worker
     names the root cause, not the neighbour that told it.  TCP keep-alive is switched on so that
-    a peer whose host vanishes is noticed too (after about half a minute).
+    a peer whose host vanishes is noticed too (after about half a minute), and a peer whose
+    connection stays open but from which nothing arrives — not even a heartbeat — for
+    ``heartbeat_timeout`` seconds is declared failed: stopped (SIGSTOP), deadlocked outside
+    Python, or unreachable.
+
+Counting and the control plane
+    DATA frames are counted per peer, when written and when handed to the worker, for
+    termination detection (:mod:`pytimely.termination`).  CONTROL frames carry that detection's
+    own messages and are not counted; GOODBYE carries the final counts and the worker's
+    farewell (what it built).
 
 Shutting down
     ``close()`` sends GOODBYE (or ABORT), half-closes every connection and then keeps reading
