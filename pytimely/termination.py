@@ -215,7 +215,7 @@ def _verdict(answers: dict[int, Status], farewells: dict[int, Any]) -> Verdict:
     if min(built.values()) != most:
         names = next(a.dataflows for a in answers.values() if len(a.dataflows) == most)
         lines = [
-            f"worker {w} built {n} dataflows but worker "
+            f"worker {w} built {n} dataflow{'' if n == 1 else 's'} but worker "
             f"{next(v for v, m in built.items() if m == most)} built {most}: worker {w} never "
             f"built dataflow {n} ({names[n]!r})"
             for w, n in sorted(built.items())

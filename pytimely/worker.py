@@ -341,7 +341,7 @@ class Worker:
             for index in sorted(self._dataflows):
                 if index >= len(built):
                     raise GraphError(
-                        f"worker {peer} finished after building {len(built)} dataflows, but "
+                        f"worker {peer} finished after building {_count(len(built))}, but "
                         f"worker {self.index} built dataflow {index} ({self._names[index]!r}), "
                         "which therefore can never complete: every worker must build the same "
                         "dataflows in the same order"
@@ -406,6 +406,10 @@ def activity(frame: FrameType) -> str:
     if where is not None:
         return f"waiting in Worker.{where} (no operator running)"
     return "running user code outside step_while / run"
+
+
+def _count(n: int) -> str:
+    return f"{n} dataflow" if n == 1 else f"{n} dataflows"
 
 
 def _verdict_error(verdict: Verdict) -> Exception:

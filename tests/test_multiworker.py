@@ -365,7 +365,7 @@ def test_a_worker_that_builds_fewer_dataflows_is_a_graph_error():
     assert time.monotonic() - start < 15
     message = str(info.value)
     assert "GraphError" in message
-    assert "worker 1 finished after building 1 dataflows" in message
+    assert "worker 1 finished after building 1 dataflow," in message
     assert "dataflow 1 ('Only on worker 0')" in message
     assert info.value.worker == 0
 
