@@ -384,24 +384,20 @@ class Worker:
 
 def activity(frame: FrameType) -> str:
     """What the worker whose main thread's innermost frame is ``frame`` was doing, in one line:
-    the operator it was running (innermost first), parked in ``step_while`` / ``run``, or
-    running user code.  Read from another thread, so it only looks at the frames."""
+    the (innermost) operator it was running, parked in ``step_while`` / ``run``, or running
+    user code.  Meant to be called from another thread: it only reads the frames."""
     from .progress.subgraph import Subgraph
 
-    running = Subgraph._run_children.__code__
     parked = {Worker.step_while.__code__: "step_while", Worker.run.__code__: "run"}
     where = None
     f: FrameType | None = frame
     while f is not None:
-        code = f.f_code
-        if code is running:
-            local = f.f_locals
-            child, scope, index = local.get("child"), local.get("self"), local.get("index")
-            if child is not None and scope is not None:
-                name = getattr(child, "name", "?")
-                return f"running operator {name!r} at {scope.path + (index,)}"
-        if where is None and code in parked:
-            where = parked[code]
+        operator = Subgraph.scheduling(f)
+        if operator is not None:
+            name, address = operator
+            return f"running operator {name!r} at {address}"
+        if where is None and f.f_code in parked:
+            where = parked[f.f_code]
         f = f.f_back
     if where is not None:
         return f"waiting in Worker.{where} (no operator running)"

@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable
+from types import FrameType
 from typing import Any
 
 from ..errors import CapabilityError, OperatorCapabilityError, OperatorError
@@ -403,6 +404,18 @@ class Subgraph:
 
     # ----------------------------------------------------------------------------------------
     # Introspection.
+
+    @staticmethod
+    def scheduling(frame: FrameType) -> tuple[str, tuple[int, ...]] | None:
+        """If ``frame`` is a subgraph scheduling one of its children: that child's name and
+        address.  For describing, from another thread, what a worker is busy with."""
+        if frame.f_code is not Subgraph._run_children.__code__:
+            return None
+        local = frame.f_locals
+        child, scope, index = local.get("child"), local.get("self"), local.get("index")
+        if child is None or scope is None or index is None:
+            return None
+        return getattr(child, "name", "?"), scope.path + (index,)
 
     def held_capabilities(self) -> list[tuple[Any, Any, int]]:
         """``(Source, time, count)`` of the capabilities this worker's own operators hold in
