@@ -344,7 +344,13 @@ def _supervise(
             addresses_sent = True
         now = time.monotonic()
         stop_reason = None
-        if failed_at is not None and now >= failed_at + grace:
+        blamed = {c.origin for c in children if c.outcome == "failure"}
+        still_running = [c.index for c in children if c.outcome is None]
+        if still_running and blamed.issuperset(still_running):
+            # Every worker still running is one its peers have named as failed (e.g. it is
+            # stopped, and stopped sending heartbeats): no grace period will change that.
+            stop_reason = "named as failed by the other workers while still running; terminated"
+        elif failed_at is not None and now >= failed_at + grace:
             stop_reason = f"still running {grace:g} s after another worker failed; terminated"
         elif deadline is not None and now >= deadline:
             timed_out = True
