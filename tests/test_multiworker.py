@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -476,3 +477,22 @@ def test_a_step_while_timeout_on_several_workers_says_what_it_waits_for():
     assert message.startswith("step_while: condition still true after 0.5 s on worker 0 of 2")
     assert "worker 0 holds:\n  dataflow 0 (Waiting):\n    Input capability" in message
     assert "time 0 x1 (0 held by worker 0, 1 by other workers)" in message
+
+
+def _hog(x):
+    re.match(r"(a+)+$", "a" * 64 + "b")  # backtracks in C for ages, holding the interpreter
+    return x
+
+
+def test_an_execute_timeout_describes_a_worker_that_holds_the_interpreter_lock():
+    def work(worker):
+        records = [1] if worker.index == 1 else []
+        worker.dataflow(lambda s: s.to_stream(records).map(_hog, name="Hog").probe())
+        worker.run()
+
+    with pytest.raises(WorkerFailure) as info:
+        pt.execute(work, workers=2, timeout=2.0)
+    worker_1 = str(info.value).split("\nworker 1 ")[1]
+    assert "holding the interpreter lock, unable to answer" in worker_1
+    assert "in _hog" in worker_1 and "in _run_children" in worker_1
+    assert "holding the interpreter lock" in info.value.outcomes[1]

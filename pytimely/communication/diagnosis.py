@@ -90,18 +90,25 @@ def collect(pid: int, path: str, deadline: float, fallback: float = 0.3) -> str:
     ``fallback`` more seconds; else an empty string."""
     while not os.path.exists(path) and time.monotonic() < deadline:
         time.sleep(0.05)
-    if not os.path.exists(path):
-        try:
-            os.kill(pid, _SIGNAL)
-        except OSError:
-            return ""
-        time.sleep(fallback)
-    for candidate in (path, path + ".fault"):
-        try:
-            with open(candidate) as source:
-                text = source.read()
-        except OSError:
-            continue
-        if text.strip():
-            return text
-    return ""
+    if os.path.exists(path):
+        return _read(path)
+    try:
+        os.kill(pid, _SIGNAL)
+    except OSError:
+        return ""
+    time.sleep(fallback)
+    dump = _read(path + ".fault")
+    if not dump:
+        return ""
+    return (
+        "holding the interpreter lock, unable to answer (a long call into C code, or a "
+        "deadlock); every thread's stack, its main thread is the 'Current thread':\n" + dump
+    )
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path) as source:
+            return source.read()
+    except OSError:
+        return ""
