@@ -229,6 +229,7 @@ def run_processes(
             inherited = [c.conn for c in children] + [parent_end]
             asked, ask = os.pipe()
             diagnose = (asked, os.path.join(reports, f"worker-{i}.txt"), summarize)
+            inherited_asks = [c.ask for c in children] + [ask]
             process = context.Process(
                 target=_worker_main,
                 name=f"pytimely-worker-{i}",
@@ -244,6 +245,7 @@ def run_processes(
                     launcher,
                     heartbeat_timeout,
                     diagnose,
+                    inherited_asks,
                 ),
             )
             process.start()
@@ -519,9 +521,12 @@ def _worker_main(
     launcher: int,
     heartbeat_timeout: float | None = None,
     diagnose: tuple[int, str, Callable[[Any], str] | None] | None = None,
+    inherited_asks: Sequence[int] = (),
 ) -> None:
     for other in inherited:  # the parent's ends of the pipes, inherited through fork
         other.close()
+    for fd in inherited_asks:  # likewise the parent's ends of the diagnosis pipes
+        os.close(fd)
     _die_with_parent(launcher)
     if diagnose is not None:
         diagnosis.serve(*diagnose)
