@@ -139,7 +139,7 @@ class _Peer:
         self.frames_dropped = 0
         self.reader: FrameReader | None = None
         self.farewell: Any = None  # what it said with its GOODBYE
-        self.last_heard = time.monotonic()  # when its receiver last read a frame
+        self.last_heard = time.monotonic()  # when its receiver last read any bytes
         # Frames are written by the worker thread and the heartbeat thread: one writer at a
         # time per socket, or their bytes would interleave.
         self.send_lock = threading.Lock()
@@ -342,7 +342,16 @@ class TcpAllocator(Allocator):
                 peer.frames_received += len(batch)
                 batch.clear()
 
-        reader = peer.reader = FrameReader(peer.sock.recv_into, hand_over)
+        sock_recv_into = peer.sock.recv_into
+
+        def recv_into(buffer: memoryview) -> int:
+            got = sock_recv_into(buffer)
+            # Any bytes count as a sign of life: one huge frame may take longer to arrive
+            # than the heartbeat timeout.
+            peer.last_heard = time.monotonic()
+            return got
+
+        reader = peer.reader = FrameReader(recv_into, hand_over)
         try:
             while True:
                 frame = reader.read_frame()
@@ -354,7 +363,6 @@ class TcpAllocator(Allocator):
                         "crashed, was killed, or its host went away)",
                     )
                     return
-                peer.last_heard = time.monotonic()
                 kind, source, channel, payload, buffers = frame
                 if source != peer.index:
                     raise FrameError(f"frame claims to come from worker {source}")
@@ -475,8 +483,7 @@ class TcpAllocator(Allocator):
                 try:
                     if self._heartbeat_stop.is_set():
                         return  # close() has begun: nothing may follow GOODBYE / ABORT
-                    _, writable, _ = select.select([], [peer.sock], [], 0)
-                    if writable:
+                    if _writable(peer.sock):
                         peer.sock.sendall(frame, _MSG_NOSIGNAL)
                 except (OSError, ValueError):
                     pass  # its receiver thread reports a broken connection
@@ -629,6 +636,13 @@ class TcpAllocator(Allocator):
 
 
 # --- socket helpers ---------------------------------------------------------------------------
+
+
+def _writable(sock: socket.socket) -> bool:
+    """The socket's send buffer has room now (``poll``: no limit on descriptor numbers)."""
+    poller = select.poll()
+    poller.register(sock, select.POLLOUT)
+    return any(events & select.POLLOUT for _fd, events in poller.poll(0))
 
 
 def _unpickle(payload: bytes | bytearray, what: str) -> Any:
