@@ -72,7 +72,7 @@ __all__ = [
 
 HEADER = struct.Struct("<BBHIQQI4x")
 HEADER_SIZE = HEADER.size  # 32
-WIRE_VERSION = 1
+WIRE_VERSION = 2  # 2: CONTROL and HEARTBEAT frames, GOODBYE with a farewell
 MAGIC = 0x5954
 
 KIND_DATA = 1
