@@ -10,6 +10,7 @@ __all__ = [
     "TimelyError",
     "CycleError",
     "GraphError",
+    "StuckError",
     "CapabilityError",
     "OperatorError",
     "OperatorCapabilityError",
@@ -29,6 +30,12 @@ class TimelyError(Exception):
 
 class GraphError(TimelyError):
     """The dataflow graph is malformed (bad connection, streams of two scopes mixed, ...)."""
+
+
+class StuckError(TimelyError):
+    """The computation would wait forever: no worker has anything to do and no message is in
+    flight, yet a dataflow is incomplete (or a ``step_while`` condition still holds).  The
+    message names what holds the frontier, on every worker."""
 
 
 class CycleError(GraphError):

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .worker import Worker
+from .worker import Worker, activity
 
 __all__ = ["example", "execute", "execute_from_args", "run_worker"]
 
@@ -40,6 +40,8 @@ def execute(
     processes: int | None = None,
     secret: bytes | None = None,
     timeout: float | None = None,
+    stuck_after: float | None = None,
+    heartbeat_timeout: float | None = None,
 ) -> list[Any]:
     """Run ``fn(worker)`` on ``workers`` workers; returns their results in worker order.
 
@@ -55,6 +57,11 @@ def execute(
     the dataflows ran (``return captured.extract()``, ``return list(seen)``) is a snapshot taken
     too early and is typically empty; if ``fn`` must compute its result itself, let it call
     ``worker.run()`` (or step until a probe is done) first.
+
+    A run that cannot finish raises :class:`~pytimely.errors.StuckError` naming what holds the
+    frontier on every worker, ``stuck_after`` seconds (default 2) after every worker went idle.
+    A worker process that sends nothing for ``heartbeat_timeout`` seconds (default 20, or
+    ``$PYTIMELY_HEARTBEAT_TIMEOUT``) — stopped, deadlocked — is a ``WorkerFailure`` naming it.
     """
     n = processes if processes is not None else workers
     if n < 1:
@@ -64,9 +71,16 @@ def execute(
     from .communication.launch import run_processes
 
     def body(allocator: Any) -> Any:
-        return run_worker(fn, Worker(allocator))
+        return run_worker(fn, Worker(allocator, stuck_after=stuck_after))
 
-    return run_processes(body, n, secret=secret, timeout=timeout)
+    return run_processes(
+        body,
+        n,
+        secret=secret,
+        timeout=timeout,
+        heartbeat_timeout=heartbeat_timeout,
+        summarize=activity,
+    )
 
 
 def execute_from_args(fn: Callable[[Worker], Any], argv: Sequence[str] | None = None) -> list[Any]:

@@ -8,38 +8,51 @@ and ``step_or_park`` sleeps on the communication layer when no dataflow is activ
 
 Every channel and every scope's progress exchange has an identifier allocated in construction
 order, so all workers that build the same dataflows in the same order agree on them.
+
+A computation that cannot finish raises :class:`StuckError` instead of hanging: on one worker as
+soon as nothing is active and no timer is pending; on several workers once *every* worker is
+idle and no message is in flight (:mod:`pytimely.termination`), about ``stuck_after`` seconds
+after the computation went quiet.  A worker is *idle* only while parked inside ``step_while`` /
+``run``; user code between them may still send input, so it is never idle.
 """
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import heapq
 import itertools
 import os
 import time as _time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from types import FrameType
 from typing import Any
 
 from .communication.allocator import Allocator, ThreadAllocator
-from .errors import GraphError, TimelyError
+from .errors import GraphError, StuckError, WorkerFailure
 from .order import domain_of
 from .progress.broadcast import Progcaster
+from .termination import STUCK_AFTER, QuiescenceDetector, Status, Verdict
 
-__all__ = ["Worker", "StuckError", "STRICT_ENV"]
+__all__ = ["Worker", "StuckError", "activity", "STRICT_ENV"]
 
 #: Set to ``1`` to make every :class:`Worker` strict (see ``Worker.strict``).
 STRICT_ENV = "PYTIMELY_STRICT"
 
 
-class StuckError(TimelyError):
-    """``step_while`` would wait forever: nothing can change, yet the condition still holds."""
-
-
 class Worker:
     """Owns dataflows on one thread; see the module docstring."""
 
-    def __init__(self, allocator: Allocator | None = None, freeze_gc: bool = True,
-                 strict: bool | None = None) -> None:
+    def __init__(
+        self,
+        allocator: Allocator | None = None,
+        freeze_gc: bool = True,
+        stuck_after: float | None = None,
+        strict: bool | None = None,
+    ) -> None:
+        """``stuck_after``: with several workers, seconds of global idleness after which
+        ``step_while`` / ``run`` raise :class:`StuckError` (default ``STUCK_AFTER``, 2 s).
+        ``strict``: see :attr:`strict`."""
         self._freeze_gc = freeze_gc
         self.strict = os.environ.get(STRICT_ENV, "") not in ("", "0") if strict is None else strict
         """Strict mode: every Exchange round-trips the first record of each batch through the
@@ -48,6 +61,14 @@ class Worker:
         self.allocator = allocator if allocator is not None else ThreadAllocator()
         self.index = self.allocator.index
         self.peers = self.allocator.peers
+        self._quiescence: QuiescenceDetector | None = None
+        if self.peers > 1:
+            self._quiescence = QuiescenceDetector(
+                self.allocator, STUCK_AFTER if stuck_after is None else stuck_after
+            )
+        # Changes whenever this worker does work or enters / leaves step_while and run: an
+        # unchanged epoch between two probes means it was idle all along (see termination).
+        self._epoch = 0
         self._dataflows: dict[int, Any] = {}
         self._names: dict[int, str] = {}
         self._active: set[int] = set()
@@ -107,6 +128,8 @@ class Worker:
         self._dataflows[index] = subgraph
         self._names[index] = name
         self._active.add(index)
+        # Peers that finish learn what we built, so that one that built more can say so.
+        self.allocator.set_farewell({"dataflows": [self._names[i] for i in range(index + 1)]})
         return result
 
     def _check_same_graph(self, channel: int, index: int, name: str, scope: Any) -> None:
@@ -203,6 +226,7 @@ class Worker:
             self._fire_timers()
         if self._active:
             self.steps += 1
+            self._epoch += 1
             active = sorted(self._active)
             self._active.clear()
             dataflows = self._dataflows
@@ -218,32 +242,120 @@ class Worker:
     def step_while(self, condition: Callable[[], bool], timeout: float | None = None) -> None:
         """Step until ``condition()`` is false, parking when idle.
 
-        Raises :class:`StuckError` on a single worker when nothing can change any more but the
-        condition still holds (e.g. waiting on a probe of an input that was never advanced), and
+        Raises :class:`StuckError` when nothing can change any more but the condition still
+        holds (e.g. waiting on a probe of an input that was never advanced): at once on a single
+        worker, after ``stuck_after`` seconds of global idleness on several.  Raises
         :class:`TimeoutError` after ``timeout`` seconds if given.
         """
         deadline = None if timeout is None else _time.monotonic() + timeout
-        while condition():
-            if deadline is not None and _time.monotonic() > deadline:
-                raise TimeoutError(f"step_while: condition still true after {timeout} s")
-            if self.peers == 1 and not self._active and not self._timers:
-                raise StuckError(
-                    "step_while: the condition still holds but no dataflow has anything to do; "
-                    "did you forget to advance or close an input, or drop a capability?\n"
-                    + self.describe()
-                )
-            self.step_or_park(1.0 if deadline is None else max(0.0, min(1.0, deadline - _time.monotonic())))
+        with self._parking():
+            while condition():
+                if deadline is not None and _time.monotonic() > deadline:
+                    raise TimeoutError(self._timed_out(timeout))
+                if not self._active and not self._timers:
+                    self._when_idle(
+                        "step_while: the condition still holds but no dataflow has anything to "
+                        "do; did you forget to advance or close an input, or drop a capability?"
+                    )
+                park = self._park_limit()
+                if deadline is not None:
+                    park = max(0.0, min(park, deadline - _time.monotonic()))
+                self.step_or_park(park)
 
     def run(self) -> None:
         """Step until every dataflow has completed (closing inputs left open by the caller is
         the caller's job; see :func:`pytimely.execute`)."""
-        while self._dataflows:
-            if self.peers == 1 and not self._active and not self._timers:
-                raise StuckError(
-                    "the dataflows cannot complete: nothing has work to do but something still "
-                    "holds a capability or an input is open.\n" + self.describe()
-                )
-            self.step_or_park(1.0)
+        with self._parking():
+            while self._dataflows:
+                if not self._active and not self._timers:
+                    self._when_idle(
+                        "the dataflows cannot complete: nothing has work to do but something "
+                        "still holds a capability or an input is open."
+                    )
+                self.step_or_park(self._park_limit())
+
+    @contextlib.contextmanager
+    def _parking(self) -> Iterator[None]:
+        """Around ``step_while`` / ``run``: the only place this worker can be idle.  Leaving
+        voids any quiescence round (user code may send input), and a peer's failure that
+        follows its verdict is reported as that verdict."""
+        self._epoch += 1
+        try:
+            yield
+        except WorkerFailure:
+            verdict = None if self._quiescence is None else self._quiescence.pending_verdict()
+            if verdict is None:
+                raise
+            raise _verdict_error(verdict) from None
+        finally:
+            self._epoch += 1
+            if self._quiescence is not None:
+                self._quiescence.leave()
+
+    def _timed_out(self, timeout: float | None) -> str:
+        """The message of ``step_while``'s TimeoutError: what this worker was doing and, with
+        several workers, which capabilities it waits for that its peers hold."""
+        head = f"step_while: condition still true after {timeout} s"
+        if self.peers == 1:
+            return head + "\n" + self.describe()
+        state = "busy" if self._active or self._timers else "idle (nothing to do)"
+        if self._timers:
+            state += f", {len(self._timers)} timed activations pending"
+        gone = sorted(self.allocator.farewells())
+        lines = [
+            f"{head} on worker {self.index} of {self.peers}; it is {state}",
+            f"worker {self.index} holds:",
+            "  " + self.describe(held_only=True).replace("\n", "\n  "),
+            "pointstamps holding the frontier, all workers (those held by other workers are "
+            "what this worker waits for):",
+            "  " + self.describe().replace("\n", "\n  "),
+        ]
+        if gone:
+            lines.append(f"workers {gone} have finished")
+        return "\n".join(lines)
+
+    def _park_limit(self) -> float:
+        return 1.0 if self._quiescence is None else min(1.0, self._quiescence.interval)
+
+    def _when_idle(self, alone: str) -> None:
+        """Nothing is active and no timer is pending: stuck if this is the only worker; else
+        take part in global quiescence detection, raising its verdict."""
+        if self._quiescence is None:
+            raise StuckError(alone + "\n" + self.describe())
+        self._check_departed_peers()
+        verdict = self._quiescence.tend(self._status)
+        if verdict is not None:
+            raise _verdict_error(verdict)
+
+    def _status(self) -> Status:
+        self._receive()  # messages to ourselves, or just arrived, make us busy, not idle
+        idle = not self._active and not self._timers
+        sent, received = self.allocator.message_counts()
+        return Status(
+            worker=self.index,
+            idle=idle,
+            epoch=self._epoch,
+            sent=sent,
+            received=received,
+            dataflows=[self._names[i] for i in range(self._next_dataflow)],
+            holding=self.describe() if idle else "",
+            held=self.describe(held_only=True) if idle else "",
+        )
+
+    def _check_departed_peers(self) -> None:
+        """A peer that finished without building one of our incomplete dataflows means that
+        dataflow can never complete (its initial capabilities are never dropped)."""
+        for peer, farewell in sorted(self.allocator.farewells().items()):
+            note = farewell.get("note") or {}
+            built = note.get("dataflows", [])
+            for index in sorted(self._dataflows):
+                if index >= len(built):
+                    raise GraphError(
+                        f"worker {peer} finished after building {_count(len(built))}, but "
+                        f"worker {self.index} built dataflow {index} ({self._names[index]!r}), "
+                        "which therefore can never complete: every worker must build the same "
+                        "dataflows in the same order"
+                    )
 
     def close_inputs(self) -> None:
         """Close every input handle of this worker (what leaving ``execute``'s function does)."""
@@ -267,13 +379,47 @@ class Worker:
             "dataflows": {i: sg.statistics() for i, sg in self._dataflows.items()},
         }
 
-    def describe(self) -> str:
-        """A human-readable account of what each live dataflow is waiting for."""
+    def describe(self, held_only: bool = False) -> str:
+        """A human-readable account of what each live dataflow is waiting for: every positive
+        pointstamp as this worker sees it (summed over all workers), or with ``held_only`` only
+        the capabilities this worker's own operators hold."""
         lines = []
         for index, sg in sorted(self._dataflows.items()):
-            lines.append(f"dataflow {index} ({self._names.get(index)}):")
-            lines.extend(_describe_scope(sg, "  "))
-        return "\n".join(lines) if lines else "no dataflows"
+            inner = _describe_scope(sg, "  ", held_only, self.index)
+            if inner or not held_only:
+                lines.append(f"dataflow {index} ({self._names.get(index)}):")
+                lines.extend(inner)
+        return "\n".join(lines) if lines else ("nothing" if held_only else "no dataflows")
+
+
+def activity(frame: FrameType) -> str:
+    """What the worker whose main thread's innermost frame is ``frame`` was doing, in one line:
+    the (innermost) operator it was running, parked in ``step_while`` / ``run``, or running
+    user code.  Meant to be called from another thread: it only reads the frames."""
+    from .progress.subgraph import Subgraph
+
+    parked = {Worker.step_while.__code__: "step_while", Worker.run.__code__: "run"}
+    where = None
+    f: FrameType | None = frame
+    while f is not None:
+        operator = Subgraph.scheduling(f)
+        if operator is not None:
+            name, address = operator
+            return f"running operator {name!r} at {address}"
+        if where is None and f.f_code in parked:
+            where = parked[f.f_code]
+        f = f.f_back
+    if where is not None:
+        return f"waiting in Worker.{where} (no operator running)"
+    return "running user code outside step_while / run"
+
+
+def _count(n: int) -> str:
+    return f"{n} dataflow" if n == 1 else f"{n} dataflows"
+
+
+def _verdict_error(verdict: Verdict) -> Exception:
+    return GraphError(verdict.message) if verdict.kind == "graph" else StuckError(verdict.message)
 
 
 def _fingerprint(subgraph: Any) -> str:
@@ -297,16 +443,32 @@ def _fingerprint(subgraph: Any) -> str:
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 
 
-def _describe_scope(sg: Any, indent: str) -> list[str]:
+def _describe_scope(sg: Any, indent: str, held_only: bool = False, worker: int = 0) -> list[str]:
+    """One line per positive pointstamp of ``sg`` and its nested scopes: all workers' (the
+    tracker's view), or with ``held_only`` the capabilities this worker's operators hold."""
     from .progress.subgraph import Subgraph
 
     lines = []
-    for loc, t, c in sg.tracker.positive_pointstamps():
+    held = {(loc, t): c for loc, t, c in sg.held_capabilities()}
+    stamps = sg.held_capabilities() if held_only else sg.tracker.positive_pointstamps()
+    for loc, t, c in stamps:
         name = sg.tracker.node_names[loc.node]
-        kind = "capability" if type(loc).__name__ == "Source" else "messages in flight"
-        lines.append(f"{indent}{name} {kind} at {loc}: time {t!r} x{c}")
+        whose = ""
+        if type(loc).__name__ == "Source":
+            kind, port = "capability", f"output {loc.port}"
+            if not held_only and sg.peers > 1:
+                mine = held.get((loc, t), 0)
+                whose = f" ({mine} held by worker {worker}, {c - mine} by other workers)"
+        else:
+            kind, port = "messages in flight", f"input {loc.port}"
+        address = sg.path + (loc.node,)
+        lines.append(
+            f"{indent}{name} {kind} at {loc} (address {address}, {port}): time {t!r} x{c}{whose}"
+        )
     for child in sg.children:
         if isinstance(child, Subgraph):
-            lines.append(f"{indent}scope {child.name!r} at {child.path}:")
-            lines.extend(_describe_scope(child, indent + "  "))
+            inner = _describe_scope(child, indent + "  ", held_only, worker)
+            if inner or not held_only:
+                lines.append(f"{indent}scope {child.name!r} at {child.path}:")
+                lines.extend(inner)
     return lines

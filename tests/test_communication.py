@@ -328,6 +328,37 @@ def test_in_process_mesh_wake():
         a1.close()
 
 
+def _await(allocator, read, timeout=10.0):
+    """Park on ``allocator`` until ``read()`` returns something truthy; return it."""
+    deadline = time.monotonic() + timeout
+    while not (got := read()):
+        assert time.monotonic() < deadline, "timed out"
+        allocator.await_events(0.2)
+    return got
+
+
+def test_control_messages_are_not_counted_and_goodbye_carries_the_final_counts():
+    a0, a1 = thread_mesh(2)
+    try:
+        a0.send(1, 1, "data")
+        a0.send(1, 1, "more")
+        a0.send(1, 0, "to myself: not a peer message")
+        a0.flush()
+        a0.send_control(1, ("probe", 7))
+        assert [p for _c, _s, p in receive_until(a1, lambda m: len(m) == 2)] == ["data", "more"]
+        assert _await(a1, a1.control_messages) == [(0, ("probe", 7))]
+        assert a0.message_counts() == ([0, 2], [0, 0])
+        assert a1.message_counts() == ([0, 0], [2, 0])
+        a0.set_farewell({"dataflows": ["A"]})
+        a0.close()
+        farewell = _await(a1, a1.farewells)
+        assert farewell == {0: {"sent": [0, 2], "received": [0, 0], "note": {"dataflows": ["A"]}}}
+        assert a1.receive() == []  # an orderly goodbye is not a failure
+    finally:
+        a0.close()
+        a1.close()
+
+
 def test_malformed_frame_names_the_peer():
     a0, a1 = thread_mesh(2)
     try:

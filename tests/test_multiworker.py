@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -244,3 +245,254 @@ def test_execute_from_args_with_a_hostfile(tmp_path):
     # Each of the two processes emits range(6); integer keys route to key % 2.
     assert by_process[0].strip() == "[[(0, [0, 0, 2, 2, 4, 4])]]"
     assert by_process[1].strip() == "[[(0, [1, 1, 3, 3, 5, 5])]]"
+
+
+# --- a run that cannot finish says why, on every worker ----------------------------------------
+
+
+def _forgotten_input_on_worker_1(worker):
+    """Worker 1 never advances or closes its input and waits on the probe: nobody can finish."""
+
+    def build(scope):
+        inp, stream = scope.new_input()
+        return inp, stream.exchange(lambda x: x).probe()
+
+    inp, probe = worker.dataflow(build, name="Forgotten")
+    inp.send(worker.index)
+    if worker.index == 1:
+        worker.step_while(lambda: probe.less_than(1))
+    return worker.index
+
+
+@pytest.mark.parametrize("workers", [2, 3])
+def test_a_stuck_run_raises_stuck_error_naming_who_holds_the_frontier(workers):
+    start = time.monotonic()
+    with pytest.raises(pt.StuckError) as info:
+        pt.execute(_forgotten_input_on_worker_1, workers=workers, timeout=60)
+    elapsed = time.monotonic() - start
+    assert elapsed < 15  # default stuck_after is 2 s; the rest is starting processes under load
+    message = str(info.value)
+    held = message.split("worker 1 holds:")[1].split("worker 2 holds:")[0].split("pointstamps")[0]
+    assert "Input capability" in held and "address (0, 1)" in held and "time 0" in held
+    assert "worker 0 holds:\n  nothing" in message
+    assert "forget to advance or close an input" in message
+    assert info.value.outcomes == {w: "raised StuckError" for w in range(workers)}
+
+
+def test_a_capability_leaked_on_one_worker_is_named_on_every_worker():
+    def work(worker):
+        leaked = []
+
+        def hoarder(cap, info):
+            if worker.index == 1:
+                leaked.append(cap)  # never dropped, on worker 1 only
+            else:
+                cap.drop()
+
+            def logic(inp, out):
+                for _ref, batch in inp:
+                    out.session(_ref).give_batch(batch)
+
+            return logic
+
+        worker.dataflow(
+            lambda s: s.to_stream(range(4)).unary(pt.Pipeline, "Hoarder", hoarder).probe()
+        )
+        worker.run()
+
+    with pytest.raises(pt.StuckError) as info:
+        pt.execute(work, workers=2, timeout=60, stuck_after=1.0)
+    message = str(info.value)
+    assert "Hoarder capability" in message.split("worker 1 holds:")[1].split("pointstamps")[0]
+    assert "worker 0 holds:\n  nothing" in message
+
+
+def test_slow_but_live_runs_are_not_declared_stuck():
+    """A worker sleeping in its function between inputs, and an operator waiting on a timer,
+    each for longer than stuck_after: both are live, and the run completes."""
+
+    def delayed(cap, info):
+        act = info.activator()
+        state = {"fired": False}
+
+        def logic(out):
+            if not state["fired"]:
+                state["fired"] = True
+                act.activate_after(1.5)  # nothing else to do meanwhile, anywhere
+            elif cap.valid:
+                out.session(cap).give("late")
+                cap.drop()
+
+        return logic
+
+    def work(worker):
+        def build(scope):
+            inp, stream = scope.new_input()
+            if worker.index == 0:
+                late = scope.source("Late", delayed)
+            else:
+                late = scope.source("Late", lambda cap, info: (cap.drop(), lambda out: None)[1])
+            exchanged = stream.exchange(lambda x: x)
+            return inp, exchanged.concat(late).capture(), exchanged.probe(), late.probe()
+
+        inp, cap, probe, late = worker.dataflow(build)
+        # Worker 1 parks here while worker 0 waits on its timer.
+        worker.step_while(lambda: not late.done(), timeout=30)
+        for r in range(2):
+            if worker.index == 0:
+                time.sleep(1.5)  # user code: not idle, whatever its peers do meanwhile
+            inp.send(r)
+            inp.advance_to(r + 1)
+            # Worker 1 parks here while worker 0 sleeps.
+            worker.step_while(lambda: probe.less_than(inp.time), timeout=30)
+        inp.close()
+        worker.run()
+        return [x for _t, recs in cap.extract() for x in recs]
+
+    results = pt.execute(work, workers=2, timeout=60, stuck_after=0.5)
+    assert sorted(map(str, results[0] + results[1])) == ["0", "0", "1", "1", "late"]
+
+
+def test_a_worker_that_builds_fewer_dataflows_is_a_graph_error():
+    def work(worker):
+        worker.dataflow(lambda s: s.to_stream(range(3)).probe(), name="Both")
+        if worker.index == 0:
+            worker.dataflow(lambda s: s.to_stream(range(3)).probe(), name="Only on worker 0")
+        worker.run()
+
+    start = time.monotonic()
+    with pytest.raises(WorkerFailure) as info:
+        pt.execute(work, workers=2, timeout=60)
+    assert time.monotonic() - start < 15
+    message = str(info.value)
+    assert "GraphError" in message
+    assert "worker 1 finished after building 1 dataflow," in message
+    assert "dataflow 1 ('Only on worker 0')" in message
+    assert info.value.worker == 0
+
+
+# --- liveness: a worker that stops responding is named by its peers ------------------------------
+
+
+def test_a_stopped_worker_is_named_by_its_peers_within_the_heartbeat_timeout():
+    def work(worker):
+        def build(scope):
+            inp, s = scope.new_input()
+            return inp, s.exchange(lambda x: x).probe()
+
+        inp, probe = worker.dataflow(build)
+        for r in range(10_000):
+            inp.send(r)
+            inp.advance_to(r + 1)
+            if worker.index == 2 and r == 5:
+                os.kill(os.getpid(), signal.SIGSTOP)  # alive, silent, holding its input open
+            worker.step_while(lambda: probe.less_than(inp.time))
+        return r
+
+    start = time.monotonic()
+    with pytest.raises(WorkerFailure) as info:
+        pt.execute(work, workers=3, timeout=60, heartbeat_timeout=2.0)
+    elapsed = time.monotonic() - start
+    # The peers name it after ~2 s of silence; the launcher then kills the stopped process at
+    # once, without a grace period (SIGKILL works on a stopped process: nothing leaks).
+    assert elapsed < 12
+    assert info.value.worker == 2
+    assert "worker 2 sent nothing for" in str(info.value)
+    assert "SIGSTOP" in str(info.value)
+    outcomes = info.value.outcomes
+    assert outcomes[2].startswith("terminated")
+    assert all("worker 2 sent nothing" in outcomes[w] for w in (0, 1))
+
+
+def test_a_worker_busy_in_a_long_user_function_is_not_declared_dead():
+    def slow(x):
+        if x == 1:
+            end = time.monotonic() + 2.5
+            while time.monotonic() < end:  # holds the interpreter, never returns to step
+                pass
+        return x
+
+    def work(worker):
+        cap = worker.dataflow(lambda s: s.to_stream([worker.index]).map(slow).exchange(
+            lambda x: 0).capture())
+        worker.run()
+        return sorted(x for _t, recs in cap.extract() for x in recs)
+
+    start = time.monotonic()
+    results = pt.execute(work, workers=2, timeout=60, heartbeat_timeout=1.0)
+    assert results == [[0, 1], []]
+    assert time.monotonic() - start >= 2.5
+
+
+# --- timeouts say what every unfinished worker was doing ------------------------------------------
+
+
+def _sleepy(x):
+    time.sleep(60)  # the line the diagnosis must point at
+    return x
+
+
+def test_an_execute_timeout_shows_what_each_unfinished_worker_was_doing():
+    def work(worker):
+        records = [1] if worker.index == 1 else []
+        worker.dataflow(lambda s: s.to_stream(records).map(_sleepy, name="Sleepy").probe())
+        worker.run()
+
+    start = time.monotonic()
+    with pytest.raises(WorkerFailure) as info:
+        pt.execute(work, workers=2, timeout=2.0)
+    assert time.monotonic() - start < 15
+    message = str(info.value)
+    assert "workers [0, 1] did not finish within the 2 s timeout" in message
+    worker_1 = message.split("\nworker 1 ")[1]
+    assert "running operator 'Sleepy' at (0, 2)" in worker_1
+    assert "in _sleepy" in worker_1 and "time.sleep(60)" in worker_1
+    worker_0 = message.split("\nworker 0 ")[1].split("\nworker 1 ")[0]
+    assert "waiting in Worker.run" in worker_0 and "in await_events" in worker_0
+    assert "multiprocessing" not in message  # the launcher's own frames are cut off
+    assert "running operator 'Sleepy'" in info.value.outcomes[1]
+
+
+def test_a_step_while_timeout_on_several_workers_says_what_it_waits_for():
+    def work(worker):
+        def build(scope):
+            inp, s = scope.new_input()
+            return inp, s.exchange(lambda x: x).probe()
+
+        inp, probe = worker.dataflow(build, name="Waiting")
+        message = None
+        if worker.index == 0:
+            inp.advance_to(1)
+            try:
+                worker.step_while(lambda: probe.less_than(1), timeout=0.5)
+            except TimeoutError as exc:
+                message = str(exc)
+        else:
+            time.sleep(2)  # user code, holding its input at time 0
+        inp.close()
+        worker.run()
+        return message
+
+    message = pt.execute(work, workers=2, timeout=60)[0]
+    assert message.startswith("step_while: condition still true after 0.5 s on worker 0 of 2")
+    assert "worker 0 holds:\n  dataflow 0 (Waiting):\n    Input capability" in message
+    assert "time 0 x1 (0 held by worker 0, 1 by other workers)" in message
+
+
+def _hog(x):
+    re.match(r"(a+)+$", "a" * 64 + "b")  # backtracks in C for ages, holding the interpreter
+    return x
+
+
+def test_an_execute_timeout_describes_a_worker_that_holds_the_interpreter_lock():
+    def work(worker):
+        records = [1] if worker.index == 1 else []
+        worker.dataflow(lambda s: s.to_stream(records).map(_hog, name="Hog").probe())
+        worker.run()
+
+    with pytest.raises(WorkerFailure) as info:
+        pt.execute(work, workers=2, timeout=2.0)
+    worker_1 = str(info.value).split("\nworker 1 ")[1]
+    assert "holding the interpreter lock, unable to answer" in worker_1
+    assert "in _hog" in worker_1 and "in _run_children" in worker_1
+    assert "holding the interpreter lock" in info.value.outcomes[1]

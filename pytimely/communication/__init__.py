@@ -8,6 +8,7 @@
 * :mod:`.acceptor` — authenticating many callers at once, so strangers cannot block a listener;
 * :mod:`.rendezvous` — how peers learn each other's addresses (static, local launcher, Spark);
 * :mod:`.launch` — :func:`run_processes`, timely's command-line flags, hand-started clusters;
+* :mod:`.diagnosis` — asking a worker process what it is doing (when a run times out);
 * :mod:`.hashing` — :func:`stable_hash`, the process-independent hash Exchange routes by;
 * :mod:`.routing` — :func:`route`, the one rule that sends equal keys of any type to one worker.
 """

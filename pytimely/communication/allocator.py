@@ -93,6 +93,33 @@ class Allocator(ABC):
         """A snapshot of counters and state, for debugging."""
         return {"index": self.index, "peers": self.peers}
 
+    # --- the control plane (termination detection); trivial for a lone worker ---------------
+
+    def send_control(self, target: int, message: object) -> None:
+        """Send ``message`` to worker ``target`` at once on the control plane: it is not a
+        data message (not counted by :meth:`message_counts`, not returned by :meth:`receive`)
+        but by the target's :meth:`control_messages`."""
+        raise ValueError(f"worker {target} does not exist: there is 1 worker (index 0)")
+
+    def control_messages(self) -> list[tuple[int, object]]:
+        """Control messages that have arrived, as ``(source, message)``, without blocking."""
+        return []
+
+    def message_counts(self) -> tuple[list[int], list[int]]:
+        """``(sent, received)``: data messages this worker has transmitted to each worker and
+        taken delivery of (through :meth:`receive`) from each worker, remote ones only."""
+        return [0] * self.peers, [0] * self.peers
+
+    def set_farewell(self, farewell: object) -> None:
+        """What :meth:`close` tells the peers besides goodbye (see :meth:`farewells`); a lone
+        worker has nobody to tell."""
+        return None
+
+    def farewells(self) -> dict[int, Any]:
+        """The peers that said goodbye, each with its farewell: ``{"sent": [...],
+        "received": [...], "note": <what it passed to set_farewell>}``, its final counts."""
+        return {}
+
     def __enter__(self) -> Self:
         return self
 

@@ -7,7 +7,11 @@ sends the result back over its pipe.  The parent supervises: it returns the resu
 order, or — as soon as one worker raises or dies, ``kill -9`` included — lets the others notice
 (their allocators raise :class:`~pytimely.errors.WorkerFailure` within moments), terminates any
 that are still running after a grace period, and raises ``WorkerFailure`` naming the worker that
-failed first, with its traceback.  Nothing waits without a deadline.
+failed first, with its traceback.  Nothing waits without a deadline.  When every worker that
+did not finish raised :class:`~pytimely.errors.StuckError` (they reached the same verdict: the
+run cannot complete), the parent raises that StuckError instead.  When ``timeout`` expires, the
+parent first asks each unfinished worker what it is doing (:mod:`.diagnosis`) and the error shows
+it.
 
 The fork start method is used (on Linux) so that ``body`` may be any closure: nothing needs to
 be pickled on the way in.  Results travel back pickled.  Each child asks the kernel to kill it if
@@ -33,8 +37,10 @@ import argparse
 import itertools
 import multiprocessing
 import os
+import shutil
 import signal
 import sys
+import tempfile
 import time
 import traceback
 from collections.abc import Callable, Mapping, Sequence
@@ -42,7 +48,8 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
-from ..errors import TimelyError, WorkerFailure
+from ..errors import StuckError, TimelyError, WorkerFailure
+from . import diagnosis
 from .allocator import Allocator, ThreadAllocator
 from .rendezvous import Address, PipeRendezvous, StaticRendezvous, read_hostfile
 from .tcp import TcpAllocator
@@ -218,6 +225,8 @@ def run_processes(
     connect_timeout: float = 30.0,
     grace: float = 5.0,
     linger: float = 5.0,
+    heartbeat_timeout: float | None = None,
+    summarize: Callable[[Any], str] | None = None,
 ) -> list[Any]:
     """Run ``body(allocator)`` in ``processes`` new processes (worker ``i`` in process ``i``)
     joined by a TCP mesh, and return their results in worker order.
@@ -226,7 +235,12 @@ def run_processes(
     still running ``grace`` seconds later are terminated, and this raises ``WorkerFailure``
     naming the worker that failed first, with its traceback (``.outcomes`` maps every worker to
     what became of it).  ``timeout`` bounds the whole run (``None``: no limit).  ``secret``
-    authenticates the connections (random when not given).
+    authenticates the connections (random when not given).  ``heartbeat_timeout`` is passed to
+    every :class:`TcpAllocator`: a worker silent that long is named as failed.
+
+    A worker still running when ``timeout`` expires is asked for its main thread's stack before
+    it is terminated (:mod:`.diagnosis`; ``summarize(frame)`` may add a one-line account of
+    it), and the ``WorkerFailure`` shows, per unfinished worker, what it was doing.
     """
     if processes < 1:
         raise ValueError("run_processes needs at least one process")
@@ -236,10 +250,14 @@ def run_processes(
     context = multiprocessing.get_context(method)
     launcher = os.getpid()
     children: list[_Child] = []
+    reports = tempfile.mkdtemp(prefix="pytimely-workers-")
     try:
         for i in range(processes):
             parent_end, child_end = context.Pipe(duplex=True)
             inherited = [c.conn for c in children] + [parent_end]
+            asked, ask = os.pipe()
+            diagnose = (asked, os.path.join(reports, f"worker-{i}.txt"), summarize)
+            inherited_asks = [c.ask for c in children] + [ask]
             process = context.Process(
                 target=_worker_main,
                 name=f"pytimely-worker-{i}",
@@ -253,21 +271,30 @@ def run_processes(
                     connect_timeout,
                     linger,
                     launcher,
+                    heartbeat_timeout,
+                    diagnose,
+                    inherited_asks,
                 ),
             )
             process.start()
             child_end.close()
-            children.append(_Child(i, process, parent_end))
+            os.close(asked)
+            child = _Child(i, process, parent_end)
+            child.ask, child.report_path = ask, diagnose[1]
+            children.append(child)
         return _supervise(children, timeout, connect_timeout, grace)
     finally:
         _stop_all([c.process for c in children])
         for child in children:
             child.conn.close()
+            os.close(child.ask)
+        shutil.rmtree(reports, ignore_errors=True)
 
 
 class _Child:
     __slots__ = (
         "address",
+        "ask",
         "conn",
         "conn_open",
         "detail",
@@ -276,7 +303,9 @@ class _Child:
         "origin",
         "outcome",
         "process",
+        "report_path",
         "result",
+        "stuck",
         "summary",
     )
 
@@ -292,6 +321,9 @@ class _Child:
         self.summary = ""
         self.detail = ""
         self.order: int | None = None  # when its failure was noticed, relative to others
+        self.stuck = False  # it raised StuckError (the run as a whole could not finish)
+        self.ask = -1  # write end of the pipe on which we ask it what it is doing
+        self.report_path = ""  # where it answers (see .diagnosis)
 
 
 def _supervise(
@@ -342,7 +374,13 @@ def _supervise(
             addresses_sent = True
         now = time.monotonic()
         stop_reason = None
-        if failed_at is not None and now >= failed_at + grace:
+        blamed = {c.origin for c in children if c.outcome == "failure"}
+        still_running = [c.index for c in children if c.outcome is None]
+        if still_running and blamed.issuperset(still_running):
+            # Every worker still running is one its peers have named as failed (e.g. it is
+            # stopped, and stopped sending heartbeats): no grace period will change that.
+            stop_reason = "named as failed by the other workers while still running; terminated"
+        elif failed_at is not None and now >= failed_at + grace:
             stop_reason = f"still running {grace:g} s after another worker failed; terminated"
         elif deadline is not None and now >= deadline:
             timed_out = True
@@ -358,12 +396,16 @@ def _supervise(
             stop_reason = "terminated because another worker did not start"
         if stop_reason is not None:
             stragglers = [c for c in children if c.outcome is None]
+            doing = _ask_what_they_are_doing(stragglers) if timed_out else {}
             _stop_all([c.process for c in stragglers])
             for child in stragglers:
                 _drain(child)
                 if child.outcome is None:
                     child.outcome = "terminated"
                     child.detail = child.summary = stop_reason
+                    if doing.get(child.index):
+                        child.detail = f"{stop_reason}; it was doing this:\n{doing[child.index]}"
+                        child.summary = f"{stop_reason}; {doing[child.index].splitlines()[0]}"
     deadline = time.monotonic() + 2.0
     for child in children:  # they have all reported; let them exit, then make sure
         child.process.join(max(0.0, deadline - time.monotonic()))
@@ -371,6 +413,18 @@ def _supervise(
     if all(c.outcome == "ok" for c in children):
         return [c.result for c in children]
     raise _failure(children, timed_out, timeout)
+
+
+def _ask_what_they_are_doing(children: list[_Child]) -> dict[int, str]:
+    """Each child's main-thread stack (and its own one-line summary first), within a second."""
+    for child in children:
+        diagnosis.request(child.ask)
+    deadline = time.monotonic() + 1.0
+    return {
+        c.index: diagnosis.collect(c.process.pid, c.report_path, deadline)
+        for c in children
+        if c.process.pid is not None
+    }
 
 
 def _drain(child: _Child) -> None:
@@ -392,6 +446,7 @@ def _drain(child: _Child) -> None:
                 child.origin = report["origin"]
                 child.summary = report["summary"]
                 child.detail = report["traceback"]
+                child.stuck = report.get("stuck", False)
     except (EOFError, OSError):
         child.conn_open = False
     except Exception as exc:  # noqa: BLE001 - the result could not be unpickled here
@@ -429,8 +484,20 @@ def _stop_all(processes: list[Any]) -> None:
             process.join(0)
 
 
-def _failure(children: list[_Child], timed_out: bool, timeout: float | None) -> WorkerFailure:
-    """The exception for a failed run: it names the worker that failed first."""
+def _failure(
+    children: list[_Child], timed_out: bool, timeout: float | None
+) -> WorkerFailure | StuckError:
+    """The exception for a failed run: it names the worker that failed first.  When every
+    worker that did not finish raised :class:`StuckError` (they all reached the same verdict),
+    the run is stuck, not failed: that StuckError, with ``.outcomes`` too."""
+    unfinished = [c for c in children if c.outcome != "ok"]
+    if unfinished and all(c.outcome == "raised" and c.stuck for c in unfinished):
+        first = min(unfinished, key=lambda c: c.order or 0)
+        stuck = StuckError(first.summary.removeprefix("StuckError: "))
+        stuck.outcomes = {  # type: ignore[attr-defined]
+            c.index: "finished" if c.outcome == "ok" else "raised StuckError" for c in children
+        }
+        return stuck
     direct = sorted(
         (c for c in children if c.outcome in ("raised", "died")), key=lambda c: c.order or 0
     )
@@ -443,8 +510,12 @@ def _failure(children: list[_Child], timed_out: bool, timeout: float | None) -> 
         worker = relayed[0].origin
         head = f"{relayed[0].summary} (reported by worker {relayed[0].index})"
     elif timed_out:
-        worker = None
-        head = f"the workers did not finish within the {timeout:g} s timeout"
+        late = [c for c in children if c.outcome == "terminated"]
+        worker = late[0].index if len(late) == 1 else None
+        head = (
+            f"workers {[c.index for c in late]} did not finish within the {timeout:g} s timeout"
+            + "".join(f"\nworker {c.index} {c.detail}" for c in late)
+        )
     else:
         worker = None
         head = "the workers did not finish"
@@ -476,15 +547,27 @@ def _worker_main(
     connect_timeout: float,
     linger: float,
     launcher: int,
+    heartbeat_timeout: float | None = None,
+    diagnose: tuple[int, str, Callable[[Any], str] | None] | None = None,
+    inherited_asks: Sequence[int] = (),
 ) -> None:
     for other in inherited:  # the parent's ends of the pipes, inherited through fork
         other.close()
+    for fd in inherited_asks:  # likewise the parent's ends of the diagnosis pipes
+        os.close(fd)
     _die_with_parent(launcher)
+    if diagnose is not None:
+        diagnosis.serve(*diagnose)
     allocator: TcpAllocator | None = None
     try:
         rendezvous = PipeRendezvous(conn, secret, timeout=connect_timeout)
         allocator = TcpAllocator(
-            index, processes, rendezvous, timeout=connect_timeout, linger=linger
+            index,
+            processes,
+            rendezvous,
+            timeout=connect_timeout,
+            linger=linger,
+            heartbeat_timeout=heartbeat_timeout,
         )
         result = body(allocator)
     except BaseException as exc:  # noqa: BLE001 - every way out is reported to the parent
@@ -509,9 +592,12 @@ def _report(index: int, exc: BaseException, prefix: str = "") -> dict[str, Any]:
         if isinstance(link, WorkerFailure) and link.worker is not None and link.worker != index:
             blamed = link
             break
-        link = link.__cause__ or link.__context__
+        # ``raise ... from None`` (e.g. a StuckError replacing the failure it explains) ends
+        # the chain: what was suppressed is not the cause.
+        link = link.__cause__ or (None if link.__suppress_context__ else link.__context__)
     summary = f"{prefix}{type(exc).__name__}: {exc}"
     return {
+        "stuck": isinstance(exc, StuckError),
         "kind": "raised" if blamed is None else "failure",
         "origin": index if blamed is None else blamed.worker,
         "summary": summary if blamed is None else str(blamed),

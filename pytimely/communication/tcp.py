@@ -24,7 +24,9 @@ Threads
     ``flush()`` without any risk of two workers blocking each other (a writer can only wait on a
     reader that is guaranteed to make progress).  Decoding (``pickle.loads``) happens on the
     worker thread in ``receive()``, so a receiver thread never runs user code.  The worker parks
-    in ``await_events`` on a condition variable the receivers notify — no polling.
+    in ``await_events`` on a condition variable the receivers notify — no polling.  One
+    *heartbeat thread* per process writes small HEARTBEAT frames besides the worker thread; a
+    per-peer send lock keeps the two writers' frames from interleaving.
 
 Failure
     A peer that disappears without its GOODBYE frame (crash, ``kill -9``, lost host), a peer that
@@ -32,7 +34,16 @@ Failure
     ``receive()`` / ``await_events()`` raise from then on.  A worker that shuts down because of a
     failure passes the *original* failed worker and message on in its own ABORT, so every worker
     names the root cause, not the neighbour that told it.  TCP keep-alive is switched on so that
-    a peer whose host vanishes is noticed too (after about half a minute).
+    a peer whose host vanishes is noticed too (after about half a minute), and a peer whose
+    connection stays open but from which nothing arrives — not even a heartbeat — for
+    ``heartbeat_timeout`` seconds is declared failed: stopped (SIGSTOP), deadlocked outside
+    Python, or unreachable.
+
+Counting and the control plane
+    DATA frames are counted per peer, when written and when handed to the worker, for
+    termination detection (:mod:`pytimely.termination`).  CONTROL frames carry that detection's
+    own messages and are not counted; GOODBYE carries the final counts and the worker's
+    farewell (what it built).
 
 Shutting down
     ``close()`` sends GOODBYE (or ABORT), half-closes every connection and then keeps reading
@@ -49,6 +60,8 @@ frames to a peer that has already said goodbye are dropped (it has finished; cou
 from __future__ import annotations
 
 import os
+import pickle
+import select
 import socket
 import threading
 import time
@@ -61,6 +74,7 @@ from .handshake import HandshakeRejected, connect_handshake
 from .rendezvous import Address, Rendezvous
 from .wire import (
     KIND_ABORT,
+    KIND_CONTROL,
     KIND_DATA,
     KIND_GOODBYE,
     FrameError,
@@ -68,8 +82,10 @@ from .wire import (
     StreamEnded,
     deserialize,
     encode_abort,
+    encode_control,
     encode_data,
     encode_goodbye,
+    encode_heartbeat,
     serialize,
 )
 
@@ -79,6 +95,12 @@ __all__ = ["TcpAllocator"]
 #: other side spreads its bytes).  Real peers need a few milliseconds; a few seconds leave room
 #: for a loaded machine while bounding how long a stranger can occupy a connection.
 HANDSHAKE_TIMEOUT = 5.0
+#: A connected peer that sends nothing at all (not even a heartbeat) for this many seconds is
+#: declared failed; ``PYTIMELY_HEARTBEAT_TIMEOUT`` overrides it.
+HEARTBEAT_TIMEOUT = 20.0
+#: Heartbeats go out (and silences are checked) at least this often.
+HEARTBEAT_PERIOD = 1.0
+HEARTBEAT_ENV = "PYTIMELY_HEARTBEAT_TIMEOUT"
 try:
     _IOV_MAX = min(os.sysconf("SC_IOV_MAX"), 1024)
 except (AttributeError, ValueError, OSError):  # pragma: no cover - non-POSIX
@@ -96,11 +118,14 @@ class _Peer:
     __slots__ = (
         "address",
         "bytes_sent",
+        "farewell",
         "frames_dropped",
         "frames_received",
         "frames_sent",
         "index",
+        "last_heard",
         "reader",
+        "send_lock",
         "sock",
         "state",
         "thread",
@@ -117,6 +142,11 @@ class _Peer:
         self.frames_received = 0
         self.frames_dropped = 0
         self.reader: FrameReader | None = None
+        self.farewell: Any = None  # what it said with its GOODBYE
+        self.last_heard = time.monotonic()  # when its receiver last read any bytes
+        # Frames are written by the worker thread and the heartbeat thread: one writer at a
+        # time per socket, or their bytes would interleave.
+        self.send_lock = threading.Lock()
 
 
 class TcpAllocator(Allocator):
@@ -126,6 +156,18 @@ class TcpAllocator(Allocator):
     once connected to every peer, or raises :class:`~pytimely.errors.CommunicationError` /
     :class:`~pytimely.errors.AuthenticationError` within ``timeout`` seconds.  ``linger`` bounds
     how long :meth:`close` waits for peers to close their side.
+
+    Liveness: a background thread sends every peer a HEARTBEAT frame every
+    ``min(heartbeat_timeout / 4, HEARTBEAT_PERIOD)`` seconds, whatever the worker thread is
+    doing (a long user function does not starve it: the interpreter switches threads every few
+    milliseconds).  A connected peer from which nothing at all arrived for ``heartbeat_timeout``
+    seconds (default :data:`HEARTBEAT_TIMEOUT`, or ``$PYTIMELY_HEARTBEAT_TIMEOUT``) is a failure
+    naming it, noticed within one more period: its process is stopped, deadlocked outside
+    Python, or unreachable.
+
+    Control plane: :meth:`send_control` frames bypass the data path and its counters, which
+    count only DATA frames: ``frames_sent`` when written to the socket, ``_delivered`` when
+    handed to the worker by :meth:`receive` (see :mod:`pytimely.termination`).
     """
 
     def __init__(
@@ -136,12 +178,23 @@ class TcpAllocator(Allocator):
         *,
         timeout: float = 30.0,
         linger: float = 5.0,
+        heartbeat_timeout: float | None = None,
     ) -> None:
         if peers < 1 or not 0 <= index < peers:
             raise ValueError(f"worker index {index} out of range for {peers} workers")
+        if heartbeat_timeout is None:
+            heartbeat_timeout = float(os.environ.get(HEARTBEAT_ENV, HEARTBEAT_TIMEOUT))
+        if heartbeat_timeout <= 0:
+            raise ValueError(f"heartbeat_timeout must be positive, not {heartbeat_timeout}")
         self.index = index
         self.peers = peers
         self._linger = linger
+        self.heartbeat_timeout = heartbeat_timeout
+        self._heartbeat_stop = threading.Event()
+        self._heartbeat: threading.Thread | None = None
+        self._control: list[tuple[int, object]] = []
+        self._delivered = [0] * peers  # DATA messages handed to the worker, per source
+        self._farewell: object = None
         self._cond = threading.Condition(threading.Lock())
         self._inbox: list[tuple[int, int, Any, list[bytearray]]] = []
         self._woken = False
@@ -169,6 +222,10 @@ class TcpAllocator(Allocator):
                     daemon=True,
                 )
                 peer.thread.start()
+            self._heartbeat = threading.Thread(
+                target=self._beat, name=f"pytimely-heartbeat-{index}", daemon=True
+            )
+            self._heartbeat.start()
 
     # --- sending ------------------------------------------------------------------------------
 
@@ -208,7 +265,8 @@ class TcpAllocator(Allocator):
                 peer.frames_dropped += frames
                 continue
             try:
-                peer.bytes_sent += _send_chunks(peer.sock, chunks)
+                with peer.send_lock:
+                    peer.bytes_sent += _send_chunks(peer.sock, chunks)
                 peer.frames_sent += frames
             except OSError as exc:
                 self._send_failed(peer, exc)
@@ -251,6 +309,7 @@ class TcpAllocator(Allocator):
                     )
                     raise self._failure_exception() from exc
                 out.append((channel, source, payload))
+                self._delivered[source] += 1
         return out
 
     def await_events(self, timeout: float | None) -> None:
@@ -266,7 +325,9 @@ class TcpAllocator(Allocator):
             self._raise_failure()
 
     def _pending(self) -> bool:
-        return bool(self._inbox or self._local_ready or self._failure or self._woken)
+        return bool(
+            self._inbox or self._local_ready or self._control or self._failure or self._woken
+        )
 
     def wake(self) -> None:
         with self._cond:
@@ -285,7 +346,16 @@ class TcpAllocator(Allocator):
                 peer.frames_received += len(batch)
                 batch.clear()
 
-        reader = peer.reader = FrameReader(peer.sock.recv_into, hand_over)
+        sock_recv_into = peer.sock.recv_into
+
+        def recv_into(buffer: memoryview) -> int:
+            got = sock_recv_into(buffer)
+            # Any bytes count as a sign of life: one huge frame may take longer to arrive
+            # than the heartbeat timeout.
+            peer.last_heard = time.monotonic()
+            return got
+
+        reader = peer.reader = FrameReader(recv_into, hand_over)
         try:
             while True:
                 frame = reader.read_frame()
@@ -304,9 +374,19 @@ class TcpAllocator(Allocator):
                     raise FrameError("frame after goodbye")
                 if kind == KIND_DATA:
                     batch.append((channel, source, payload, buffers))
+                elif kind == KIND_CONTROL:
+                    hand_over()
+                    message = _unpickle(payload, "control message")
+                    with self._cond:
+                        self._control.append((source, message))
+                        self._cond.notify()
                 elif kind == KIND_GOODBYE:
                     hand_over()
+                    peer.farewell = _unpickle(payload, "farewell") if payload else None
                     peer.state = _GOODBYE
+                    with self._cond:  # a departure is news to a parked worker
+                        self._woken = True
+                        self._cond.notify()
                 elif kind == KIND_ABORT:
                     hand_over()
                     message = bytes(payload).decode("utf-8", "replace")
@@ -344,6 +424,89 @@ class TcpAllocator(Allocator):
                 peer.index,
                 f"worker {self.index}: receiving from worker {peer.index} failed: {exc!r}",
             )
+
+    # --- the control plane --------------------------------------------------------------------
+
+    def send_control(self, target: int, message: object) -> None:
+        if not 0 <= target < self.peers or target == self.index:
+            raise ValueError(f"worker {target} is not a peer of worker {self.index}")
+        peer = self._peers[target]
+        if peer is None or peer.state != _CONNECTED or self._closed:
+            return  # it has finished (or failed, which receive() reports)
+        try:
+            with peer.send_lock:
+                peer.sock.sendall(encode_control(self.index, message), _MSG_NOSIGNAL)
+        except OSError as exc:
+            self._send_failed(peer, exc)
+
+    def control_messages(self) -> list[tuple[int, object]]:
+        if not self._control:
+            return []
+        with self._cond:
+            messages, self._control = self._control, []
+        return messages
+
+    def message_counts(self) -> tuple[list[int], list[int]]:
+        sent = [0] * self.peers
+        for peer in self._remote:
+            sent[peer.index] = peer.frames_sent
+        return sent, list(self._delivered)
+
+    def set_farewell(self, farewell: object) -> None:
+        self._farewell = farewell
+
+    def farewells(self) -> dict[int, Any]:
+        return {
+            peer.index: peer.farewell
+            for peer in self._remote
+            if peer.state in (_GOODBYE, _CLOSED) and peer.farewell is not None
+        }
+
+    # --- liveness -----------------------------------------------------------------------------
+
+    def _beat(self) -> None:
+        """Heartbeat thread: a HEARTBEAT to every peer every period (see the class docstring),
+        and a failure for any connected peer silent for ``heartbeat_timeout``.
+
+        It never blocks on a peer: a heartbeat is skipped when the worker thread is writing to
+        that peer (its frames are traffic enough) or when the peer's socket buffer is full (a
+        stopped peer does not read); one stuck peer must not silence us towards the others."""
+        timeout = self.heartbeat_timeout
+        frame = encode_heartbeat(self.index)
+        while not self._heartbeat_stop.wait(min(timeout / 4, HEARTBEAT_PERIOD)):
+            now = time.monotonic()
+            for peer in self._remote:
+                if peer.state != _CONNECTED:
+                    continue
+                silence = now - peer.last_heard
+                if silence > timeout:
+                    self._declare_silent(peer, silence)
+                    continue
+                if not peer.send_lock.acquire(blocking=False):
+                    continue
+                try:
+                    if self._heartbeat_stop.is_set():
+                        return  # close() has begun: nothing may follow GOODBYE / ABORT
+                    if _writable(peer.sock):
+                        peer.sock.sendall(frame, _MSG_NOSIGNAL)
+                except (OSError, ValueError):
+                    pass  # its receiver thread reports a broken connection
+                finally:
+                    peer.send_lock.release()
+
+    def _declare_silent(self, peer: _Peer, silence: float) -> None:
+        self._peer_failed(
+            peer,
+            WorkerFailure,
+            peer.index,
+            f"worker {peer.index} sent nothing for {silence:.1f} s (heartbeat timeout "
+            f"{self.heartbeat_timeout:g} s): its process is stopped (SIGSTOP?), deadlocked, or "
+            "its host is unreachable",
+        )
+        try:  # unblock a worker thread writing to it, and its receiver
+            peer.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
 
     def _stream_ended(self, peer: _Peer, why: str, after_goodbye_ok: bool = True) -> None:
         """``peer``'s stream ended: fine when we are closing (or it said goodbye, if
@@ -394,8 +557,12 @@ class TcpAllocator(Allocator):
             except WorkerFailure:
                 pass  # a peer failed while we flushed: tell the others (below)
         self._closed = True
+        self._heartbeat_stop.set()
         if error is None and self._failure is None:
-            last_frame = encode_goodbye(self.index)
+            sent, received = self.message_counts()
+            last_frame = encode_goodbye(
+                self.index, {"sent": sent, "received": received, "note": self._farewell}
+            )
             linger = self._linger
         else:
             if self._failure is not None and self._failure[0] is WorkerFailure:
@@ -411,7 +578,8 @@ class TcpAllocator(Allocator):
         for peer in self._remote:
             if peer.state == _CONNECTED or peer.state == _GOODBYE:
                 try:
-                    peer.sock.sendall(last_frame, _MSG_NOSIGNAL)
+                    with peer.send_lock:
+                        peer.sock.sendall(last_frame, _MSG_NOSIGNAL)
                 except OSError:
                     pass
             try:
@@ -432,6 +600,8 @@ class TcpAllocator(Allocator):
             if peer.thread is not None:
                 peer.thread.join(1.0)
             peer.sock.close()
+        if self._heartbeat is not None:
+            self._heartbeat.join(1.0)
         self._local_queued = []
         self._local_ready = []
         self._outgoing = [[] for _ in range(self.peers)]
@@ -470,6 +640,21 @@ class TcpAllocator(Allocator):
 
 
 # --- socket helpers ---------------------------------------------------------------------------
+
+
+def _writable(sock: socket.socket) -> bool:
+    """The socket's send buffer has room now (``poll``: no limit on descriptor numbers)."""
+    poller = select.poll()
+    poller.register(sock, select.POLLOUT)
+    return any(events & select.POLLOUT for _fd, events in poller.poll(0))
+
+
+def _unpickle(payload: bytes | bytearray, what: str) -> Any:
+    """A control-plane payload (written by pytimely itself, never user objects)."""
+    try:
+        return pickle.loads(payload)
+    except Exception as exc:  # noqa: BLE001 - unpickling may raise anything
+        raise FrameError(f"undecodable {what}: {exc!r}") from exc
 
 
 def _send_chunks(sock: socket.socket, chunks: list[bytes | memoryview]) -> int:

@@ -4,7 +4,7 @@ Once two workers have authenticated each other (:mod:`.handshake`), their TCP co
 a sequence of *frames*.  Every frame starts with a fixed 32-byte little-endian header::
 
     offset size  field
-    0      1     kind            DATA (1), GOODBYE (2) or ABORT (3)
+    0      1     kind            DATA (1), GOODBYE (2), ABORT (3), CONTROL (4), HEARTBEAT (5)
     1      1     version         WIRE_VERSION
     2      2     magic           0x5954 ("TY"): catches a stream that lost its framing
     4      4     source          index of the sending worker
@@ -22,7 +22,13 @@ followed by ``buffer count`` 8-byte buffer lengths, the payload, and the buffers
   array therefore costs one copy from the socket, not three.  Small buffers (under
   ``OUT_OF_BAND_MIN`` bytes) stay in band, where they are cheaper.
 * GOODBYE: the sender is shutting down in order; it sends nothing after this, and closing the
-  connection afterwards is not a failure.
+  connection afterwards is not a failure.  The payload, if any, is a pickle: the sender's
+  farewell (its final message counts and what its worker built, for termination detection).
+* CONTROL: a pickled message of the control plane (termination detection).  Control frames are
+  deliberately *not* data: they are not counted as messages, so asking whether the computation
+  is quiescent does not disturb the counts that answer the question.
+* HEARTBEAT: no payload; sent periodically by a background thread so that a silent peer can be
+  told apart from an idle one.
 * ABORT: the sender is shutting down because a worker failed.  The payload is the failure's
   message (UTF-8), the channel field names the worker that failed first, so that a failure
   cascading through the mesh keeps naming its root cause.
@@ -50,27 +56,33 @@ from ..errors import SerializationError
 __all__ = [
     "HEADER",
     "KIND_ABORT",
+    "KIND_CONTROL",
     "KIND_DATA",
     "KIND_GOODBYE",
+    "KIND_HEARTBEAT",
     "FrameError",
     "FrameReader",
     "StreamEnded",
     "deserialize",
     "encode_abort",
+    "encode_control",
     "encode_data",
     "encode_goodbye",
+    "encode_heartbeat",
     "serialize",
 ]
 
 HEADER = struct.Struct("<BBHIQQI4x")
 HEADER_SIZE = HEADER.size  # 32
-WIRE_VERSION = 1
+WIRE_VERSION = 2  # 2: CONTROL and HEARTBEAT frames, GOODBYE with a farewell
 MAGIC = 0x5954
 
 KIND_DATA = 1
 KIND_GOODBYE = 2
 KIND_ABORT = 3
-_KINDS = (KIND_DATA, KIND_GOODBYE, KIND_ABORT)
+KIND_CONTROL = 4
+KIND_HEARTBEAT = 5
+_KINDS = (KIND_DATA, KIND_GOODBYE, KIND_ABORT, KIND_CONTROL, KIND_HEARTBEAT)
 
 #: Buffers smaller than this are pickled in band (a separate buffer costs a length, an iovec and
 #: an allocation on the receiver, which only pays off for large buffers).
@@ -147,8 +159,18 @@ def encode_data(
     return [header, data]
 
 
-def encode_goodbye(source: int) -> bytes:
-    return HEADER.pack(KIND_GOODBYE, WIRE_VERSION, MAGIC, source, 0, 0, 0)
+def encode_goodbye(source: int, farewell: object = None) -> bytes:
+    body = b"" if farewell is None else pickle.dumps(farewell, protocol=5)
+    return HEADER.pack(KIND_GOODBYE, WIRE_VERSION, MAGIC, source, 0, len(body), 0) + body
+
+
+def encode_control(source: int, message: object) -> bytes:
+    body = pickle.dumps(message, protocol=5)
+    return HEADER.pack(KIND_CONTROL, WIRE_VERSION, MAGIC, source, 0, len(body), 0) + body
+
+
+def encode_heartbeat(source: int) -> bytes:
+    return HEADER.pack(KIND_HEARTBEAT, WIRE_VERSION, MAGIC, source, 0, 0, 0)
 
 
 def encode_abort(source: int, origin: int, message: str) -> bytes:

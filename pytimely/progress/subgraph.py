@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable
+from types import FrameType
 from typing import Any
 
 from ..errors import CapabilityError, OperatorCapabilityError, OperatorError
@@ -114,6 +115,9 @@ class Subgraph:
         self._output_capabilities = [MutableAntichain() for _ in range(self.outputs)]
         self._local = ChangeBatch()  # this worker's counts, to be exchanged
         self._final = ChangeBatch()  # counts every worker agrees on, to be applied
+        # Capabilities held by *this worker's* operators, by (source location, time): the
+        # tracker only knows the sum over all workers, which cannot say who holds what.
+        self._held = ChangeBatch()
         self._interest: list[list[FrontierInterest]] = [[] for _ in range(n)]
         for i in range(1, n):
             self._interest[i] = list(children[i].interest())
@@ -165,8 +169,11 @@ class Subgraph:
         """
         tracker = self.tracker
         for index in range(1, len(self.children)):
-            for o, t, d in self.children[index].initial_internals():
+            child = self.children[index]
+            for o, t, d in child.initial_internals():
                 tracker.update_source(index, o, t, d)
+                if child.local:  # ``peers`` initial capabilities: one per worker
+                    self._held.update((tracker.source_loc[index][o], t), d // self.peers)
             self.activate_child(index)  # everyone runs once (to drop or keep initial tokens)
         self._propagate()
 
@@ -316,6 +323,8 @@ class Subgraph:
                 sl = tracker.source_loc[index][o]
                 for t, d in cb.drain():
                     into.update((sl, t), d)
+                    if child.local:
+                        self._held.update((sl, t), d)
 
     def _propagate(self) -> None:
         """Apply received and final counts; distribute frontier changes; report upwards."""
@@ -395,6 +404,25 @@ class Subgraph:
 
     # ----------------------------------------------------------------------------------------
     # Introspection.
+
+    @staticmethod
+    def scheduling(frame: FrameType) -> tuple[str, tuple[int, ...]] | None:
+        """If ``frame`` is a subgraph scheduling one of its children: that child's name and
+        address.  For describing, from another thread, what a worker is busy with."""
+        if frame.f_code is not Subgraph._run_children.__code__:
+            return None
+        local = frame.f_locals
+        child, scope, index = local.get("child"), local.get("self"), local.get("index")
+        if child is None or scope is None or index is None:
+            return None
+        return getattr(child, "name", "?"), scope.path + (index,)
+
+    def held_capabilities(self) -> list[tuple[Any, Any, int]]:
+        """``(Source, time, count)`` of the capabilities this worker's own operators hold in
+        this scope (not in nested scopes), where :meth:`tracker.positive_pointstamps` sums all
+        workers."""
+        location = self.tracker.location
+        return [(location(loc), t, c) for (loc, t), c in self._held if c > 0]
 
     def statistics(self) -> dict[str, Any]:
         """What this scope is doing: live children, pending activations, held pointstamps."""
