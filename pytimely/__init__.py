@@ -26,6 +26,7 @@ from .dataflow import (
     Stream,
     UnorderedHandle,
 )
+from .dataflow.operators.keyed import KeyedContext, StateStats
 from .execute import example, execute, execute_from_args
 from .order import Product, ProductSummary
 from .progress.operate import FrontierInterest
@@ -39,4 +40,5 @@ __all__ = [
     "Scope", "Stream", "Capability", "CapabilityRef", "CapabilitySet", "ActivateCapability",
     "Pipeline", "Exchange", "Broadcast", "OperatorBuilder", "OperatorInfo", "Activator",
     "InputHandle", "UnorderedHandle", "ProbeHandle", "CaptureHandle", "LoopHandle", "Notificator",
+    "KeyedContext", "StateStats",
 ]

@@ -15,6 +15,8 @@ from . import (
     capture,
     feedback,
     generic,
+    join,
+    keyed,
     map,
     notify,
     probe,
@@ -28,6 +30,8 @@ __all__ = [
     "capture",
     "feedback",
     "generic",
+    "join",
+    "keyed",
     "map",
     "notify",
     "probe",
@@ -82,6 +86,9 @@ _METHODS = {
     "binary_notify": notify.binary_notify,
     "tumbling_average": window.tumbling_average,
     "assign_watermarks": watermarks.assign_watermarks,
+    "stateful_map": keyed.stateful_map,
+    "keyed_process": keyed.keyed_process,
+    "join": join.join,
 }
 
 for _name, _fn in _METHODS.items():
