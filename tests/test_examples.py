@@ -348,3 +348,44 @@ def test_wordcount_three_workers():
     per_worker = load("wordcount").run(4, lines, workers=3)
     merged = sorted(x for got in per_worker for x in got)
     assert merged == sorted(plain_wordcount(4, lines, workers=3))
+
+
+# --------------------------------------------------------------------------------------------
+# sessionization
+
+
+def test_sessionization_small_known_answer(capsys):
+    sessionization = load("sessionization")
+    per_worker = sessionization.main(["12", "2", "3"])
+    clicks = sessionization.make_clicks(12, 2)
+    expected = sessionization.plain_sessions(clicks, 3)
+    assert sorted(s for _t, s in per_worker[0]) == expected
+    assert all(t == end for t, (_u, _s, end, _n) in per_worker[0])  # reported at the end
+    assert sum(n for _u, _s, _e, n in expected) == 12
+    printed = capsys.readouterr().out.splitlines()
+    assert len(printed) == len(expected) and printed[0].startswith("user ")
+
+
+def test_sessionization_a_click_at_the_gap_starts_a_new_session():
+    sessionization = load("sessionization")
+    clicks = [(0, "u"), (2, "u"), (2, "v"), (5, "u"), (9, "u")]
+    (got,) = sessionization.run(gap=3, clicks=clicks)
+    # 5 - 2 == gap: a new session; each reported at its end.
+    assert sorted(got) == [
+        (5, ("u", 0, 5, 2)), (5, ("v", 2, 5, 1)), (8, ("u", 5, 8, 1)), (12, ("u", 9, 12, 1)),
+    ]
+    assert sessionization.plain_sessions(clicks, 3) == sorted(s for _t, s in got)
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3])
+def test_sessionization_matches_plain_python(workers):
+    sessionization = load("sessionization")
+    per_worker = sessionization.run(600, 15, 10, workers=workers)
+    got = sorted(s for sessions in per_worker for _t, s in sessions)
+    assert got == sessionization.plain_sessions(sessionization.make_clicks(600, 15), 10)
+    assert all(t == s[2] for sessions in per_worker for t, s in sessions)
+
+
+def test_sessionization_answers_help(capsys):
+    assert load("sessionization").main(["--help"]) == []
+    assert "Sessionization with ``keyed_process``" in capsys.readouterr().out
