@@ -45,11 +45,10 @@ from ..channels import Exchange
 from ..stream import Stream
 from .generic import unary_frontier
 
-__all__ = ["KeyedContext", "StateStats", "keyed_process", "stateful_map"]
+__all__ = ["EventTimers", "KeyedContext", "StateStats", "keyed_process", "stateful_map"]
 
 _IF_CAP = FrontierInterest.IF_CAPABILITY
 _FIRST = itemgetter(0)
-_SECOND = itemgetter(1)
 
 
 class StateStats:
@@ -225,6 +224,65 @@ def stateful_map(
     return unary_frontier(stream, Exchange(route), name, ctor, interest=_IF_CAP)
 
 
+class EventTimers:
+    """Pending event-time timers of one operator instance: per distinct time, one retained
+    capability and the keys with a timer there (a dict: insertion order, no duplicates); the
+    times in a heap (cancelled times are skipped lazily when they surface)."""
+
+    __slots__ = ("_at", "_heap", "_count")
+
+    def __init__(self) -> None:
+        self._at: dict[Any, list[Any]] = {}  # time -> [capability, {key: None}]
+        self._heap: list[Any] = []
+        self._count = 0
+
+    def set(self, t: Any, key: Any, cap: Any) -> None:
+        """A timer for ``key`` at ``t``; ``cap`` (at or before ``t``) mints the time's token."""
+        entry = self._at.get(t)
+        if entry is None:
+            self._at[t] = [cap.delayed(t), {key: None}]
+            heapq.heappush(self._heap, t)
+            self._count += 1
+        elif key not in entry[1]:
+            entry[1][key] = None
+            self._count += 1
+
+    def cancel(self, t: Any, key: Any) -> None:
+        """Remove ``key``'s timer at ``t``; the time's token goes with its last timer."""
+        entry = self._at.get(t)
+        if entry is not None and key in entry[1]:
+            del entry[1][key]
+            self._count -= 1
+            if not entry[1]:
+                del self._at[t]
+                entry[0].drop()
+
+    def next_due(self, frontier: Any) -> Any:
+        """The earliest pending time the frontier has passed, or ``None``."""
+        heap, at = self._heap, self._at
+        while heap and heap[0] not in at:
+            heapq.heappop(heap)  # cancelled
+        if heap and not frontier.less_equal(heap[0]):
+            return heap[0]
+        return None
+
+    def pop(self, t: Any) -> tuple[Any, Any]:
+        """Take the timers at ``t`` (the earliest pending time): ``(token, keys)``; the caller
+        drops the token."""
+        heapq.heappop(self._heap)
+        held, keys = self._at.pop(t)
+        self._count -= len(keys)
+        return held, keys
+
+    def times(self) -> int:
+        """Distinct pending timer times (= tokens held for timers)."""
+        return len(self._at)
+
+    def __len__(self) -> int:
+        """Pending timers."""
+        return self._count
+
+
 class KeyedContext:
     """What ``process`` and ``on_timer`` of :func:`keyed_process` see: the current key and
     time, the key's state, its timers, and the output.
@@ -241,19 +299,28 @@ class KeyedContext:
     * ``emit(x)``: send ``x`` at ``time``.
     """
 
-    __slots__ = ("key", "time", "_states", "_timers", "_heap", "_cap", "_out", "_name", "_count")
+    __slots__ = ("key", "time", "_name", "_states", "_timers", "_cap", "_out")
 
-    def __init__(self, name: str, states: dict[Any, Any], timers: dict[Any, list[Any]],
-                 heap: list[Any]) -> None:
+    def __init__(self, name: str, states: dict[Any, Any], timers: EventTimers) -> None:
         self.key: Any = None
         self.time: Any = None
         self._name = name
         self._states = states
-        self._timers = timers  # time -> [capability, {key: None}]
-        self._heap = heap
+        self._timers = timers
         self._cap: Any = None
         self._out: list[Any] = []
-        self._count = 0  # pending timers in total
+
+    def bind(self, t: Any, cap: Any) -> list[Any]:
+        """(For the operator.) Start calls at time ``t`` with capability ``cap``; returns the
+        list that ``emit`` fills."""
+        self.time = t
+        self._cap = cap
+        self._out = []
+        return self._out
+
+    def unbind(self) -> None:
+        """(For the operator.) Forget the capability of the last calls."""
+        self._cap = None
 
     @property
     def state(self) -> Any:
@@ -281,28 +348,11 @@ class KeyedContext:
                 f"keyed_process {self._name!r}: set_timer({t!r}) for key {self.key!r} is before "
                 f"the current time {self.time!r}"
             )
-        entry = self._timers.get(t)
-        if entry is None:
-            self._timers[t] = [self._cap.delayed(t), {self.key: None}]
-            heapq.heappush(self._heap, t)
-            self._count += 1
-        elif self.key not in entry[1]:
-            entry[1][self.key] = None
-            self._count += 1
+        self._timers.set(t, self.key, self._cap)
 
     def cancel_timer(self, t: Any) -> None:
         """Remove this key's timer at ``t`` (nothing happens if there is none)."""
-        entry = self._timers.get(t)
-        if entry is not None and self.key in entry[1]:
-            del entry[1][self.key]
-            self._count -= 1
-            if not entry[1]:
-                del self._timers[t]  # its heap slot is skipped when it surfaces
-                entry[0].drop()
-
-    def pending_timers(self) -> int:
-        """Timers set and not yet fired or cancelled, over all keys."""
-        return self._count
+        self._timers.cancel(t, self.key)
 
 
 def keyed_process(
@@ -348,14 +398,11 @@ def keyed_process(
         states: dict[Any, Any] = {}
         pending: dict[Any, list[Any]] = {}  # record time -> [capability, batches]
         times: list[Any] = []  # heap of pending record times
-        timers: dict[Any, list[Any]] = {}  # timer time -> [capability, {key: None}]
-        timer_heap: list[Any] = []  # heap of timer times (cancelled ones skipped lazily)
-        ctx = KeyedContext(name, states, timers, timer_heap)
+        timers = EventTimers()
+        ctx = KeyedContext(name, states, timers)
 
         def apply(send: Any, t: Any, batch: Any, out: Any) -> None:
-            ctx.time = t
-            ctx._cap = send
-            results = ctx._out = []
+            results = ctx.bind(t, send)
             r = None
             fn: Any = key_of
             try:
@@ -375,10 +422,7 @@ def keyed_process(
 
         def fire(t: Any, out: Any) -> None:
             held, keys = timers.pop(t)
-            ctx.time = t
-            ctx._cap = held
-            results = ctx._out = []
-            ctx._count -= len(keys)
+            results = ctx.bind(t, held)
             k = None
             try:
                 for k in keys:
@@ -396,11 +440,9 @@ def keyed_process(
 
         def logic(inp: Any, out: Any) -> None:
             frontier = inp.frontier
+            # Stashed records and due timers, merged in time order (records of a time first).
             while True:
-                while timer_heap and timer_heap[0] not in timers:
-                    heapq.heappop(timer_heap)  # cancelled
-                due = timer_heap[0] if timer_heap and not frontier.less_equal(timer_heap[0]) \
-                    else None
+                due = timers.next_due(frontier)
                 if times and not frontier.less_than(times[0]) and (
                     due is None or not due < times[0]
                 ):
@@ -410,7 +452,6 @@ def keyed_process(
                         apply(held, t, batch, out)
                     held.drop()
                 elif due is not None:
-                    heapq.heappop(timer_heap)
                     fire(due, out)
                 else:
                     break
@@ -425,9 +466,9 @@ def keyed_process(
                     heapq.heappush(times, t)
                 else:
                     entry[1].append(batch)
-            ctx._cap = None
+            ctx.unbind()
             if stats is not None:
-                stats.record(len(states), ctx.pending_timers(), len(pending) + len(timers))
+                stats.record(len(states), len(timers), len(pending) + timers.times())
 
         return logic
 
