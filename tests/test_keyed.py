@@ -470,3 +470,11 @@ def test_set_timer_in_the_past_is_refused():
 
     with pytest.raises(OperatorError, match=r"set_timer\(3\) for key 'k' is before the current"):
         pt.example(build)
+
+
+def test_join_pairs_of_partially_ordered_times_meet_at_their_least_upper_bound():
+    from pytimely.dataflow.operators.join import least_upper_bound
+
+    assert least_upper_bound(pt.Product(1, 0), pt.Product(0, 5)) == pt.Product(1, 5)
+    assert least_upper_bound(pt.Product(1, 2), pt.Product(1, 5)) == pt.Product(1, 5)
+    assert least_upper_bound(3, 7) == 7

@@ -19,7 +19,8 @@ forgotten leaves no trace.  Forgetting happens whenever the operator runs (it is
 frontier changes alone), so memory stays bounded on an unbounded stream with bounded live keys
 and a bounded rate.
 
-Times must be totally ordered (integers are the intended use).
+Times are integers, or partially ordered times (loop scopes' products), where "the later" is
+the least upper bound of the two; ``within`` needs integers.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import heapq
 from collections.abc import Callable
 from typing import Any
 
+from ...order import Product, less_equal
 from ..channels import Exchange
 from ..stream import Stream
 from .generic import binary
@@ -78,6 +80,17 @@ class _Side:
                     del self.records[k]
 
 
+def least_upper_bound(a: Any, b: Any) -> Any:
+    """The earliest time at or after both ``a`` and ``b`` (for products, per coordinate)."""
+    if less_equal(a, b):
+        return b
+    if less_equal(b, a):
+        return a
+    if isinstance(a, Product) and isinstance(b, Product):
+        return Product(least_upper_bound(a[0], b[0]), least_upper_bound(a[1], b[1]))
+    raise TypeError(f"times {a!r} and {b!r} have no common later time")
+
+
 def join(
     stream: Stream,
     other: Stream,
@@ -119,6 +132,7 @@ def join(
         def arrive(ref: Any, batch: Any, key_of: Any, pairs: bool, mine: _Side, theirs: _Side,
                    is_left: bool, out: Any) -> None:
             t = ref.time
+            total = type(t) is int
             by_out_time: dict[Any, list[Any]] = {}
             here = by_out_time[t] = []
             stored = theirs.records
@@ -134,6 +148,8 @@ def join(
                         for t2, values in partners.items():
                             if track and abs(t2 - t) > within:  # type: ignore[operator]
                                 continue
+                            if not total:
+                                t2 = least_upper_bound(t, t2)
                             if t < t2:
                                 dest = by_out_time.get(t2)
                                 if dest is None:
