@@ -29,6 +29,7 @@ from .dataflow import (
 from .execute import example, execute, execute_from_args
 from .order import Product, ProductSummary
 from .progress.operate import FrontierInterest
+from .windows import Session, Sliding, Tumbling
 from .worker import StuckError, Worker
 
 __version__ = "0.1.0"
@@ -39,4 +40,5 @@ __all__ = [
     "Scope", "Stream", "Capability", "CapabilityRef", "CapabilitySet", "ActivateCapability",
     "Pipeline", "Exchange", "Broadcast", "OperatorBuilder", "OperatorInfo", "Activator",
     "InputHandle", "UnorderedHandle", "ProbeHandle", "CaptureHandle", "LoopHandle", "Notificator",
+    "Tumbling", "Sliding", "Session",
 ]

@@ -21,6 +21,7 @@ from . import (
     routing,
     watermarks,
     window,
+    windowing,
 )
 
 __all__ = [
@@ -34,6 +35,7 @@ __all__ = [
     "routing",
     "watermarks",
     "window",
+    "windowing",
 ]
 
 
@@ -82,6 +84,10 @@ _METHODS = {
     "binary_notify": notify.binary_notify,
     "tumbling_average": window.tumbling_average,
     "assign_watermarks": watermarks.assign_watermarks,
+    "window_fold": windowing.window_fold,
+    "window_count": windowing.window_count,
+    "window_collect": windowing.window_collect,
+    "window_join": windowing.window_join,
 }
 
 for _name, _fn in _METHODS.items():
