@@ -104,8 +104,8 @@ class Sliding:
         return -(-self.width // self.step)
 
     def __eq__(self, other: object) -> bool:
-        return type(other) is type(self) and all(
-            getattr(self, a) == getattr(other, a) for a in self.__slots__
+        return type(other) is type(self) and (other.width, other.step, other.offset) == (
+            self.width, self.step, self.offset
         )
 
     def __hash__(self) -> int:

@@ -480,3 +480,10 @@ def test_raising_key_function_names_operator_function_and_record():
     with pytest.raises((OperatorError, WorkerFailure), match=r"window_count: key function "
                        r".*key_of raised TypeError.*'ok'"):
         pt.example(_failing_dataflow(key=key_of))
+
+
+def test_windowers_compare_by_parameters():
+    assert pt.Tumbling(3) == pt.Tumbling(3) != pt.Tumbling(4)
+    assert pt.Sliding(4, 4) != pt.Tumbling(4)  # different kinds, even with equal windows
+    assert pt.Session(5) == pt.Session(5) != pt.Session(6)
+    assert pt.windows.Tumbling is pt.Tumbling

@@ -290,18 +290,16 @@ def _fixed_logic(op: str, windower: Sliding, kind: _Kind, key: Any, event_time: 
         for ref, batch in inp:
             t = ref.time
             _check_time(op, t)
-            if event_time is None and tumbling:
-                keys, values = (
-                    (list(map(_first, batch)), None) if kind.name == "count" and key is None
-                    else split(batch)
-                )
-                kind.add(op, state.entry(ref, end_of(t) + lateness, kind), keys, values, t)
+            if event_time is None:  # the whole batch is in the same windows
+                if kind.name == "count" and key is None:
+                    keys, values = list(map(_first, batch)), None
+                else:
+                    keys, values = split(batch)
+                for end in ends_of(t):
+                    kind.add(op, state.entry(ref, end + lateness, kind), keys, values, t)
                 continue
-            if event_time is None:
-                times = [t] * len(batch)
-            else:
-                times = _check_times(op, _apply(op, "event_time", event_time, batch), batch,
-                                     _fn_name(event_time))
+            times = _check_times(op, _apply(op, "event_time", event_time, batch), batch,
+                                 _fn_name(event_time))
             keys, values = split(batch)
             groups: dict[int, list[int]] = {}  # E -> indices of on-time records
             late: list[Any] = []
