@@ -53,6 +53,7 @@ from ...errors import OperatorError
 from ...progress.operate import FrontierInterest
 from ...windows import Session, Sliding, Tumbling
 from ..channels import Exchange, Pact
+from ..columnar import ColumnExchange, column, select
 from ..stream import Stream
 from .generic import OperatorBuilder
 from .map import map_batch
@@ -60,7 +61,6 @@ from .map import map_batch
 __all__ = [
     "Windowed",
     "WindowJoined",
-    "ColumnExchange",
     "window_fold",
     "window_count",
     "window_collect",
@@ -545,65 +545,6 @@ def _session_logic(op: str, windower: Session, kind: _Kind, key: Any, event_time
 # -- the columnar path ---------------------------------------------------------------------------
 
 
-def _column(batch: Any, name: str) -> Any:
-    """Column ``name`` of a numpy structured array or an Arrow record batch, as numpy."""
-    import numpy as np
-
-    if isinstance(batch, np.ndarray):
-        return batch[name]
-    return batch.column(name).to_numpy()
-
-
-def _select(batch: Any, mask: Any) -> Any:
-    """The rows of ``batch`` where ``mask`` is true, as a batch of the same type."""
-    import numpy as np
-
-    if isinstance(batch, np.ndarray):
-        return batch[mask]
-    return batch.filter(mask)
-
-
-class ColumnExchange(Pact):
-    """Route the rows of numpy structured arrays or Arrow record batches by the ``column``
-    (the same rule as :class:`~pytimely.Exchange`: an int key to worker ``key % peers``, any
-    other through ``stable_hash``), one vectorized pass per batch."""
-
-    def __init__(self, column: str) -> None:
-        self.column = column
-
-    def connect(self, worker: Any, push: Callable[[Any, Any], None]) -> Callable[[Any, Any], None]:
-        import numpy as np
-
-        from ...communication.hashing import stable_hash
-
-        channel = worker._allocate_channel()
-        peers = worker.peers
-        if peers == 1:
-            return push
-        worker._register_data_channel(channel, push)
-        me, send, column = worker.index, worker.allocator.send, self.column
-
-        def columnar_push(t: Any, batch: Any) -> None:
-            keys = _column(batch, column)
-            if keys.dtype.kind in "iu":
-                dest = keys % peers
-            else:
-                uniq, inverse = np.unique(keys, return_inverse=True)
-                dest = np.array([stable_hash(k) % peers for k in uniq.tolist()])[inverse]
-            for w in range(peers):
-                part = _select(batch, dest == w)
-                if len(part):
-                    if w == me:
-                        push(t, part)
-                    else:
-                        send(channel, w, (t, part))
-
-        return columnar_push
-
-    def __repr__(self) -> str:
-        return f"ColumnExchange({self.column!r})"
-
-
 def _group(keys: Any, values: Any, ufunc: Any) -> tuple[list, list]:
     """Distinct keys and, per key, the count (``ufunc is None``) or ``ufunc.reduce`` of its
     values, both as Python lists."""
@@ -653,8 +594,8 @@ def _columnar_logic(op: str, windower: Sliding, kind: _Kind, key: str, event_tim
         for ref, batch in inp:
             t = ref.time
             _check_time(op, t)
-            keys = _column(batch, key)
-            values = _column(batch, value) if ufunc is not None else None
+            keys = column(batch, key)
+            values = column(batch, value) if ufunc is not None else None
             if event_time is None:
                 xs = None
                 last = t - (t - offset) % step
@@ -665,7 +606,7 @@ def _columnar_logic(op: str, windower: Sliding, kind: _Kind, key: str, event_tim
                     aggs = state.entry(ref, s + width + lateness, kind)
                     merge(aggs, *_group(keys, values, ufunc))
                 continue
-            xs = _column(batch, event_time)
+            xs = column(batch, event_time)
             if xs.dtype.kind not in "iu":
                 raise TypeError(
                     f"{op}: event times must be integers, column {event_time!r} has dtype "
@@ -695,7 +636,7 @@ def _columnar_logic(op: str, windower: Sliding, kind: _Kind, key: str, event_tim
                     merge(state.entry(ref, e, kind),
                           *_group(sel_k[m], sel_v[m] if sel_v is not None else None, ufunc))
             if missed.any():
-                late_out.session(ref).give_batch(_select(batch, missed))
+                late_out.session(ref).give_batch(select(batch, missed))
         state.release(inp.frontier, lambda token, e, aggs: emit(out, token, e, aggs))
 
     return logic
