@@ -24,6 +24,7 @@ Session(gap=5)
 
 from __future__ import annotations
 
+import numbers
 from typing import Any
 
 __all__ = ["Tumbling", "Sliding", "Session", "Windower"]
@@ -39,14 +40,7 @@ def _positive_int(owner: str, name: str, value: Any) -> int:
 
 def _is_integral(value: Any) -> bool:
     """An integer that is not a bool (numpy integers included)."""
-    if isinstance(value, bool):
-        return False
-    try:
-        import numbers
-
-        return isinstance(value, numbers.Integral)
-    except ImportError:  # pragma: no cover
-        return isinstance(value, int)
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
 def _offset(owner: str, value: Any) -> int:

@@ -44,6 +44,7 @@ to ``.late`` as a batch of the input's type.
 from __future__ import annotations
 
 import heapq
+import numbers
 from collections import Counter
 from collections.abc import Callable
 from operator import itemgetter
@@ -139,8 +140,6 @@ def _check_times(op: str, times: list, batch: list, what: str) -> list:
             break
     else:
         return times
-    import numbers
-
     out = []
     for x, r in zip(times, batch):
         if type(x) is int:
