@@ -23,6 +23,7 @@ from . import (
     routing,
     watermarks,
     window,
+    windowing,
 )
 
 __all__ = [
@@ -38,6 +39,7 @@ __all__ = [
     "routing",
     "watermarks",
     "window",
+    "windowing",
 ]
 
 
@@ -89,6 +91,10 @@ _METHODS = {
     "stateful_map": keyed.stateful_map,
     "keyed_process": keyed.keyed_process,
     "join": join.join,
+    "window_fold": windowing.window_fold,
+    "window_count": windowing.window_count,
+    "window_collect": windowing.window_collect,
+    "window_join": windowing.window_join,
 }
 
 for _name, _fn in _METHODS.items():
