@@ -389,3 +389,36 @@ def test_sessionization_matches_plain_python(workers):
 def test_sessionization_answers_help(capsys):
     assert load("sessionization").main(["--help"]) == []
     assert "Sessionization with ``keyed_process``" in capsys.readouterr().out
+
+
+# --------------------------------------------------------------------------------------------
+# windowed_join
+
+
+def test_windowed_join_known_answer():
+    windowed_join = load("windowed_join")
+    data = [(1, "click", 1, "ad1"), (4, "buy", 1, "book"), (9, "buy", 2, "pen"),
+            (10, "buy", 1, "lamp"), (12, "click", 1, "ad2"), (15, "click", 2, "ad3")]
+    (got,) = windowed_join.run(width=10, data=data)
+    # The lamp bought at 10 is in [10, 20), with the second click; user 2 clicked a window late.
+    assert sorted(got) == [(10, (1, 0, 10, "ad1", "book")), (20, (1, 10, 20, "ad2", "lamp"))]
+    assert windowed_join.plain_matches(data, 10) == sorted(m for _t, m in got)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_windowed_join_matches_plain_python(workers):
+    windowed_join = load("windowed_join")
+    per_worker = windowed_join.run(300, 6, 12, workers=workers)
+    got = sorted(m for matches in per_worker for _t, m in matches)
+    expected = windowed_join.plain_matches(windowed_join.make_events(300, 6), 12)
+    assert got == expected and len(expected) >= 50
+    assert all(t == m[2] for matches in per_worker for t, m in matches)  # at the window's end
+
+
+def test_windowed_join_prints_and_answers_help(capsys):
+    windowed_join = load("windowed_join")
+    per_worker = windowed_join.main(["40", "3", "5"])
+    printed = capsys.readouterr().out.splitlines()
+    assert len(printed) == len(per_worker[0]) > 0 and printed[0].startswith("user ")
+    assert windowed_join.main(["--help"]) == []
+    assert "Windowed join with ``window_join``" in capsys.readouterr().out
