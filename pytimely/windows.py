@@ -73,7 +73,11 @@ class Sliding:
             )
 
     def windows_of(self, t: int) -> list[tuple[int, int]]:
-        """The windows containing ``t``, latest start first."""
+        """The windows containing ``t``, latest start first.
+
+        >>> Sliding(10, 5).windows_of(12)
+        [(10, 20), (5, 15)]
+        """
         width, step = self.width, self.step
         s = t - (t - self.offset) % step
         out = []
@@ -83,7 +87,11 @@ class Sliding:
         return out
 
     def ends_of(self, t: int) -> list[int]:
-        """The ends of the windows containing ``t``, latest first."""
+        """The ends of the windows containing ``t``, latest first.
+
+        >>> Sliding(10, 5).ends_of(12)
+        [20, 15]
+        """
         width, step = self.width, self.step
         s = t - (t - self.offset) % step
         low = t - width
@@ -94,7 +102,11 @@ class Sliding:
         return out
 
     def max_windows(self) -> int:
-        """The most windows one time can belong to: ``ceil(width / step)``."""
+        """The most windows one time can belong to: ``ceil(width / step)``.
+
+        >>> Sliding(10, 4).max_windows()
+        3
+        """
         return -(-self.width // self.step)
 
     def __eq__(self, other: object) -> bool:
@@ -123,15 +135,28 @@ class Tumbling(Sliding):
         super().__init__(width, width, offset)
 
     def window_of(self, t: int) -> tuple[int, int]:
-        """The one window containing ``t``."""
+        """The one window containing ``t`` (negative times too).
+
+        >>> Tumbling(10).window_of(-3)
+        (-10, 0)
+        """
         end = self.end_of(t)
         return end - self.width, end
 
     def end_of(self, t: int) -> int:
-        """The end of the window containing ``t``."""
+        """The end of the window containing ``t``.
+
+        >>> Tumbling(10, offset=5).end_of(5)
+        15
+        """
         return t - (t - self.offset) % self.width + self.width
 
     def ends_of(self, t: int) -> list[int]:
+        """``[end_of(t)]``: the sliding interface, for one window.
+
+        >>> Tumbling(10).ends_of(23)
+        [30]
+        """
         return [t - (t - self.offset) % self.width + self.width]
 
     def __repr__(self) -> str:

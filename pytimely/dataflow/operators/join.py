@@ -81,7 +81,12 @@ class _Side:
 
 
 def least_upper_bound(a: Any, b: Any) -> Any:
-    """The earliest time at or after both ``a`` and ``b`` (for products, per coordinate)."""
+    """The earliest time at or after both ``a`` and ``b`` (for products, per coordinate).
+
+    >>> from pytimely.order import Product
+    >>> least_upper_bound(3, 5), least_upper_bound(Product(1, 4), Product(2, 3))
+    (5, (2, 4))
+    """
     if less_equal(a, b):
         return b
     if less_equal(b, a):

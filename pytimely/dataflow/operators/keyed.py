@@ -58,6 +58,19 @@ class StateStats:
     depending on the operator); ``pending_times``: times stashed or waited for.  ``peak_keys``
     and ``peak_entries`` are the maxima seen.  Pass one as ``stats=`` to watch memory stay
     bounded.
+
+    A running balance per user; a user whose balance returns to 0 is forgotten:
+
+    >>> import pytimely as pt
+    >>> stats = StateStats()
+    >>> def build(scope):
+    ...     moves = scope.to_stream([("ann", 1), ("bob", 1), ("ann", -1)])
+    ...     balance = lambda b, v: (b + v or None, b + v)
+    ...     return moves.stateful_map(int, balance, stats=stats).capture()
+    >>> pt.example(build).extract()
+    [(0, [('ann', 0), ('ann', 1), ('bob', 1)])]
+    >>> stats.keys  # only bob has state left
+    1
     """
 
     __slots__ = ("keys", "entries", "pending_times", "peak_keys", "peak_entries")
@@ -67,7 +80,14 @@ class StateStats:
         self.peak_keys = self.peak_entries = 0
 
     def record(self, keys: int, entries: int, pending_times: int) -> None:
-        """Note the current sizes (called by the operator)."""
+        """Note the current sizes (called by the operator).
+
+        >>> stats = StateStats()
+        >>> stats.record(3, 5, 1)
+        >>> stats.record(1, 2, 0)
+        >>> stats
+        StateStats(keys=1, entries=2, pending_times=0, peak_keys=3)
+        """
         self.keys, self.entries, self.pending_times = keys, entries, pending_times
         if keys > self.peak_keys:
             self.peak_keys = keys
@@ -82,13 +102,21 @@ class StateStats:
 
 
 def describe(fn: Callable[..., Any]) -> str:
-    """A user function's name for error messages."""
+    """A user function's name for error messages.
+
+    >>> describe(len), describe(lambda r: r[0])
+    ('len', '<lambda>')
+    """
     return getattr(fn, "__qualname__", None) or repr(fn)
 
 
 def user_error(op: str, name: str, role: str, fn: Any, record: Any, t: Any, exc: BaseException,
                address: tuple = ()) -> OperatorError:
-    """An :class:`OperatorError` naming the operator, the user function and the record."""
+    """An :class:`OperatorError` naming the operator, the user function and the record.
+
+    >>> print(user_error("join", "Orders", "function", len, ("ann", 1), 3, ValueError("bad")))
+    join 'Orders': function len raised ValueError: bad on record ('ann', 1) at time 3
+    """
     at = "" if t is None else f" at time {t!r}"
     return OperatorError(
         f"{op} {name!r}: {role} {describe(fn)} raised {type(exc).__name__}: {exc} "
@@ -101,7 +129,16 @@ def user_error(op: str, name: str, role: str, fn: Any, record: Any, t: Any, exc:
 def checked_key(key_of: Callable[[Any], Any], pairs: bool, op: str, name: str
                 ) -> Callable[[Any], Any]:
     """``key_of`` for an :class:`Exchange`, re-raising its errors with the operator and the
-    record named (the exchange runs in the upstream operator, which knows neither)."""
+    record named (the exchange runs in the upstream operator, which knows neither).
+
+    >>> route = checked_key(lambda r: r["user"], False, "stateful_map", "Clicks")
+    >>> route({"user": "ann"})
+    'ann'
+    >>> route(("ann", 1))
+    Traceback (most recent call last):
+    ...
+    pytimely.errors.OperatorError: stateful_map 'Clicks': key function <lambda> raised ...
+    """
 
     def route(record: Any) -> Any:
         try:
@@ -116,7 +153,12 @@ def failure(op: str, name: str, fn: Any, key_of: Any, pairs: bool, record: Any, 
             exc: BaseException, address: tuple) -> OperatorError:
     """The error for user code ``fn`` raising on ``record``: the key function (``fn is
     key_of``; with ``pairs``, the record was not a ``(key, value)`` pair) or the user's
-    function."""
+    function.
+
+    >>> first = lambda r: r[0]
+    >>> print(failure("join", "Orders", first, first, True, 7, 2, TypeError("no"), ()))
+    join 'Orders': records must be (key, value) pairs (or pass key=), got 7 at time 2 (TypeError: no)
+    """
     if fn is not key_of:
         return user_error(op, name, "function", fn, record, t, exc, address)
     if not pairs:
@@ -130,7 +172,14 @@ def failure(op: str, name: str, fn: Any, key_of: Any, pairs: bool, record: Any, 
 
 
 def split_key(key: Callable[[Any], Any] | None) -> tuple[Callable[[Any], Any], bool]:
-    """``(key function, records are pairs)``: ``key=None`` means ``(key, value)`` records."""
+    """``(key function, records are pairs)``: ``key=None`` means ``(key, value)`` records.
+
+    >>> key_of, pairs = split_key(None)
+    >>> key_of(("ann", "click")), pairs
+    ('ann', True)
+    >>> split_key(len)
+    (<built-in function len>, False)
+    """
     return (_FIRST, True) if key is None else (key, False)
 
 
@@ -227,7 +276,29 @@ def stateful_map(
 class EventTimers:
     """Pending event-time timers of one operator instance: per distinct time, one retained
     capability and the keys with a timer there (a dict: insertion order, no duplicates); the
-    times in a heap (cancelled times are skipped lazily when they surface)."""
+    times in a heap (cancelled times are skipped lazily when they surface).
+
+    With a stand-in for the capabilities (the operator passes real ones) and a frontier:
+
+    >>> from pytimely.progress.antichain import Antichain
+    >>> class Cap:
+    ...     def __init__(self, t): self.time = t
+    ...     def delayed(self, t): return Cap(t)
+    ...     def drop(self): print("dropped the token at", self.time)
+    >>> timers = EventTimers()
+    >>> timers.set(10, "ann", Cap(0)); timers.set(10, "bob", Cap(0)); timers.set(20, "ann", Cap(5))
+    >>> len(timers), timers.times()  # three timers, two tokens
+    (3, 2)
+    >>> timers.next_due(Antichain([10])) is None  # a frontier at 10 has not passed 10
+    True
+    >>> token, keys = timers.pop(timers.next_due(Antichain([11])))
+    >>> token.time, list(keys)
+    (10, ['ann', 'bob'])
+    >>> timers.cancel(20, "ann")
+    dropped the token at 20
+    >>> len(timers), timers.times()
+    (0, 0)
+    """
 
     __slots__ = ("_at", "_heap", "_count")
 
@@ -297,6 +368,24 @@ class KeyedContext:
       (setting one twice is one timer); ``on_timer(ctx, key, t)`` runs once the input frontier
       has passed ``t``.
     * ``emit(x)``: send ``x`` at ``time``.
+
+    An alert once a user has been idle for 5 time units (each click moves the timer):
+
+    >>> import pytimely as pt
+    >>> def on_click(ctx, user, _click):
+    ...     if ctx.state is not None:
+    ...         ctx.cancel_timer(ctx.state + 5)
+    ...     ctx.state = ctx.time
+    ...     ctx.set_timer(ctx.time + 5)
+    >>> def idle(ctx, user, t):
+    ...     ctx.emit((user, "idle since", ctx.state))
+    ...     ctx.clear()
+    >>> def build(scope):
+    ...     clicks = scope.to_stream([(0, "ann"), (3, "ann"), (4, "bob")])
+    ...     timed = clicks.delay(lambda r, t: r[0])
+    ...     return timed.keyed_process(on_click, idle, key=lambda r: r[1]).capture()
+    >>> pt.example(build).extract()
+    [(8, [('ann', 'idle since', 3)]), (9, [('bob', 'idle since', 4)])]
     """
 
     __slots__ = ("key", "time", "_name", "_states", "_timers", "_cap", "_out")
@@ -312,7 +401,16 @@ class KeyedContext:
 
     def bind(self, t: Any, cap: Any) -> list[Any]:
         """(For the operator.) Start calls at time ``t`` with capability ``cap``; returns the
-        list that ``emit`` fills."""
+        list that ``emit`` fills.
+
+        >>> ctx = KeyedContext("Demo", {}, EventTimers())
+        >>> sent = ctx.bind(5, None)
+        >>> ctx.key = "ann"
+        >>> ctx.emit("hello")
+        >>> ctx.unbind()
+        >>> sent, ctx.time
+        (['hello'], 5)
+        """
         self.time = t
         self._cap = cap
         self._out = []

@@ -76,7 +76,25 @@ _second = itemgetter(1)
 class Windowed:
     """What a windowing operator returns: ``output`` — ``(key, start, end, result)`` records,
     each at timestamp ``end + lateness`` — and ``late`` — the late records, unchanged, at
-    their own timestamps."""
+    their own timestamps.
+
+    With ``lateness=5`` window ``[0, 10)`` takes records stamped up to 14 and answers at 15:
+
+    >>> import pytimely as pt
+    >>> def build(scope):
+    ...     inp, clicks = scope.new_input()
+    ...     counted = clicks.window_count(pt.Tumbling(10), event_time=lambda r: r[1], lateness=5)
+    ...     out, late = counted.output.capture(), counted.late.capture()
+    ...     inp.send(("ann", 3))
+    ...     inp.advance_to(12)
+    ...     inp.send(("ann", 8))  # on time: 12 < 10 + 5
+    ...     inp.advance_to(15)
+    ...     inp.send(("ann", 9))  # late
+    ...     return out, late
+    >>> out, late = pt.example(build)
+    >>> out.extract(), late.extract()
+    ([(15, [('ann', 0, 10, 2)])], [(15, [('ann', 9)])])
+    """
 
     __slots__ = ("output", "late", "_state")
 
@@ -87,7 +105,23 @@ class Windowed:
 
     def state_size(self) -> int:
         """Live (key, window) aggregates plus pending emission times held by this worker's
-        instance of the operator (``0`` when every window has been emitted)."""
+        instance of the operator (``0`` when every window has been emitted).
+
+        >>> import pytimely as pt
+        >>> def build(scope):
+        ...     inp, clicks = scope.new_input()
+        ...     return inp, clicks.window_count(pt.Tumbling(10))
+        >>> worker = pt.Worker()
+        >>> inp, counted = worker.dataflow(build)
+        >>> inp.send_batch([("ann", "home"), ("bob", "home"), ("ann", "cart")])
+        >>> _ = worker.step()
+        >>> counted.state_size()  # two counts in [0, 10), one emission time
+        3
+        >>> inp.close()
+        >>> worker.run()
+        >>> counted.state_size()
+        0
+        """
         return self._state.size()
 
     def __repr__(self) -> str:
@@ -96,7 +130,25 @@ class Windowed:
 
 class WindowJoined(Windowed):
     """What ``window_join`` returns: ``output`` — ``(key, start, end, left, right)`` — ``late``
-    (late records of ``stream``) and ``other_late`` (late records of ``other``)."""
+    (late records of ``stream``) and ``other_late`` (late records of ``other``).
+
+    >>> import pytimely as pt
+    >>> def build(scope):
+    ...     views_in, views = scope.new_input()
+    ...     buys_in, buys = scope.new_input()
+    ...     at = lambda r: r[1]
+    ...     joined = views.window_join(buys, pt.Tumbling(10), event_time=at, other_event_time=at)
+    ...     out, late = joined.output.capture(), joined.other_late.capture()
+    ...     views_in.send(("ann", 2))
+    ...     buys_in.send(("ann", 4))
+    ...     views_in.advance_to(10)
+    ...     buys_in.advance_to(10)
+    ...     buys_in.send(("ann", 7))  # [0, 10) closed at 10: late
+    ...     return out, late
+    >>> out, late = pt.example(build)
+    >>> out.extract(), late.extract()
+    ([(10, [('ann', 0, 10, 2, 4)])], [(10, [('ann', 7)])])
+    """
 
     __slots__ = ("other_late",)
 
