@@ -26,9 +26,11 @@ from .dataflow import (
     Stream,
     UnorderedHandle,
 )
+from .dataflow.operators.keyed import KeyedContext, StateStats
 from .execute import example, execute, execute_from_args
 from .order import Product, ProductSummary
 from .progress.operate import FrontierInterest
+from .windows import Session, Sliding, Tumbling
 from .worker import StuckError, Worker
 
 __version__ = "0.1.0"
@@ -39,4 +41,5 @@ __all__ = [
     "Scope", "Stream", "Capability", "CapabilityRef", "CapabilitySet", "ActivateCapability",
     "Pipeline", "Exchange", "Broadcast", "OperatorBuilder", "OperatorInfo", "Activator",
     "InputHandle", "UnorderedHandle", "ProbeHandle", "CaptureHandle", "LoopHandle", "Notificator",
+    "KeyedContext", "StateStats", "Tumbling", "Sliding", "Session",
 ]

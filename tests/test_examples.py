@@ -375,3 +375,70 @@ def test_help_from_the_command_line_lists_timely_flags():
     assert "$ python examples/hello.py" in done.stdout
     assert "-h, --hostfile FILE" in done.stdout and "-w, --workers N" in done.stdout
     assert done.stderr == ""
+
+
+# --------------------------------------------------------------------------------------------
+# sessionization
+
+
+def test_sessionization_small_known_answer(capsys):
+    sessionization = load("sessionization")
+    per_worker = sessionization.main(["12", "2", "3"])
+    clicks = sessionization.make_clicks(12, 2)
+    expected = sessionization.plain_sessions(clicks, 3)
+    assert sorted(s for _t, s in per_worker[0]) == expected
+    assert all(t == end for t, (_u, _s, end, _n) in per_worker[0])  # reported at the end
+    assert sum(n for _u, _s, _e, n in expected) == 12
+    printed = capsys.readouterr().out.splitlines()
+    assert len(printed) == len(expected) and printed[0].startswith("user ")
+
+
+def test_sessionization_a_click_at_the_gap_starts_a_new_session():
+    sessionization = load("sessionization")
+    clicks = [(0, "u"), (2, "u"), (2, "v"), (5, "u"), (9, "u")]
+    (got,) = sessionization.run(gap=3, clicks=clicks)
+    # 5 - 2 == gap: a new session; each reported at its end.
+    assert sorted(got) == [
+        (5, ("u", 0, 5, 2)), (5, ("v", 2, 5, 1)), (8, ("u", 5, 8, 1)), (12, ("u", 9, 12, 1)),
+    ]
+    assert sessionization.plain_sessions(clicks, 3) == sorted(s for _t, s in got)
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3])
+def test_sessionization_matches_plain_python(workers):
+    sessionization = load("sessionization")
+    per_worker = sessionization.run(600, 15, 10, workers=workers)
+    got = sorted(s for sessions in per_worker for _t, s in sessions)
+    assert got == sessionization.plain_sessions(sessionization.make_clicks(600, 15), 10)
+    assert all(t == s[2] for sessions in per_worker for t, s in sessions)
+
+
+# --------------------------------------------------------------------------------------------
+# windowed_join
+
+
+def test_windowed_join_known_answer():
+    windowed_join = load("windowed_join")
+    data = [(1, "click", 1, "ad1"), (4, "buy", 1, "book"), (9, "buy", 2, "pen"),
+            (10, "buy", 1, "lamp"), (12, "click", 1, "ad2"), (15, "click", 2, "ad3")]
+    (got,) = windowed_join.run(width=10, data=data)
+    # The lamp bought at 10 is in [10, 20), with the second click; user 2 clicked a window late.
+    assert sorted(got) == [(10, (1, 0, 10, "ad1", "book")), (20, (1, 10, 20, "ad2", "lamp"))]
+    assert windowed_join.plain_matches(data, 10) == sorted(m for _t, m in got)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_windowed_join_matches_plain_python(workers):
+    windowed_join = load("windowed_join")
+    per_worker = windowed_join.run(300, 6, 12, workers=workers)
+    got = sorted(m for matches in per_worker for _t, m in matches)
+    expected = windowed_join.plain_matches(windowed_join.make_events(300, 6), 12)
+    assert got == expected and len(expected) >= 50
+    assert all(t == m[2] for matches in per_worker for t, m in matches)  # at the window's end
+
+
+def test_windowed_join_prints_its_matches(capsys):
+    windowed_join = load("windowed_join")
+    per_worker = windowed_join.main(["40", "3", "5"])
+    printed = capsys.readouterr().out.splitlines()
+    assert len(printed) == len(per_worker[0]) > 0 and printed[0].startswith("user ")

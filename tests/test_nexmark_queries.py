@@ -1,8 +1,10 @@
 """NEXMark Q0..Q8 as dataflows (``pytimely.nexmark.queries``) against the batch reference
 (``pytimely.nexmark.reference``): final results, and the results at frontier cuts (after the
 input advances to ``F`` and the dataflow settles, the rows so far equal
-``reference.qN(events, frontier=F)``), in every idiom, for columnar and record batches, coarse
-and exact timestamps, the spec's worked example, and several workers."""
+``reference.qN(events, frontier=F)``; Q8 as a window join: the rows of the windows closed by
+``F``), in every idiom (tokens, notifications, watermarks, the library's windows), for columnar
+and record batches, coarse and exact timestamps, the spec's worked example, and several
+workers."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from pytimely.dataflow.operators.watermarks import END, WatermarkProbe, Watermar
 from pytimely.nexmark import NexmarkConfig, WorkerStream, generate
 from pytimely.nexmark import reference as ref
 from pytimely.nexmark.events import bids_of, event_rows, split_events, time_batches
+from pytimely.nexmark.generator import Auction, Person
 from pytimely.nexmark.queries import IDIOMS, QUERIES, build_query
 
 S = 10**9
@@ -80,6 +83,16 @@ def run_query(name: str, idiom: str, batches: list[tuple[int, Any]], cuts: tuple
     return sorted(out), snaps
 
 
+def q8_rows_of_closed_windows(records: list[Any], frontier: int) -> list[tuple]:
+    """What Q8 as a window join (``Sliding(24 h, 12 h)``) has output at ``frontier``: the
+    reference rows whose seller's window ``[p - p % 12 h, p - p % 12 h + 24 h)`` (``p``: the
+    seller's registration) has ended — a window join answers when the window closes."""
+    registered = {e.id: e.date_time for e in records if type(e) is Person}
+    h = ref.Q8_WINDOW
+    return [r for r in ref.q8(records)
+            if registered[r[1]] - registered[r[1]] % h + 2 * h <= frontier]
+
+
 def check(name: str, idiom: str, batches: list[tuple[int, Any]], records: list[Any],
           cuts: tuple[int, ...] = (), **params: Any) -> None:
     params = {**_params(name), **params}
@@ -88,7 +101,10 @@ def check(name: str, idiom: str, batches: list[tuple[int, Any]], records: list[A
     ref_kwargs = {"key": params["key"]} if name == "q6" and "key" in params else {}
     assert got == reference(records, **ref_kwargs), f"{name}/{idiom}: final rows differ"
     for f, rows in snaps.items():
-        exp = reference(records, frontier=f, **ref_kwargs)
+        if (name, idiom) == ("q8", "library"):
+            exp = q8_rows_of_closed_windows(records, f)
+        else:
+            exp = reference(records, frontier=f, **ref_kwargs)
         assert rows == exp, f"{name}/{idiom}: rows at frontier {f} differ"
 
 
@@ -112,7 +128,8 @@ def test_records_exact_times(name, idiom, events, records):
 
 
 @pytest.mark.parametrize("name,idiom", [("q3", "tokens"), ("q4", "tokens"), ("q5", "tokens"),
-                                        ("q7", "tokens"), ("q8", "tokens")])
+                                        ("q7", "tokens"), ("q8", "tokens"), ("q5", "library"),
+                                        ("q7", "library"), ("q8", "library")])
 def test_coarse_ticks(name, idiom, events, records):
     # 7 s ticks: many events share a timestamp; windows and closings cut across ticks.
     check(name, idiom, list(time_batches(events, 7 * S)), records, cuts=(14 * S, 42 * S))
@@ -136,6 +153,27 @@ def test_reference_has_work_to_check(records):
     assert len(ref.q4(records)) >= 100 and len(ref.q4(records, frontier=25 * S)) >= 10
     assert len(ref.q5(records)) >= 100 and len(ref.q7(records)) >= 7
     assert len(ref.q8(records)) >= 100
+
+
+def test_q8_window_join_emits_when_the_window_closes():
+    # Two sellers, registered at 0 and 12 h + 1 s: their windows [0, 24 h) and [12 h, 36 h)
+    # close at 24 h and 36 h, and only then are their rows out.  The auction exactly 12 h after
+    # registration is not "new".
+    h = ref.Q8_WINDOW
+
+    def person(t: int, pid: int) -> Person:
+        return Person(pid, "", "", "", "", "", t)
+
+    def auction(t: int, aid: int, seller: int) -> Auction:
+        return Auction(aid, "", "", 1, 1, t, t + S, seller, 1)
+
+    evs = [person(0, 1), auction(S, 10, 1), auction(h - 1, 11, 1), auction(h, 12, 1),
+           person(h + S, 2), auction(h + 2 * S, 13, 2), auction(2 * h, 14, 2)]
+    cuts = (2 * h - 1, 2 * h, 3 * h - 1, 3 * h)
+    rows, snaps = run_query("q8", "library", list(time_batches(evs, 1)), cuts)
+    assert rows == ref.q8(evs) == [(S, 1), (h - 1, 1), (h + 2 * S, 2), (2 * h, 2)]
+    assert [len(snaps[f]) for f in cuts] == [0, 2, 2, 4]
+    check("q8", "library", list(time_batches(evs, 1)), evs, cuts)
 
 
 # ---------------------------------------------------------------------------------------------

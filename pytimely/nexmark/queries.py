@@ -1,11 +1,14 @@
 """NEXMark Q0..Q8 as pytimely dataflows, written with timestamp tokens; Q4 and Q7 also with
-Naiad-style notifications and Flink-style watermarks (the three idioms of seed 004, section 7.4).
+Naiad-style notifications and Flink-style watermarks; Q5, Q7 and Q8 also with the library's
+event-time windows (``window_count``, ``window_fold``, ``window_join``), a few lines each.
 
 Every query matches :mod:`pytimely.nexmark.reference` exactly: its output records are the
 reference's rows (logical time first), so ``sorted(all output records) ==
 reference.qN(events)`` after the input closes, and, with the input frontier at ``F``, the rows
 output so far are ``reference.qN(events, frontier=F)`` (the "emitted once the input frontier F
 ..." column of the reference's table).  See the reference docstrings for the row layouts.
+One exception: Q8 as a window join emits a row when its window closes, 12 to 24 h after the
+reference's rule (see :func:`_q8_library`); its final rows are the reference's.
 
 Interface
 ---------
@@ -13,8 +16,8 @@ Interface
 ``build_query(name, scope, events, idiom="tokens", **params) -> Stream`` builds query ``name``
 (``"q0"`` .. ``"q8"``) reading the events stream ``events`` (see :mod:`.events`: batches of
 ``EventBatch`` or of ``Person``/``Auction``/``Bid`` records) and returns the stream of result
-rows.  ``idiom`` is ``"tokens"`` for every query, and also ``"notifications"`` or
-``"watermarks"`` for Q4 and Q7 (:data:`IDIOMS`).  Parameters: ``rows`` (Q0: output reference
+rows.  ``idiom`` is ``"tokens"`` for every query, also ``"notifications"`` or
+``"watermarks"`` for Q4 and Q7, and ``"library"`` for Q5, Q7 and Q8 (:data:`IDIOMS`).  Parameters: ``rows`` (Q0: output reference
 rows instead of passing the event batches through), ``key`` (Q6: ``"bidder"`` or
 ``"seller"``), ``notify_per_call`` (notifications: deliver at most this many per invocation,
 ``1`` = Naiad's scheduling), ``watermark_stats`` / ``watermark_probe`` (watermarks: a
@@ -79,6 +82,7 @@ from ..dataflow.operators.watermarks import (
     assign_watermarks,
 )
 from ..progress.operate import FrontierInterest
+from ..windows import Sliding, Tumbling
 from .events import auctions_of, bid_columns, bids_of, event_rows, persons_of
 from .generator import Bid, EventBatch
 from .reference import Q3_CATEGORY, Q3_STATES, Q5_SLIDE, Q5_WINDOW, Q6_HISTORY, Q7_WINDOW, Q8_WINDOW
@@ -101,7 +105,9 @@ __all__ = [
 
 QUERIES = ("q0", "q1", "q2", "q3", "q4", "q5", "q6", "q7", "q8")
 IDIOMS: dict[str, tuple[str, ...]] = {q: ("tokens",) for q in QUERIES}
-IDIOMS["q4"] = IDIOMS["q7"] = ("tokens", "notifications", "watermarks")
+IDIOMS["q4"] = ("tokens", "notifications", "watermarks")
+IDIOMS["q5"] = IDIOMS["q8"] = ("tokens", "library")
+IDIOMS["q7"] = ("tokens", "notifications", "watermarks", "library")
 
 _IF_CAP = FrontierInterest.IF_CAPABILITY
 _INF = float("inf")
@@ -632,7 +638,7 @@ def _q5_bids(batch: Any) -> list[tuple]:
     return [(e[0], e[3]) for e in batch if type(e) is Bid]
 
 
-def q5(scope: Any, events: Any) -> Any:
+def q5(scope: Any, events: Any, idiom: str = "tokens") -> Any:
     """Hot items: 60 s window sliding every 1 s, the auction with most bids (ties: larger id),
     at every boundary ``t`` where a non-empty 1 s slice enters or leaves and the window is not
     empty; ``(t, auction, count)`` once the frontier is strictly past ``t``.
@@ -641,8 +647,13 @@ def q5(scope: Any, events: Any) -> Any:
     worker reports its local best ``(t, auction, count, changed)``.  One token, at the next
     boundary the worker must report.  Stage 2 (all reports to worker 0): the global maximum at
     every boundary where some worker's window changed.  Since an auction's bids all meet on one
-    worker, the global best is the best of the local bests.
+    worker, the global best is the best of the local bests.  ``idiom="library"``:
+    :func:`_q5_library`.
     """
+    if idiom == "library":
+        return _q5_library(events)
+    if idiom != "tokens":
+        raise ValueError(f"q5: unknown idiom {idiom!r}")
     slide, window = Q5_SLIDE, Q5_WINDOW
     bids = _per_batch(events, "Q5 Bids", _q5_bids)
 
@@ -728,6 +739,66 @@ def q5(scope: Any, events: Any) -> Any:
         return logic
 
     return unary_frontier(reports, Exchange(route=_to_zero), "Q5 Max", max_ctor, interest=_IF_CAP)
+
+
+def _q5_library(events: Any) -> Any:
+    """Q5 on the library's windows.  ``window_count`` over ``Sliding(60 s, 1 s)`` counts each
+    auction's bids in ``[t - 60 s, t)``, emitted at ``t``.  The reference reports only
+    boundaries where a non-empty 1 s slice enters or leaves, so a ``Tumbling(1 s)`` count marks
+    each non-empty slice's end ``t`` and (``delay``-ed) ``t + 60 s``.  ``aggregate`` then picks,
+    per boundary, the hottest auction (ties: larger id) once the frontier passes ``t``: the
+    reference's ``F > t``."""
+    bids = _per_batch(events, "Q5 Bids", _q5_bids)  # (auction, date_time)
+    counts = bids.window_count(Sliding(Q5_WINDOW, Q5_SLIDE), event_time=_second, name="Q5 Counts")
+    slices = bids.window_count(Tumbling(Q5_SLIDE), key=_slice_of, event_time=_second,
+                               name="Q5 Slices")
+    marks = slices.output.flat_map(_enter_and_leave).delay(_at_boundary)
+    candidates = counts.output.map(_count_at_boundary)
+    hottest = candidates.concat(marks).aggregate(_hotter, _q5_row, init=_nothing_hot)
+    return hottest.filter(_is_row)
+
+
+def _second(r: Any) -> Any:
+    return r[1]
+
+
+def _slice_of(bid: tuple[int, int]) -> int:
+    return bid[1] // Q5_SLIDE
+
+
+def _enter_and_leave(window_count: tuple) -> list[tuple[int, None]]:
+    """The boundaries where a non-empty slice ``[start, end)`` enters and leaves Q5's window."""
+    end = window_count[2]
+    return [(end, None), (end + Q5_WINDOW, None)]
+
+
+def _at_boundary(mark: tuple[int, None], _t: int) -> int:
+    return mark[0]
+
+
+def _count_at_boundary(window_count: tuple) -> tuple[int, tuple[int, int]]:
+    auction, _start, end, n = window_count
+    return end, (n, auction)
+
+
+def _nothing_hot() -> tuple[bool, tuple[int, int]]:
+    return False, (0, -1)  # (a slice entered or left, the best (count, auction) so far)
+
+
+def _hotter(_t: int, candidate: tuple[int, int] | None, acc: tuple) -> tuple:
+    changed, best = acc
+    if candidate is None:  # a boundary mark
+        return True, best
+    return changed, max(best, candidate)  # (count, auction): ties -> the larger id
+
+
+def _q5_row(t: int, acc: tuple) -> tuple[int, int, int] | None:
+    changed, (n, auction) = acc
+    return (t, auction, n) if changed and n else None
+
+
+def _is_row(row: Any) -> bool:
+    return row is not None
 
 
 def _count_then_id(kv: tuple[int, int]) -> tuple[int, int]:
@@ -825,7 +896,10 @@ def q7(scope: Any, events: Any, idiom: str = "tokens", notify_per_call: int | No
       other workers, so stage 2 could not tell when the last partial has arrived.)
     * Notifications: one per window per stage, at ``e - 1``; stage 2 emits at ``e``.
     * Watermarks: windows fire when the watermark reaches ``e``.
+    * Library: :func:`_q7_library`.
     """
+    if idiom == "library":
+        return _q7_library(events)
     width = Q7_WINDOW
     if idiom == "tokens":
 
@@ -944,6 +1018,31 @@ def _window_key(r: Any) -> int:
     return r[0] // Q7_WINDOW
 
 
+def _q7_library(events: Any) -> Any:
+    """Q7 on the library's windows: ``window_fold`` of the maximum price over
+    ``Tumbling(10 s)``, keyed by window (so windows spread over the workers), emitted at the
+    window's end ``e`` once the frontier reaches it: the reference's ``e <= F``."""
+    bids = _per_batch(events, "Q7 Bids", _q7_bids)  # (date_time, price)
+    highest = bids.window_fold(Tumbling(Q7_WINDOW), int, _higher_price, key=_window_key,
+                               event_time=_first, name="Q7 Max")
+    return highest.output.map(_end_and_result)
+
+
+def _q7_bids(batch: Any) -> list[tuple[int, int]]:
+    dts, prices = bid_columns(batch)
+    if type(dts) is np.ndarray:
+        return list(zip(dts.tolist(), prices.tolist()))
+    return list(zip(dts, prices))
+
+
+def _higher_price(highest: int, bid: tuple[int, int]) -> int:
+    return max(highest, bid[1])  # from 0: prices are positive
+
+
+def _end_and_result(window: tuple) -> tuple[int, Any]:
+    return window[2], window[3]
+
+
 # ---------------------------------------------------------------------------------------------
 # Q8: monitor new users
 
@@ -962,7 +1061,7 @@ def _q8_auctions(batch: Any) -> list[tuple]:
     return [(a[7], a[5]) for a in auctions_of(batch)]
 
 
-def q8(scope: Any, events: Any) -> Any:
+def q8(scope: Any, events: Any, idiom: str = "tokens") -> Any:
     """Monitor new users: ``(a.date_time, seller)`` for each auction whose seller registered
     within the previous 12 h (``p.t <= a.t < p.t + 12 h``).
 
@@ -970,7 +1069,12 @@ def q8(scope: Any, events: Any) -> Any:
     seller is already known is decided on arrival; otherwise it waits for the seller, and is
     discarded once the frontier passes its time (a person arriving later is younger than the
     auction).  Rows go out when decided, at the arriving record's timestamp: no tokens held.
+    ``idiom="library"``: :func:`_q8_library` (same rows, emitted when a window closes).
     """
+    if idiom == "library":
+        return _q8_library(events)
+    if idiom != "tokens":
+        raise ValueError(f"q8: unknown idiom {idiom!r}")
     persons = _per_batch(events, "Q8 Persons", _q8_persons)
     auctions = _per_batch(events, "Q8 Auctions", _q8_auctions)
     horizon = Q8_WINDOW
@@ -1023,6 +1127,29 @@ def q8(scope: Any, events: Any) -> Any:
     return binary(persons, auctions, Exchange(_first), Exchange(_first), "Q8 Join", ctor)
 
 
+def _q8_library(events: Any) -> Any:
+    """Q8 as a ``window_join`` of persons ``(id, date_time)`` and auctions ``(seller,
+    date_time)`` in ``Sliding(24 h, 12 h)`` windows.  A person registered at ``p`` lies in the
+    first half of exactly one window, ``[p - p % 12 h, ... + 24 h)``, which holds every auction
+    of ``[p, p + 12 h)``; a pair is kept only there, so each row comes out exactly once.
+
+    Unlike the reference's rule (``a.date_time < F``), a row is emitted at its window's end,
+    ``p - p % 12 h + 24 h``: a window join answers when the window closes.  Final rows equal
+    the reference's."""
+    persons = _per_batch(events, "Q8 Persons", _q8_persons)
+    auctions = _per_batch(events, "Q8 Auctions", _q8_auctions)
+    joined = persons.window_join(auctions, Sliding(2 * Q8_WINDOW, Q8_WINDOW), event_time=_second,
+                                 other_event_time=_second, name="Q8 WindowJoin")
+    return joined.output.flat_map(_new_seller_row)
+
+
+def _new_seller_row(pair: tuple) -> list[tuple[int, int]]:
+    seller, start, _end, registered, created = pair
+    if start <= registered < start + Q8_WINDOW and registered <= created < registered + Q8_WINDOW:
+        return [(created, seller)]
+    return []
+
+
 # ---------------------------------------------------------------------------------------------
 # Uniform entry point
 
@@ -1037,8 +1164,8 @@ def build_query(name: str, scope: Any, events: Any, idiom: str = "tokens", **par
         raise ValueError(
             f"query {name} has no {idiom!r} variant; available: {', '.join(IDIOMS[name])}"
         )
-    if name in ("q4", "q7"):
-        fn = q4 if name == "q4" else q7
+    if name in ("q4", "q5", "q7", "q8"):
+        fn = {"q4": q4, "q5": q5, "q7": q7, "q8": q8}[name]
         return fn(scope, events, idiom=idiom, **params)
-    fn = {"q0": q0, "q1": q1, "q2": q2, "q3": q3, "q5": q5, "q6": q6, "q8": q8}[name]
+    fn = {"q0": q0, "q1": q1, "q2": q2, "q3": q3, "q6": q6}[name]
     return fn(scope, events, **params)

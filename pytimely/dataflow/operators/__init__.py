@@ -15,12 +15,15 @@ from . import (
     capture,
     feedback,
     generic,
+    join,
+    keyed,
     map,
     notify,
     probe,
     routing,
     watermarks,
     window,
+    windowing,
 )
 
 __all__ = [
@@ -28,12 +31,15 @@ __all__ = [
     "capture",
     "feedback",
     "generic",
+    "join",
+    "keyed",
     "map",
     "notify",
     "probe",
     "routing",
     "watermarks",
     "window",
+    "windowing",
 ]
 
 
@@ -82,6 +88,13 @@ _METHODS = {
     "binary_notify": notify.binary_notify,
     "tumbling_average": window.tumbling_average,
     "assign_watermarks": watermarks.assign_watermarks,
+    "stateful_map": keyed.stateful_map,
+    "keyed_process": keyed.keyed_process,
+    "join": join.join,
+    "window_fold": windowing.window_fold,
+    "window_count": windowing.window_count,
+    "window_collect": windowing.window_collect,
+    "window_join": windowing.window_join,
 }
 
 for _name, _fn in _METHODS.items():

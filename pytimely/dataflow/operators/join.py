@@ -1,0 +1,203 @@
+"""A running inner equi-join of two streams, keyed state on both sides.
+
+Both inputs are exchanged by key, so the records of one key meet on one worker.  Each side keeps
+its records per key, grouped by timestamp (``key -> {time: [values]}``).  A record arriving on
+one side pairs at once with the stored records of the same key on the other side, and is then
+stored on its own side; so every matching pair is produced exactly once, by whichever of its two
+records is processed second, whatever the arrival order across inputs, times and workers.
+
+A pair is emitted at the **later** of its records' timestamps, ``max(t, t_other)``.  The arriving
+record's capability (at ``t``) covers it: at ``t`` directly, or through a capability
+``delayed`` to ``t_other > t``, minted and dropped in the same invocation.  The join never waits
+for a frontier, so it holds no capability between invocations and adds no latency.
+
+Memory: without ``within`` every record is kept (an inner join over all of history needs them
+all).  ``within=d`` (integer times) restricts pairs to records whose timestamps differ by at
+most ``d`` — an *interval join* — and forgets a record at ``t`` once the other input's
+frontier has passed ``t + d`` (no partner can arrive any more); a key whose records are all
+forgotten leaves no trace.  Forgetting happens whenever the operator runs (it is not woken by
+frontier changes alone), so memory stays bounded on an unbounded stream with bounded live keys
+and a bounded rate.
+
+Times are integers, or partially ordered times (loop scopes' products), where "the later" is
+the least upper bound of the two; ``within`` needs integers.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable
+from typing import Any
+
+from ...order import Product, less_equal
+from ..channels import Exchange
+from ..stream import Stream
+from .generic import binary
+from .keyed import StateStats, checked_key, failure, split_key
+
+__all__ = ["join"]
+
+
+class _Side:
+    """The stored records of one input: ``key -> {time: [values]}``, and (for ``within``) when
+    each time's records may be forgotten."""
+
+    __slots__ = ("records", "count", "expiry", "expiry_times")
+
+    def __init__(self) -> None:
+        self.records: dict[Any, dict[Any, list[Any]]] = {}
+        self.count = 0
+        self.expiry: dict[Any, set[Any]] = {}  # time -> keys holding records at that time
+        self.expiry_times: list[Any] = []  # heap of the times in ``expiry``
+
+    def store(self, k: Any, t: Any, v: Any, track: bool) -> None:
+        by_time = self.records.get(k)
+        if by_time is None:
+            by_time = self.records[k] = {}
+        values = by_time.get(t)
+        if values is None:
+            by_time[t] = [v]
+            if track:
+                keys = self.expiry.get(t)
+                if keys is None:
+                    self.expiry[t] = {k}
+                    heapq.heappush(self.expiry_times, t)
+                else:
+                    keys.add(k)
+        else:
+            values.append(v)
+        self.count += 1
+
+    def forget(self, within: int, other_frontier: Any) -> None:
+        """Drop the records no future record of the other side can pair with."""
+        times = self.expiry_times
+        while times and not other_frontier.less_equal(times[0] + within):
+            t = heapq.heappop(times)
+            for k in self.expiry.pop(t):
+                by_time = self.records[k]
+                self.count -= len(by_time.pop(t))
+                if not by_time:
+                    del self.records[k]
+
+
+def least_upper_bound(a: Any, b: Any) -> Any:
+    """The earliest time at or after both ``a`` and ``b`` (for products, per coordinate).
+
+    >>> from pytimely.order import Product
+    >>> least_upper_bound(3, 5), least_upper_bound(Product(1, 4), Product(2, 3))
+    (5, (2, 4))
+    """
+    if less_equal(a, b):
+        return b
+    if less_equal(b, a):
+        return a
+    if isinstance(a, Product) and isinstance(b, Product):
+        return Product(least_upper_bound(a[0], b[0]), least_upper_bound(a[1], b[1]))
+    raise TypeError(f"times {a!r} and {b!r} have no common later time")
+
+
+def join(
+    stream: Stream,
+    other: Stream,
+    key: Callable[[Any], Any] | None = None,
+    other_key: Callable[[Any], Any] | None = None,
+    within: int | None = None,
+    name: str = "Join",
+    stats: StateStats | None = None,
+) -> Stream:
+    """Running inner equi-join: ``(key, left, right)`` once for every pair of records with
+    equal keys, at the later of their two timestamps.
+
+    Records are ``(key, value)`` pairs (``left``/``right`` are the values), or with ``key=`` /
+    ``other_key=`` any records (then ``left``/``right`` are the whole records); ``other_key``
+    defaults to ``key``.  ``within=d`` joins only records at most ``d`` time units apart and
+    keeps memory bounded (see the module docstring).
+
+    >>> import pytimely as pt
+    >>> def build(scope):
+    ...     orders = scope.to_stream([("ann", "book"), ("bob", "pen")])
+    ...     users = scope.to_stream([("ann", "Paris")]).delay(lambda r, t: 5)
+    ...     return orders.join(users).capture()
+    >>> pt.example(build).extract()
+    [(5, [('ann', 'book', 'Paris')])]
+    """
+    if other_key is None:
+        other_key = key
+    if within is not None and (not isinstance(within, int) or within < 0):
+        raise ValueError(f"join {name!r}: within must be a non-negative int, got {within!r}")
+    op = "join"
+    left_key, left_pairs = split_key(key)
+    right_key, right_pairs = split_key(other_key)
+
+    def ctor(cap: Any, info: Any) -> Any:
+        cap.drop()  # pairs are sent with the arriving record's capability
+        left, right = _Side(), _Side()
+        track = within is not None
+
+        def arrive(ref: Any, batch: Any, key_of: Any, pairs: bool, mine: _Side, theirs: _Side,
+                   is_left: bool, out: Any) -> None:
+            t = ref.time
+            total = type(t) is int
+            by_out_time: dict[Any, list[Any]] = {}
+            here = by_out_time[t] = []
+            stored = theirs.records
+            r = None
+            try:
+                for r in batch:
+                    if pairs:
+                        k, v = r
+                    else:
+                        k, v = key_of(r), r
+                    partners = stored.get(k)
+                    if partners:
+                        for t2, values in partners.items():
+                            if track and abs(t2 - t) > within:  # type: ignore[operator]
+                                continue
+                            if not total:
+                                t2 = least_upper_bound(t, t2)
+                            if t < t2:
+                                dest = by_out_time.get(t2)
+                                if dest is None:
+                                    dest = by_out_time[t2] = []
+                            else:
+                                dest = here
+                            if is_left:
+                                dest.extend([(k, v, w) for w in values])
+                            else:
+                                dest.extend([(k, w, v) for w in values])
+                    mine.store(k, t, v, track)
+            except Exception as exc:
+                raise failure(op, name, key_of, key_of, pairs, r, t, exc, info.address) from exc
+            for t_out, results in by_out_time.items():
+                if not results:
+                    continue
+                if t_out == t:
+                    out.give_batch(ref, results)
+                else:
+                    later = ref.delayed(t_out)
+                    out.give_batch(later, results)
+                    later.drop()
+
+        def logic(inp1: Any, inp2: Any, out: Any) -> None:
+            for ref, batch in inp1:
+                arrive(ref, batch, left_key, left_pairs, left, right, True, out)
+            for ref, batch in inp2:
+                arrive(ref, batch, right_key, right_pairs, right, left, False, out)
+            if track:
+                left.forget(within, inp2.frontier)  # type: ignore[arg-type]
+                right.forget(within, inp1.frontier)  # type: ignore[arg-type]
+            if stats is not None:
+                keys = len(left.records) + sum(1 for k in right.records if k not in left.records)
+                stats.record(keys, left.count + right.count,
+                             len(left.expiry) + len(right.expiry))
+
+        return logic
+
+    return binary(
+        stream,
+        other,
+        Exchange(checked_key(left_key, left_pairs, op, name)),
+        Exchange(checked_key(right_key, right_pairs, op, name)),
+        name,
+        ctor,
+    )

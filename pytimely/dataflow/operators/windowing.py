@@ -1,0 +1,907 @@
+"""Event-time windows on timestamp tokens: ``window_fold``, ``window_count``,
+``window_collect`` and ``window_join`` over the windowers of :mod:`pytimely.windows`.
+
+Records are ``(key, value)`` pairs unless ``key=`` gives a key function (then the whole record
+is the value).  They are exchanged by key (:class:`~pytimely.Exchange`: an int key to worker
+``key % peers``, any other through ``stable_hash``), so every (key, window) lives on one worker.
+
+**Event time and lateness.**  With ``event_time=None`` a record's timestamp *is* its event time
+and nothing can be late.  With ``event_time=f``, ``f(record)`` (an int) is its event time and
+the timestamp acts as the watermark:
+
+* tumbling and sliding windows: a record is on time for its window ``[s, e)`` iff its
+  timestamp is ``< e + lateness``.  A sliding record is added to every window it is on time
+  for, and is sent (once, unchanged) to ``.late`` if it missed at least one of them — nothing
+  leaves a window silently.
+* sessions: a session ``[first, last + gap)`` may still grow by any record of event time up to
+  ``last + gap - 1``, so a record of event time ``x`` is on time iff its timestamp is
+  ``< x + 1 + lateness`` (``<= x + lateness``) — the tumbling rule for the unit window
+  ``[x, x + 1)``.  This is what lets a closed session stay closed: no on-time record can reach
+  it afterwards.
+
+**Emission.**  The result of window ``[s, e)`` (a session's ``e`` is ``last + gap``) is
+emitted at timestamp ``E = e + lateness``, exactly once, when the input frontier has *passed*
+every time before ``E``: no frontier element is ``<= E - 1`` (``not frontier.less_than(E)``).
+Every on-time record of the window has a timestamp ``<= E - 1``, so at that point all of them
+have arrived — on every worker, since the frontier counts records in flight.  (Releasing when
+the frontier merely *reaches* ``E - 1`` would be wrong: records at ``E - 1`` may still come.)
+
+**Tokens.**  The operator drops its initial capability and holds exactly one capability per
+distinct pending emission time ``E`` (minted from a received message with ``delayed(E)``),
+dropped when ``E`` is emitted; interest is ``IF_CAPABILITY``, so an idle windowing operator
+holds nothing and is never woken.  State of an emitted window or session is deleted with its
+token: memory is bounded by the live (key, window) pairs (see :meth:`Windowed.state_size`).
+
+**Columnar path.**  When ``key`` is a column *name* (a ``str``), batches are numpy structured
+arrays or Arrow record batches and ``window_count`` / ``window_fold`` aggregate vectorized:
+the event-time column (``event_time=`` also a name, or ``None`` for the timestamp) is mapped to
+windows with array arithmetic, keys are grouped with ``bincount`` (small non-negative int keys)
+or a sort, and ``window_fold`` takes a numpy ufunc (``np.add``, ``np.maximum``, ...) over the
+``value=`` column.  Results equal the record path with the same ufunc as ``fold``; late rows go
+to ``.late`` as a batch of the input's type.
+"""
+
+from __future__ import annotations
+
+import heapq
+import numbers
+from collections import Counter
+from collections.abc import Callable
+from operator import itemgetter
+from typing import Any
+
+from ...errors import OperatorError
+from ...progress.operate import FrontierInterest
+from ...windows import Session, Sliding, Tumbling
+from ..channels import Exchange, Pact
+from ..columnar import ColumnExchange, column, select
+from ..stream import Stream
+from .generic import OperatorBuilder
+from .map import map_batch
+
+__all__ = [
+    "Windowed",
+    "WindowJoined",
+    "window_fold",
+    "window_count",
+    "window_collect",
+    "window_join",
+]
+
+_MISSING = object()
+_first = itemgetter(0)
+_second = itemgetter(1)
+
+
+class Windowed:
+    """What a windowing operator returns: ``output`` — ``(key, start, end, result)`` records,
+    each at timestamp ``end + lateness`` — and ``late`` — the late records, unchanged, at
+    their own timestamps.
+
+    With ``lateness=5`` window ``[0, 10)`` takes records stamped up to 14 and answers at 15:
+
+    >>> import pytimely as pt
+    >>> def build(scope):
+    ...     inp, clicks = scope.new_input()
+    ...     counted = clicks.window_count(pt.Tumbling(10), event_time=lambda r: r[1], lateness=5)
+    ...     out, late = counted.output.capture(), counted.late.capture()
+    ...     inp.send(("ann", 3))
+    ...     inp.advance_to(12)
+    ...     inp.send(("ann", 8))  # on time: 12 < 10 + 5
+    ...     inp.advance_to(15)
+    ...     inp.send(("ann", 9))  # late
+    ...     return out, late
+    >>> out, late = pt.example(build)
+    >>> out.extract(), late.extract()
+    ([(15, [('ann', 0, 10, 2)])], [(15, [('ann', 9)])])
+    """
+
+    __slots__ = ("output", "late", "_state")
+
+    def __init__(self, output: Stream, late: Stream, state: Any) -> None:
+        self.output = output
+        self.late = late
+        self._state = state
+
+    def state_size(self) -> int:
+        """Live (key, window) aggregates plus pending emission times held by this worker's
+        instance of the operator (``0`` when every window has been emitted).
+
+        >>> import pytimely as pt
+        >>> def build(scope):
+        ...     inp, clicks = scope.new_input()
+        ...     return inp, clicks.window_count(pt.Tumbling(10))
+        >>> worker = pt.Worker()
+        >>> inp, counted = worker.dataflow(build)
+        >>> inp.send_batch([("ann", "home"), ("bob", "home"), ("ann", "cart")])
+        >>> _ = worker.step()
+        >>> counted.state_size()  # two counts in [0, 10), one emission time
+        3
+        >>> inp.close()
+        >>> worker.run()
+        >>> counted.state_size()
+        0
+        """
+        return self._state.size()
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} output={self.output!r} late={self.late!r}>"
+
+
+class WindowJoined(Windowed):
+    """What ``window_join`` returns: ``output`` — ``(key, start, end, left, right)`` — ``late``
+    (late records of ``stream``) and ``other_late`` (late records of ``other``).
+
+    >>> import pytimely as pt
+    >>> def build(scope):
+    ...     views_in, views = scope.new_input()
+    ...     buys_in, buys = scope.new_input()
+    ...     at = lambda r: r[1]
+    ...     joined = views.window_join(buys, pt.Tumbling(10), event_time=at, other_event_time=at)
+    ...     out, late = joined.output.capture(), joined.other_late.capture()
+    ...     views_in.send(("ann", 2))
+    ...     buys_in.send(("ann", 4))
+    ...     views_in.advance_to(10)
+    ...     buys_in.advance_to(10)
+    ...     buys_in.send(("ann", 7))  # [0, 10) closed at 10: late
+    ...     return out, late
+    >>> out, late = pt.example(build)
+    >>> out.extract(), late.extract()
+    ([(10, [('ann', 0, 10, 2, 4)])], [(10, [('ann', 7)])])
+    """
+
+    __slots__ = ("other_late",)
+
+    def __init__(self, output: Stream, late: Stream, other_late: Stream, state: Any) -> None:
+        super().__init__(output, late, state)
+        self.other_late = other_late
+
+
+# -- checks and guarded user functions ----------------------------------------------------------
+
+
+def _fn_name(f: Any) -> str:
+    return getattr(f, "__qualname__", None) or repr(f)
+
+
+def _user_error(op: str, role: str, f: Any, record: Any, exc: BaseException) -> OperatorError:
+    return OperatorError(
+        f"{op}: {role} function {_fn_name(f)} raised {type(exc).__name__}: {exc} "
+        f"on record {record!r}",
+        operator=op,
+    )
+
+
+def _apply(op: str, role: str, f: Callable, batch: list) -> list:
+    """``[f(r) for r in batch]``, naming the operator, the function and the record on error."""
+    try:
+        return list(map(f, batch))
+    except Exception as exc:
+        for r in batch:
+            try:
+                f(r)
+            except Exception:
+                raise _user_error(op, role, f, r, exc) from exc
+        raise
+
+
+def _check_times(op: str, times: list, batch: list, what: str) -> list:
+    """Event times must be ints (numpy integers are converted; bools refused)."""
+    for x in times:
+        if type(x) is not int:
+            break
+    else:
+        return times
+    out = []
+    for x, r in zip(times, batch):
+        if type(x) is int:
+            out.append(x)
+        elif isinstance(x, numbers.Integral) and not isinstance(x, bool):
+            out.append(int(x))
+        else:
+            raise TypeError(f"{op}: event times must be ints, {what} gave {x!r} for record {r!r}")
+    return out
+
+
+def _check_windower(op: str, windower: Any, *, sessions: bool = True) -> None:
+    if isinstance(windower, Sliding) or (sessions and isinstance(windower, Session)):
+        return
+    raise TypeError(
+        f"{op}: windower must be pt.Tumbling, pt.Sliding or pt.Session, got {windower!r}"
+    )
+
+
+def _check_lateness(op: str, lateness: Any) -> int:
+    if type(lateness) is not int or lateness < 0:
+        raise ValueError(f"{op}: lateness must be a non-negative int, got {lateness!r}")
+    return lateness
+
+
+def _check_time(op: str, t: Any) -> None:
+    if type(t) is not int:
+        raise TypeError(
+            f"{op}: windows need integer timestamps (event_time=None uses the timestamp), "
+            f"got {t!r}"
+        )
+
+
+# -- the aggregation kinds ------------------------------------------------------------------------
+
+
+class _Kind:
+    """How one (key, window) aggregate is built: ``count``, ``fold`` or ``collect``."""
+
+    __slots__ = ("name", "init", "fold")
+
+    def __init__(self, name: str, init: Any = None, fold: Any = None) -> None:
+        self.name = name
+        self.init = init
+        self.fold = fold
+
+    def new_state(self) -> dict:
+        return Counter() if self.name == "count" else {}
+
+    def add(self, op: str, state: dict, keys: list, values: list, times: Any) -> None:
+        """Add records (parallel lists of keys and values; ``times`` their event times, a
+        list or one int for all) to a window's ``key -> aggregate`` dict."""
+        name = self.name
+        if name == "count":
+            state.update(keys)  # Counter: C-level counting
+        elif name == "collect":
+            if type(times) is int:
+                for k, v in zip(keys, values):
+                    lst = state.get(k)
+                    if lst is None:
+                        state[k] = [(times, v)]
+                    else:
+                        lst.append((times, v))
+            else:
+                for k, v, x in zip(keys, values, times):
+                    lst = state.get(k)
+                    if lst is None:
+                        state[k] = [(x, v)]
+                    else:
+                        lst.append((x, v))
+        else:
+            init, fold, get = self.init, self.fold, state.get
+            k = v = None
+            try:
+                for k, v in zip(keys, values):
+                    acc = get(k, _MISSING)
+                    if acc is _MISSING:
+                        acc = init()
+                    state[k] = fold(acc, v)
+            except Exception as exc:
+                raise _user_error(op, "fold", fold, (k, v), exc) from exc
+
+    def result(self, aggregate: Any) -> Any:
+        if self.name == "collect":
+            aggregate.sort(key=_first)  # stable: ties keep arrival order
+            return [v for _x, v in aggregate]
+        return aggregate
+
+
+# -- fixed windows (tumbling, sliding) --------------------------------------------------------
+
+
+class _FixedWindows:
+    """Open windows of one operator instance: emission time ``E`` -> ``[token, key -> agg]``,
+    and a heap of the ``E`` s.  For a fixed width, ``E`` identifies the window."""
+
+    __slots__ = ("windows", "heap")
+
+    def __init__(self) -> None:
+        self.windows: dict[int, list[Any]] = {}
+        self.heap: list[int] = []
+
+    def entry(self, ref: Any, emit_at: int, kind: _Kind) -> dict:
+        """The aggregates of the window emitted at ``emit_at``, opened (with a token minted
+        from the message ``ref``) if new."""
+        entry = self.windows.get(emit_at)
+        if entry is None:
+            entry = self.windows[emit_at] = [ref.delayed(emit_at), kind.new_state()]
+            heapq.heappush(self.heap, emit_at)
+        return entry[1]
+
+    def release(self, frontier: Any, emit: Callable[[Any, int, dict], None]) -> None:
+        """Emit and forget every window whose emission time ``E`` has every earlier time
+        complete (``not frontier.less_than(E)``), in ``E`` order."""
+        heap, windows = self.heap, self.windows
+        while heap and not frontier.less_than(heap[0]):
+            emit_at = heapq.heappop(heap)
+            token, aggs = windows.pop(emit_at)
+            emit(token, emit_at, aggs)
+            token.drop()
+
+    def size(self) -> int:
+        return len(self.heap) + sum(len(aggs) for _tok, aggs in self.windows.values())
+
+
+def _fixed_logic(op: str, windower: Sliding, kind: _Kind, key: Any, event_time: Any,
+                 lateness: int, state: _FixedWindows) -> Callable:
+    width = windower.width
+    tumbling = isinstance(windower, Tumbling)
+    end_of = windower.end_of if tumbling else None
+    ends_of = windower.ends_of
+
+    def emit(out: Any, token: Any, emit_at: int, aggs: dict) -> None:
+        end = emit_at - lateness
+        start = end - width
+        result = kind.result
+        out.session(token).give_batch(
+            [(k, start, end, result(a)) for k, a in aggs.items()]
+        )
+
+    def split(batch: list) -> tuple[list, list]:
+        if key is None:
+            return list(map(_first, batch)), list(map(_second, batch))
+        return _apply(op, "key", key, batch), batch
+
+    def logic(inp: Any, out: Any, late_out: Any) -> None:
+        for ref, batch in inp:
+            t = ref.time
+            _check_time(op, t)
+            if event_time is None:  # the whole batch is in the same windows
+                if kind.name == "count" and key is None:
+                    keys, values = list(map(_first, batch)), None
+                else:
+                    keys, values = split(batch)
+                for end in ends_of(t):
+                    kind.add(op, state.entry(ref, end + lateness, kind), keys, values, t)
+                continue
+            times = _check_times(op, _apply(op, "event_time", event_time, batch), batch,
+                                 _fn_name(event_time))
+            keys, values = split(batch)
+            groups: dict[int, list[int]] = {}  # E -> indices of on-time records
+            late: list[Any] = []
+            if tumbling:
+                for i, x in enumerate(times):
+                    emit_at = end_of(x) + lateness
+                    if t < emit_at:
+                        g = groups.get(emit_at)
+                        if g is None:
+                            groups[emit_at] = [i]
+                        else:
+                            g.append(i)
+                    else:
+                        late.append(batch[i])
+            else:
+                for i, x in enumerate(times):
+                    missed = False
+                    for end in ends_of(x):
+                        emit_at = end + lateness
+                        if t < emit_at:
+                            g = groups.get(emit_at)
+                            if g is None:
+                                groups[emit_at] = [i]
+                            else:
+                                g.append(i)
+                        else:
+                            missed = True
+                    if missed:
+                        late.append(batch[i])
+            for emit_at, idx in groups.items():
+                kind.add(
+                    op,
+                    state.entry(ref, emit_at, kind),
+                    [keys[i] for i in idx],
+                    [values[i] for i in idx],
+                    [times[i] for i in idx],
+                )
+            if late:
+                late_out.session(ref).give_batch(late)
+        state.release(inp.frontier, lambda token, e, aggs: emit(out, token, e, aggs))
+
+    return logic
+
+
+# -- sessions ------------------------------------------------------------------------------------
+
+
+class _Session:
+    """One open session of one key: ``[start, last + gap)``; ``agg`` is a count (``count``) or
+    a list of ``(event time, value)`` (``fold`` and ``collect``: a fold cannot merge two
+    accumulators, so values are kept and folded in event-time order at emission)."""
+
+    __slots__ = ("key", "start", "last", "emit_at", "agg", "alive")
+
+    def __init__(self, key: Any, x: int, agg: Any) -> None:
+        self.key = key
+        self.start = x
+        self.last = x
+        self.emit_at: int | None = None  # set by _Sessions._retarget
+        self.agg = agg
+        self.alive = True
+
+
+class _Sessions:
+    """Open sessions of one operator instance.
+
+    * ``by_key``: key -> its open sessions (disjoint; usually one);
+    * ``tokens``: emission time ``E`` -> ``[token, number of live sessions emitted at E]`` —
+      one token per distinct pending ``E``, dropped as soon as no session is emitted there;
+    * ``closing``: ``E`` -> sessions that were (and may still be) emitted at ``E``;
+    * ``heap``: the ``E`` s with a token (stale entries are skipped when popped).
+    """
+
+    __slots__ = ("gap", "lateness", "by_key", "tokens", "closing", "heap")
+
+    def __init__(self, gap: int, lateness: int) -> None:
+        self.gap = gap
+        self.lateness = lateness
+        self.by_key: dict[Any, list[_Session]] = {}
+        self.tokens: dict[int, list[Any]] = {}
+        self.closing: dict[int, list[_Session]] = {}
+        self.heap: list[int] = []
+
+    def _retarget(self, s: _Session, ref: Any) -> None:
+        """Move ``s`` to the emission time its ``last`` now implies."""
+        emit_at = s.last + self.gap + self.lateness
+        old = s.emit_at
+        if emit_at == old:
+            return
+        tokens = self.tokens
+        if old is not None:
+            self._unref(old)
+        s.emit_at = emit_at
+        held = tokens.get(emit_at)
+        if held is None:
+            tokens[emit_at] = [ref.delayed(emit_at), 1]
+            self.closing[emit_at] = [s]
+            heapq.heappush(self.heap, emit_at)
+        else:
+            held[1] += 1
+            self.closing[emit_at].append(s)
+
+    def _unref(self, emit_at: int) -> None:
+        held = self.tokens[emit_at]
+        held[1] -= 1
+        if not held[1]:
+            held[0].drop()
+            del self.tokens[emit_at]
+            del self.closing[emit_at]
+
+    def add(self, ref: Any, k: Any, x: int, agg: Any, counting: bool) -> None:
+        """Add to ``k``'s sessions the records summarized by ``agg`` (a count, or a list of
+        ``(x, value)``), all at event time ``x``."""
+        gap = self.gap
+        sessions = self.by_key.get(k)
+        if sessions is None:
+            s = _Session(k, x, agg)
+            self.by_key[k] = [s]
+            self._retarget(s, ref)
+            return
+        hit = None
+        for s in sessions:
+            if s.start - gap < x < s.last + gap:
+                if hit is None:
+                    hit = s
+                    if x < s.start:
+                        s.start = x
+                    elif x > s.last:
+                        s.last = x
+                    if counting:
+                        s.agg += agg
+                    else:
+                        s.agg.extend(agg)
+                else:  # x bridges ``hit`` and ``s``: merge ``s`` into ``hit``
+                    hit.start = min(hit.start, s.start)
+                    hit.last = max(hit.last, s.last)
+                    if counting:
+                        hit.agg += s.agg
+                    else:
+                        hit.agg.extend(s.agg)
+                    s.alive = False
+                    self._unref(s.emit_at)
+        if hit is None:
+            s = _Session(k, x, agg)
+            sessions.append(s)
+            self._retarget(s, ref)
+            return
+        if len(sessions) > 1:
+            sessions[:] = [s for s in sessions if s.alive]
+        self._retarget(hit, ref)
+
+    def release(self, frontier: Any, emit: Callable[[Any, list], None]) -> None:
+        """Emit and forget every session whose emission time has every earlier time
+        complete, in emission-time order."""
+        heap, tokens = self.heap, self.tokens
+        while heap and not frontier.less_than(heap[0]):
+            emit_at = heapq.heappop(heap)
+            held = tokens.pop(emit_at, None)
+            if held is None:
+                continue  # stale: its sessions moved later or merged
+            done = [s for s in self.closing.pop(emit_at) if s.alive and s.emit_at == emit_at]
+            by_key = self.by_key
+            for s in done:
+                s.alive = False
+                rest = [o for o in by_key[s.key] if o is not s]
+                if rest:
+                    by_key[s.key] = rest
+                else:
+                    del by_key[s.key]
+            emit(held[0], done)
+            held[0].drop()
+
+    def size(self) -> int:
+        return len(self.heap) + sum(len(v) for v in self.by_key.values())
+
+
+def _session_logic(op: str, windower: Session, kind: _Kind, key: Any, event_time: Any,
+                   lateness: int, state: _Sessions) -> Callable:
+    gap = windower.gap
+    counting = kind.name == "count"
+
+    def result(s: _Session) -> Any:
+        if counting:
+            return s.agg
+        if kind.name == "collect":
+            return kind.result(s.agg)
+        s.agg.sort(key=_first)
+        init, fold = kind.init, kind.fold
+        acc = init()
+        v = None
+        try:
+            for _x, v in s.agg:
+                acc = fold(acc, v)
+        except Exception as exc:
+            raise _user_error(op, "fold", fold, (s.key, v), exc) from exc
+        return acc
+
+    def emit(out: Any, token: Any, done: list) -> None:
+        out.session(token).give_batch(
+            [(s.key, s.start, s.last + gap, result(s)) for s in done]
+        )
+
+    def logic(inp: Any, out: Any, late_out: Any) -> None:
+        add = state.add
+        for ref, batch in inp:
+            t = ref.time
+            _check_time(op, t)
+            if key is None:
+                keys, values = list(map(_first, batch)), list(map(_second, batch))
+            else:
+                keys, values = _apply(op, "key", key, batch), batch
+            if event_time is None:
+                # One event time for the whole batch: group by key first.
+                if counting:
+                    for k, n in Counter(keys).items():
+                        add(ref, k, t, n, True)
+                else:
+                    grouped: dict[Any, list] = {}
+                    for k, v in zip(keys, values):
+                        g = grouped.get(k)
+                        if g is None:
+                            grouped[k] = [(t, v)]
+                        else:
+                            g.append((t, v))
+                    for k, g in grouped.items():
+                        add(ref, k, t, g, False)
+                continue
+            times = _check_times(op, _apply(op, "event_time", event_time, batch), batch,
+                                 _fn_name(event_time))
+            late = []
+            for r, k, v, x in zip(batch, keys, values, times):
+                if t <= x + lateness:
+                    add(ref, k, x, 1 if counting else [(x, v)], counting)
+                else:
+                    late.append(r)
+            if late:
+                late_out.session(ref).give_batch(late)
+        state.release(inp.frontier, lambda token, done: emit(out, token, done))
+
+    return logic
+
+
+# -- the columnar path ---------------------------------------------------------------------------
+
+
+def _group(keys: Any, values: Any, ufunc: Any) -> tuple[list, list]:
+    """Distinct keys and, per key, the count (``ufunc is None``) or ``ufunc.reduce`` of its
+    values, both as Python lists."""
+    import numpy as np
+
+    n = len(keys)
+    if ufunc is None and keys.dtype.kind in "iu" and n:
+        lo, hi = int(keys.min()), int(keys.max())
+        if lo >= 0 and hi < 4 * n + 65536:  # dense small ids: O(n) counting
+            counts = np.bincount(keys)
+            present = np.flatnonzero(counts)
+            return present.tolist(), counts[present].tolist()
+    if ufunc is None:
+        uniq, counts = np.unique(keys, return_counts=True)
+        return uniq.tolist(), counts.tolist()
+    order = np.argsort(keys, kind="stable")
+    sorted_keys = keys[order]
+    starts = np.flatnonzero(np.r_[True, sorted_keys[1:] != sorted_keys[:-1]])
+    return sorted_keys[starts].tolist(), ufunc.reduceat(values[order], starts).tolist()
+
+
+def _columnar_logic(op: str, windower: Sliding, kind: _Kind, key: str, event_time: Any,
+                    value: Any, lateness: int, state: _FixedWindows) -> Callable:
+    import numpy as np
+
+    width, step, offset = windower.width, windower.step, windower.offset
+    n_windows = windower.max_windows()
+    ufunc = kind.fold if kind.name == "fold" else None
+    init = kind.init
+
+    def merge(aggs: dict, keys: list, partials: list) -> None:
+        get = aggs.get
+        if ufunc is None:
+            for k, c in zip(keys, partials):
+                aggs[k] = get(k, 0) + c
+        else:
+            for k, p in zip(keys, partials):
+                acc = get(k, _MISSING)
+                aggs[k] = ufunc(init() if acc is _MISSING else acc, p)
+
+    def emit(out: Any, token: Any, emit_at: int, aggs: dict) -> None:
+        end = emit_at - lateness
+        start = end - width
+        out.session(token).give_batch([(k, start, end, a) for k, a in aggs.items()])
+
+    def logic(inp: Any, out: Any, late_out: Any) -> None:
+        for ref, batch in inp:
+            t = ref.time
+            _check_time(op, t)
+            keys = column(batch, key)
+            values = column(batch, value) if ufunc is not None else None
+            if event_time is None:
+                xs = None
+                last = t - (t - offset) % step
+                for j in range(n_windows):
+                    s = last - j * step
+                    if s <= t - width:
+                        break
+                    aggs = state.entry(ref, s + width + lateness, kind)
+                    merge(aggs, *_group(keys, values, ufunc))
+                continue
+            xs = column(batch, event_time)
+            if xs.dtype.kind not in "iu":
+                raise TypeError(
+                    f"{op}: event times must be integers, column {event_time!r} has dtype "
+                    f"{xs.dtype} (first row {batch[:1]!r})"
+                )
+            last = xs - (xs - offset) % step  # latest window start containing each row
+            missed = np.zeros(len(xs), dtype=bool)
+            for j in range(n_windows):
+                starts = last - j * step
+                member = starts > xs - width
+                emit_ats = starts + (width + lateness)
+                on_time = member & (emit_ats > t)
+                missed |= member & ~on_time
+                if not on_time.any():
+                    continue
+                if on_time.all():
+                    sel_e, sel_k, sel_v = emit_ats, keys, values
+                else:
+                    sel_e, sel_k = emit_ats[on_time], keys[on_time]
+                    sel_v = values[on_time] if values is not None else None
+                lo, hi = int(sel_e.min()), int(sel_e.max())
+                if lo == hi:  # the common case: one window per batch and offset
+                    merge(state.entry(ref, lo, kind), *_group(sel_k, sel_v, ufunc))
+                    continue
+                for e in np.unique(sel_e).tolist():
+                    m = sel_e == e
+                    merge(state.entry(ref, e, kind),
+                          *_group(sel_k[m], sel_v[m] if sel_v is not None else None, ufunc))
+            if missed.any():
+                late_out.session(ref).give_batch(select(batch, missed))
+        state.release(inp.frontier, lambda token, e, aggs: emit(out, token, e, aggs))
+
+    return logic
+
+
+# -- building --------------------------------------------------------------------------------------
+
+
+def _build(stream: Stream, op: str, windower: Any, kind: _Kind, key: Any, event_time: Any,
+           lateness: int, name: str, value: Any = None) -> Windowed:
+    _check_windower(op, windower)
+    lateness = _check_lateness(op, lateness)
+    if isinstance(key, str):
+        if not isinstance(windower, Sliding):
+            raise TypeError(f"{op}: the columnar path (key={key!r}) supports pt.Tumbling and "
+                            f"pt.Sliding, not {windower!r}")
+        if event_time is not None and not isinstance(event_time, str):
+            raise TypeError(f"{op}: with a key column, event_time must be a column name too")
+        if kind.name == "fold":
+            if not isinstance(value, str) or not hasattr(kind.fold, "reduceat"):
+                raise TypeError(
+                    f"{op}: the columnar path needs value=<column name> and a numpy ufunc as "
+                    f"fold (np.add, np.maximum, ...), got value={value!r}, fold={kind.fold!r}"
+                )
+        elif kind.name == "collect":
+            raise TypeError(f"{op}: window_collect has no columnar path; use a key function")
+        pact: Pact = ColumnExchange(key)
+        state: Any = _FixedWindows()
+        logic = _columnar_logic(op, windower, kind, key, event_time, value, lateness, state)
+    else:
+        if key is not None and not callable(key):
+            raise TypeError(f"{op}: key must be a function or None, got {key!r}")
+        if event_time is not None and not callable(event_time):
+            raise TypeError(f"{op}: event_time must be a function or None, got {event_time!r}")
+        pact = Exchange(_first) if key is None else Exchange(key)
+        if isinstance(windower, Session):
+            state = _Sessions(windower.gap, lateness)
+            logic = _session_logic(op, windower, kind, key, event_time, lateness, state)
+        else:
+            state = _FixedWindows()
+            logic = _fixed_logic(op, windower, kind, key, event_time, lateness, state)
+
+    builder = OperatorBuilder(name, stream.scope)
+    builder.new_input(stream, pact, interest=FrontierInterest.IF_CAPABILITY)
+    builder.new_output()
+    builder.new_output()
+
+    def ctor(caps: list, info: Any) -> Callable:
+        for cap in caps:
+            cap.drop()  # hold nothing until a window opens
+        return logic
+
+    output, late = builder.build(ctor)
+    return Windowed(output, late, state)
+
+
+def window_fold(
+    stream: Stream,
+    windower: Any,
+    init: Callable[[], Any],
+    fold: Callable[[Any, Any], Any],
+    key: Any = None,
+    event_time: Any = None,
+    lateness: int = 0,
+    value: str | None = None,
+    name: str = "WindowFold",
+) -> Windowed:
+    """Per key and window, ``acc = fold(acc, value)`` from ``init()`` (called once per
+    (key, window)); ``output`` is ``(key, start, end, acc)`` at timestamp ``end + lateness``.
+
+    Tumbling and sliding windows fold records as they arrive (arrival order: use an
+    order-insensitive fold — sum, min, max — for results independent of batching, or
+    ``window_collect``); sessions fold at emission in event-time order (ties in arrival order).
+    Columnar: ``key``/``event_time``/``value`` name columns and ``fold`` is a numpy ufunc.
+    See the module documentation for lateness and the emission rule.
+
+    >>> import pytimely as pt
+    >>> def build(scope):
+    ...     clicks = scope.to_stream([("ann", 3), ("bob", 1), ("ann", 4)])
+    ...     return clicks.window_fold(pt.Tumbling(10), int, lambda a, v: a + v).output.capture()
+    >>> pt.example(build).extract()
+    [(10, [('ann', 0, 10, 7), ('bob', 0, 10, 1)])]
+    """
+    return _build(stream, "window_fold", windower, _Kind("fold", init, fold), key, event_time,
+                  lateness, name, value)
+
+
+def window_count(
+    stream: Stream,
+    windower: Any,
+    key: Any = None,
+    event_time: Any = None,
+    lateness: int = 0,
+    name: str = "WindowCount",
+) -> Windowed:
+    """Per key and window, the number of records: ``(key, start, end, count)`` at timestamp
+    ``end + lateness``.  Columnar when ``key`` names a column (see the module documentation).
+
+    >>> import pytimely as pt
+    >>> def build(scope):
+    ...     inp, clicks = scope.new_input()
+    ...     counted = clicks.window_count(pt.Sliding(4, 2), event_time=lambda r: r[1])
+    ...     out, late = counted.output.capture(), counted.late.capture()
+    ...     inp.send_batch([("ann", 1), ("ann", 2)])  # at timestamp 0
+    ...     inp.advance_to(5)
+    ...     inp.send(("ann", 0))  # window [-2, 2) closed at 2: late
+    ...     return out, late
+    >>> out, late = pt.example(build)
+    >>> out.extract()
+    [(2, [('ann', -2, 2, 1)]), (4, [('ann', 0, 4, 2)]), (6, [('ann', 2, 6, 1)])]
+    >>> late.extract()
+    [(5, [('ann', 0)])]
+    """
+    return _build(stream, "window_count", windower, _Kind("count"), key, event_time, lateness,
+                  name)
+
+
+def window_collect(
+    stream: Stream,
+    windower: Any,
+    key: Any = None,
+    event_time: Any = None,
+    lateness: int = 0,
+    name: str = "WindowCollect",
+) -> Windowed:
+    """Per key and window, the list of values sorted by event time (ties in arrival order):
+    ``(key, start, end, values)`` at timestamp ``end + lateness``.
+
+    >>> import pytimely as pt
+    >>> def build(scope):
+    ...     inp, clicks = scope.new_input()
+    ...     sessions = clicks.window_collect(pt.Session(gap=5)).output.capture()
+    ...     for t, page in [(1, "home"), (4, "cart"), (8, "pay"), (20, "home")]:
+    ...         inp.advance_to(t)
+    ...         inp.send(("ann", page))
+    ...     return sessions
+    >>> pt.example(build).extract()
+    [(13, [('ann', 1, 13, ['home', 'cart', 'pay'])]), (25, [('ann', 20, 25, ['home'])])]
+    """
+    return _build(stream, "window_collect", windower, _Kind("collect"), key, event_time,
+                  lateness, name)
+
+
+def window_join(
+    stream: Stream,
+    other: Stream,
+    windower: Any,
+    key: Any = None,
+    other_key: Any = None,
+    event_time: Any = None,
+    other_event_time: Any = None,
+    lateness: int = 0,
+    name: str = "WindowJoin",
+) -> WindowJoined:
+    """Pairs of records, one from each stream, with equal keys in the same window:
+    ``(key, start, end, left, right)`` at the window's close timestamp ``end + lateness``.
+
+    ``other_key`` defaults to ``key``.  Event times: both ``None`` (timestamps are event
+    times) or both functions — mixing is refused.  Sessions are formed over the records of
+    both streams together.  Late records of ``stream`` go to ``late``, those of ``other`` to
+    ``other_late``.  Built on ``window_collect`` of the two streams tagged by side; pairs of a
+    window come in event-time order of the left, then of the right record.
+
+    >>> import pytimely as pt
+    >>> def build(scope):
+    ...     views = scope.to_stream([("ann", "home"), ("bob", "cart")])
+    ...     buys = scope.to_stream([("ann", "book")])
+    ...     return views.window_join(buys, pt.Tumbling(10)).output.capture()
+    >>> pt.example(build).extract()
+    [(10, [('ann', 0, 10, 'home', 'book')])]
+    """
+    op = "window_join"
+    _check_windower(op, windower)
+    if (event_time is None) != (other_event_time is None):
+        raise ValueError(
+            f"{op}: give both event_time and other_event_time, or neither (timestamps as "
+            "event times on both sides)"
+        )
+    other_key = key if other_key is None else other_key
+    left = _tagged(stream, 0, key, op, name)
+    right = _tagged(other, 1, other_key, op, name)
+    joined_time = None
+    if event_time is not None:
+        sides = (event_time, other_event_time)
+
+        def joined_time(tagged: Any) -> Any:
+            side, record = tagged[1]
+            return sides[side](record)
+
+        joined_time.__qualname__ = f"event_time of side {{0: {_fn_name(event_time)}, " \
+                                   f"1: {_fn_name(other_event_time)}}}"
+    both = left.concat(right)
+    collected = window_collect(both, windower, event_time=joined_time, lateness=lateness,
+                               name=name)
+    key_given, other_key_given = key is not None, other_key is not None
+
+    def pairs(result: Any) -> list:
+        k, start, end, tagged = result
+        lefts = [r if key_given else r[1] for side, r in tagged if side == 0]
+        rights = [r if other_key_given else r[1] for side, r in tagged if side == 1]
+        return [(k, start, end, a, b) for a in lefts for b in rights]
+
+    output = collected.output.flat_map(pairs)
+    late_left = collected.late.filter(lambda kv: kv[1][0] == 0).map(lambda kv: kv[1][1])
+    late_right = collected.late.filter(lambda kv: kv[1][0] == 1).map(lambda kv: kv[1][1])
+    return WindowJoined(output, late_left, late_right, collected._state)
+
+
+def _tagged(stream: Stream, side: int, key: Any, op: str, name: str) -> Stream:
+    """``(key, (side, record))`` for every record (``key=None``: records are pairs)."""
+
+    def tag_batch(batch: list) -> list:
+        keys = list(map(_first, batch)) if key is None else _apply(op, "key", key, batch)
+        return [(k, (side, r)) for k, r in zip(keys, batch)]
+
+    return map_batch(stream, tag_batch, name=f"{name}Tag{side}")
+

@@ -1,0 +1,39 @@
+"""The docstring examples of the public API run as tests, so they cannot rot."""
+
+from __future__ import annotations
+
+import doctest
+import importlib
+import inspect
+
+import pytest
+
+pytestmark = pytest.mark.timeout(60)
+
+MODULES = [
+    "pytimely.windows",
+    "pytimely.dataflow.operators.windowing",
+    "pytimely.dataflow.operators.keyed",
+    "pytimely.dataflow.operators.join",
+]
+
+
+@pytest.mark.parametrize("module_name", MODULES)
+def test_docstring_examples_run(module_name):
+    module = importlib.import_module(module_name)
+    result = doctest.testmod(module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    assert result.attempted > 0, f"{module_name} has no docstring examples"
+    assert result.failed == 0, f"{result.failed} docstring example(s) of {module_name} failed"
+
+
+@pytest.mark.parametrize("module_name", MODULES)
+def test_every_public_function_and_class_has_an_example(module_name):
+    module = importlib.import_module(module_name)
+    public = [
+        name for name, obj in vars(module).items()
+        if not name.startswith("_") and getattr(obj, "__module__", None) == module_name
+        and (inspect.isfunction(obj) or inspect.isclass(obj))
+    ]
+    assert public, f"{module_name} defines no public functions or classes"
+    missing = [name for name in public if ">>>" not in (getattr(module, name).__doc__ or "")]
+    assert not missing, f"{module_name}: no docstring example for {', '.join(missing)}"
