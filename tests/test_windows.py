@@ -477,8 +477,10 @@ def test_raising_key_function_names_operator_function_and_record():
     def key_of(record):
         return record[0] + 1
 
-    with pytest.raises((OperatorError, WorkerFailure), match=r"window_count: key function "
-                       r".*key_of raised TypeError.*'ok'"):
+    # The key function runs where records are exchanged: the error names that channel, the
+    # windowing operator it feeds, the function and the record.
+    with pytest.raises((OperatorError, WorkerFailure), match=r"into operator 'WindowCount': key "
+                       r"function .*key_of raised TypeError.*'ok'"):
         pt.example(_failing_dataflow(key=key_of))
 
 

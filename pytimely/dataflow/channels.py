@@ -39,7 +39,7 @@ from ..communication.routing import (
     route_arrow,
 )
 from ..communication.wire import deserialize, serialize
-from ..errors import SerializationError
+from ..errors import OperatorError, SerializationError
 
 __all__ = ["Pipeline", "Exchange", "Broadcast", "Pact"]
 
@@ -168,8 +168,32 @@ class _Router:
             return self._array_destinations(batch)
         if _is_arrow(batch):
             return self._arrow_destinations(batch)
-        keys = batch if self.key is None else list(map(self.key, batch))
+        keys = batch if self.key is None else self._keys(batch)
         return self._list_destinations(keys)
+
+    def _keys(self, records: Any) -> list[Any]:
+        """``key(r)`` of every record; a key function that raises is reported with the
+        channel, the function and the record (the exchange runs inside the *upstream*
+        operator, whose name alone would point the user at the wrong place)."""
+        key = self.key
+        try:
+            return list(map(key, records))
+        except Exception as exc:
+            for r in records:
+                try:
+                    key(r)
+                except Exception:
+                    break
+            else:  # pragma: no cover - a key function that fails only the first time
+                r = "?"
+            name = getattr(key, "__qualname__", None) or repr(key)
+            shown = repr(r)
+            shown = shown if len(shown) <= 80 else shown[:77] + "..."
+            raise OperatorError(
+                f"{self.channel_name}: key function {name} raised {type(exc).__name__}: {exc} "
+                f"on record {shown}",
+                operator=self.channel_name,
+            ) from exc
 
     def _list_destinations(self, keys: Any) -> list[int]:
         memo = self._memo
@@ -205,7 +229,7 @@ class _Router:
 
     def _array_destinations(self, batch: np.ndarray) -> np.ndarray:
         if self.key is not None:
-            keys = list(map(self.key, batch.tolist()))
+            keys = self._keys(batch.tolist())
             return np.asarray(self._list_destinations(keys), dtype=np.int64)
         keys = batch if self.column is None else batch[self.column]
         try:
@@ -254,9 +278,9 @@ class _Router:
         if self.key is None:
             keys = batch
         elif every_key:
-            keys = list(map(self.key, batch))
+            keys = self._keys(batch)
         else:
-            keys = [self.key(batch[0])] if len(batch) else []
+            keys = self._keys(batch[:1])
         kinds = set(map(type, keys))
         if kinds <= self._routable:
             return

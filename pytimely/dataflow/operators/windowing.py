@@ -54,7 +54,7 @@ from ...errors import OperatorError
 from ...progress.operate import FrontierInterest
 from ...windows import Session, Sliding, Tumbling
 from ..channels import Exchange, Pact
-from ..columnar import ColumnExchange, column, select
+from ..columnar import column, select
 from ..stream import Stream
 from .generic import OperatorBuilder
 from .map import map_batch
@@ -714,7 +714,7 @@ def _build(stream: Stream, op: str, windower: Any, kind: _Kind, key: Any, event_
                 )
         elif kind.name == "collect":
             raise TypeError(f"{op}: window_collect has no columnar path; use a key function")
-        pact: Pact = ColumnExchange(key)
+        pact: Pact = Exchange(column=key)
         state: Any = _FixedWindows()
         logic = _columnar_logic(op, windower, kind, key, event_time, value, lateness, state)
     else:
