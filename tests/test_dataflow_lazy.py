@@ -91,7 +91,7 @@ class Harness:
             root = self.worker._dataflows[d]
             (subgraph,) = [c for c in root.children if isinstance(c, Subgraph)]
             ops = list(subgraph.children[1:])
-            assert [op.name for op in ops] == ["Stash"] + ["Filter"] * length
+            assert [op.name.partition("(")[0] for op in ops] == ["Stash"] + ["Filter"] * length
             self.regions.append(subgraph)
             self.stashes.append(ops[0])
             self.filters.append(ops[1:])

@@ -17,6 +17,7 @@ from typing import Any
 from ...order import less_equal
 from ...progress.operate import FrontierInterest
 from ..channels import Exchange, Pipeline
+from ..naming import operator_name
 from ..stream import Stream
 from .generic import binary_frontier, unary_frontier
 
@@ -39,9 +40,10 @@ def accumulate(
     stream: Stream,
     init: Callable[[], Any],
     fold: Callable[[Any, Any], Any],
-    name: str = "Accumulate",
+    name: str | None = None,
 ) -> Stream:
     """Per time: ``acc = fold(acc, batch)`` from ``init()``; emit ``acc`` when the time completes."""
+    name = operator_name(name, "Accumulate", fold)
 
     def ctor(cap: Any, info: Any) -> Any:
         cap.drop()
@@ -74,13 +76,14 @@ def aggregate(
     emit: Callable[[Any, Any], Any],
     init: Callable[[], Any] = int,
     key: Callable[[Any], Any] | None = None,
-    name: str = "Aggregate",
+    name: str | None = None,
 ) -> Stream:
     """Keyed per-time aggregation of ``(key, value)`` records.
 
     Records are exchanged by key; per time and key ``agg = fold(key, value, agg)`` from
     ``init()``; when the time completes each key emits ``emit(key, agg)``.
     """
+    name = operator_name(name, "Aggregate", fold)
     route = key or (lambda kv: kv[0])
 
     def ctor(cap: Any, info: Any) -> Any:
@@ -105,9 +108,10 @@ def aggregate(
     return unary_frontier(stream, Exchange(route), name, ctor, interest=_IF_CAP)
 
 
-def delay(stream: Stream, f: Callable[[Any, Any], Any], name: str = "Delay") -> Stream:
+def delay(stream: Stream, f: Callable[[Any, Any], Any], name: str | None = None) -> Stream:
     """Move each record to the time ``f(record, time)`` (which must not be earlier), emitting
     it once that time is complete at the input."""
+    name = operator_name(name, "Delay", f)
 
     def ctor(cap: Any, info: Any) -> Any:
         cap.drop()

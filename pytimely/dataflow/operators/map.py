@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from ..channels import Pipeline
+from ..naming import operator_name
 from ..stream import Stream
 from .generic import sink, unary
 
@@ -34,28 +35,33 @@ def _stateless(stream: Stream, name: str, transform: Callable[[Any], Any]) -> St
     return unary(stream, Pipeline, name, ctor)
 
 
-def map(stream: Stream, f: Callable[[Any], Any], name: str = "Map") -> Stream:
+def map(stream: Stream, f: Callable[[Any], Any], name: str | None = None) -> Stream:
     """``f(record)`` for every record."""
+    name = operator_name(name, "Map", f)
     return _stateless(stream, name, lambda batch: [f(x) for x in batch])
 
 
-def map_batch(stream: Stream, f: Callable[[Any], Any], name: str = "MapBatch") -> Stream:
+def map_batch(stream: Stream, f: Callable[[Any], Any], name: str | None = None) -> Stream:
     """``f(batch) -> batch`` for every batch (vectorized transforms of numpy/Arrow batches)."""
+    name = operator_name(name, "MapBatch", f)
     return _stateless(stream, name, f)
 
 
-def flat_map(stream: Stream, f: Callable[[Any], Iterable[Any]], name: str = "FlatMap") -> Stream:
+def flat_map(stream: Stream, f: Callable[[Any], Iterable[Any]], name: str | None = None) -> Stream:
     """Every record of ``f(record)`` for every record."""
+    name = operator_name(name, "FlatMap", f)
     return _stateless(stream, name, lambda batch: [y for x in batch for y in f(x)])
 
 
-def filter(stream: Stream, predicate: Callable[[Any], bool], name: str = "Filter") -> Stream:
+def filter(stream: Stream, predicate: Callable[[Any], bool], name: str | None = None) -> Stream:
     """The records for which ``predicate`` is true."""
+    name = operator_name(name, "Filter", predicate)
     return _stateless(stream, name, lambda batch: [x for x in batch if predicate(x)])
 
 
-def inspect(stream: Stream, f: Callable[[Any], Any], name: str = "Inspect") -> Stream:
+def inspect(stream: Stream, f: Callable[[Any], Any], name: str | None = None) -> Stream:
     """Call ``f(record)`` on every record; pass the stream through unchanged."""
+    name = operator_name(name, "Inspect", f)
 
     def look(batch: Any) -> Any:
         for x in batch:
@@ -65,8 +71,9 @@ def inspect(stream: Stream, f: Callable[[Any], Any], name: str = "Inspect") -> S
     return _stateless(stream, name, look)
 
 
-def inspect_time(stream: Stream, f: Callable[[Any, Any], Any], name: str = "InspectTime") -> Stream:
+def inspect_time(stream: Stream, f: Callable[[Any, Any], Any], name: str | None = None) -> Stream:
     """Call ``f(time, record)`` on every record; pass the stream through."""
+    name = operator_name(name, "InspectTime", f)
 
     def ctor(cap: Any, info: Any) -> Any:
         cap.drop()
@@ -82,8 +89,9 @@ def inspect_time(stream: Stream, f: Callable[[Any, Any], Any], name: str = "Insp
     return unary(stream, Pipeline, name, ctor)
 
 
-def inspect_batch(stream: Stream, f: Callable[[Any, Any], Any], name: str = "InspectBatch") -> Stream:
+def inspect_batch(stream: Stream, f: Callable[[Any, Any], Any], name: str | None = None) -> Stream:
     """Call ``f(time, batch)`` on every batch; pass the stream through."""
+    name = operator_name(name, "InspectBatch", f)
 
     def ctor(cap: Any, info: Any) -> Any:
         cap.drop()
@@ -98,8 +106,9 @@ def inspect_batch(stream: Stream, f: Callable[[Any, Any], Any], name: str = "Ins
     return unary(stream, Pipeline, name, ctor)
 
 
-def for_each(stream: Stream, f: Callable[[Any, Any], Any], name: str = "ForEach") -> None:
+def for_each(stream: Stream, f: Callable[[Any, Any], Any], name: str | None = None) -> None:
     """A sink calling ``f(time, batch)`` per batch (woken by data only)."""
+    name = operator_name(name, "ForEach", f)
     from ...progress.operate import FrontierInterest
 
     def logic(inp: Any) -> None:

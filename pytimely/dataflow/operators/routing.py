@@ -14,6 +14,7 @@ from typing import Any
 from ...errors import GraphError
 from ...progress.operate import FrontierInterest
 from ..channels import Broadcast, Exchange, Pact, Pipeline
+from ..naming import describe_function, operator_name
 from ..stream import Stream
 from .generic import OperatorBuilder, unary
 
@@ -34,11 +35,13 @@ def _forward(stream: Stream, pact: Pact, name: str) -> Stream:
     return unary(stream, pact, name, ctor)
 
 
-def exchange(stream: Stream, key: Callable[[Any], Any] | None = None, name: str = "Exchange",
+def exchange(stream: Stream, key: Callable[[Any], Any] | None = None, name: str | None = None,
              column: str | int | None = None) -> Stream:
     """Re-partition by ``key(record)`` (the record itself without ``key``; column ``column`` of
     Arrow or structured numpy batches); see :class:`~pytimely.Exchange` for how keys map to
     workers."""
+    if name is None:
+        name = "Exchange" if key is None else f"Exchange({describe_function(key)})"
     return _forward(stream, Exchange(key, column=column), name)
 
 
@@ -76,9 +79,10 @@ def concat(stream: Stream, other: Stream, name: str = "Concat") -> Stream:
 
 
 def partition(
-    stream: Stream, parts: int, route: Callable[[Any], tuple[int, Any]], name: str = "Partition"
+    stream: Stream, parts: int, route: Callable[[Any], tuple[int, Any]], name: str | None = None
 ) -> list[Stream]:
     """``parts`` streams; ``route(record) -> (index, value)`` sends ``value`` to stream ``index``."""
+    name = operator_name(name, "Partition", route)
     if parts < 1:
         raise GraphError("partition(): parts must be at least 1")
     b = OperatorBuilder(name, stream.scope)
@@ -106,9 +110,10 @@ def partition(
 
 
 def branch(
-    stream: Stream, condition: Callable[[Any, Any], bool], name: str = "Branch"
+    stream: Stream, condition: Callable[[Any, Any], bool], name: str | None = None
 ) -> tuple[Stream, Stream]:
     """``(false_stream, true_stream)`` split by ``condition(time, record)``."""
+    name = operator_name(name, "Branch", condition)
     b = OperatorBuilder(name, stream.scope)
     b.new_input(stream, Pipeline, interest=FrontierInterest.NEVER)
     b.new_output()
@@ -131,9 +136,10 @@ def branch(
 
 
 def ok_err(
-    stream: Stream, logic: Callable[[Any], tuple[bool, Any]], name: str = "OkErr"
+    stream: Stream, logic: Callable[[Any], tuple[bool, Any]], name: str | None = None
 ) -> tuple[Stream, Stream]:
     """``(oks, errs)``: ``logic(record) -> (is_ok, value)`` decides where ``value`` goes."""
+    name = operator_name(name, "OkErr", logic)
 
     def route(x: Any) -> tuple[int, Any]:
         ok, value = logic(x)
