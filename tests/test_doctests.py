@@ -11,6 +11,8 @@ import pytest
 pytestmark = pytest.mark.timeout(60)
 
 MODULES = [
+    "pytimely.dataflow.stream",
+    "pytimely.dataflow.naming",
     "pytimely.windows",
     "pytimely.dataflow.operators.windowing",
     "pytimely.dataflow.operators.keyed",
@@ -37,3 +39,13 @@ def test_every_public_function_and_class_has_an_example(module_name):
     assert public, f"{module_name} defines no public functions or classes"
     missing = [name for name in public if ">>>" not in (getattr(module, name).__doc__ or "")]
     assert not missing, f"{module_name}: no docstring example for {', '.join(missing)}"
+
+
+def test_every_public_stream_method_has_an_example():
+    from pytimely.dataflow.stream import Stream
+
+    methods = [name for name, obj in vars(Stream).items()
+               if not name.startswith("_") and inspect.isfunction(obj)]
+    assert len(methods) > 40, "Stream spells out its operator methods"
+    missing = [name for name in methods if ">>>" not in (getattr(Stream, name).__doc__ or "")]
+    assert not missing, f"Stream methods without a docstring example: {', '.join(missing)}"

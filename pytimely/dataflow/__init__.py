@@ -1,7 +1,7 @@
 """The dataflow layer: scopes, streams, channels, capabilities, operator builders and the
 operator library.  Built on :mod:`pytimely.progress` and :mod:`pytimely.communication`."""
 
-from . import operators  # noqa: F401  (attaches the operator methods to Stream)
+from . import operators  # noqa: F401  (the operator library behind the Stream methods)
 from .capability import Capability, CapabilityRef, CapabilitySet
 from .channels import Broadcast, Exchange, Pipeline
 from .operator import Activator, OperatorInfo
