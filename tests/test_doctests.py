@@ -12,7 +12,7 @@ pytestmark = pytest.mark.timeout(60)
 
 MODULES = [
     "pytimely.dataflow.stream",
-    "pytimely.dataflow.naming",
+    "pytimely.naming",
     "pytimely.windows",
     "pytimely.dataflow.operators.windowing",
     "pytimely.dataflow.operators.keyed",

@@ -49,6 +49,7 @@ from types import FrameType
 from typing import Any
 
 from ..errors import CapabilityError, OperatorCapabilityError, OperatorError
+from ..naming import raised_in
 from .antichain import MutableAntichain
 from .broadcast import Progcaster
 from .change_batch import ChangeBatch
@@ -276,7 +277,7 @@ class Subgraph:
                 cls = OperatorCapabilityError if isinstance(exc, CapabilityError) else OperatorError
                 raise cls(
                     f"operator {child.name!r} at {self.path + (index,)} raised "
-                    f"{type(exc).__name__}: {exc}",
+                    f"{type(exc).__name__}: {exc}{raised_in(exc, child.name)}",
                     child.name,
                     self.path + (index,),
                 ) from exc

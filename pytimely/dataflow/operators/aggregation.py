@@ -14,10 +14,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from ...naming import operator_name
 from ...order import less_equal
 from ...progress.operate import FrontierInterest
 from ..channels import Exchange, Pipeline
-from ..naming import operator_name
 from ..stream import Stream
 from .generic import binary_frontier, unary_frontier
 

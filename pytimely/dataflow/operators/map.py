@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from ...naming import operator_name
 from ..channels import Pipeline
-from ..naming import operator_name
 from ..stream import Stream
 from .generic import sink, unary
 

@@ -12,9 +12,9 @@ from operator import not_
 from typing import Any
 
 from ...errors import GraphError
+from ...naming import describe_function, operator_name
 from ...progress.operate import FrontierInterest
 from ..channels import Broadcast, Exchange, Pact, Pipeline
-from ..naming import describe_function, operator_name
 from ..stream import Stream
 from .generic import OperatorBuilder, unary
 

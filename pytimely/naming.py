@@ -8,7 +8,12 @@ defines it and the line of its ``def`` (or ``lambda``).  Bytewax renders functio
 for the same reason (``f_repr`` in ``pysrc/bytewax/dataflow.py`` of
 https://github.com/bytewax/bytewax).
 
-Names are computed once, when the dataflow is built, never per record.
+Names are computed once, when the dataflow is built, never per record.  When user code
+raises, :func:`raised_in` finds the user's function in the traceback, so the error names it
+even under a name the user chose, and in the logic of a custom operator.
+
+This module depends on nothing else in the package: both the progress layer (which wraps
+exceptions into :class:`~pytimely.errors.OperatorError`) and the dataflow layer use it.
 """
 
 from __future__ import annotations
@@ -16,9 +21,12 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Callable
+from types import CodeType
 from typing import Any
 
-__all__ = ["describe_function", "operator_name"]
+__all__ = ["describe_function", "operator_name", "raised_in"]
+
+_PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 
 def describe_function(f: Callable[..., Any]) -> str:
@@ -27,7 +35,7 @@ def describe_function(f: Callable[..., Any]) -> str:
 
     >>> def parse(line): return line.split()
     >>> describe_function(parse)
-    'parse @ <doctest pytimely.dataflow.naming.describe_function[0]>:1'
+    'parse @ <doctest pytimely.naming.describe_function[0]>:1'
     >>> describe_function(lambda x: x).startswith('<lambda> @ ')
     True
     >>> describe_function(len), describe_function(functools.partial(len))
@@ -42,6 +50,10 @@ def describe_function(f: Callable[..., Any]) -> str:
     code = getattr(f, "__code__", None)
     if code is None:
         return name
+    return _at(name, code)
+
+
+def _at(name: str, code: CodeType) -> str:
     return f"{name} @ {os.path.basename(code.co_filename)}:{code.co_firstlineno}"
 
 
@@ -52,3 +64,32 @@ def operator_name(name: str | None, kind: str, f: Callable[..., Any]) -> str:
     ('Parse', 'Map(len)')
     """
     return name if name is not None else f"{kind}({describe_function(f)})"
+
+
+def raised_in(exc: BaseException, operator: str) -> str:
+    """``" in f @ file.py:line"`` for the user function that raised ``exc``: the first frame of
+    its traceback outside this package that this package called (what the function called
+    in turn stays in the traceback).  Empty when there is none, or when ``operator``, the
+    operator's name, already names that function.
+
+    >>> import pytimely as pt
+    >>> def parse(line):
+    ...     return int(line)
+    >>> try:
+    ...     pt.example(lambda s: s.to_stream(["x"]).map(parse, name="Parse"))
+    ... except pt.errors.OperatorError as e:
+    ...     print(e)
+    operator 'Parse' at (0, 2) raised ValueError: invalid literal for int() with base 10: 'x' \
+    in parse @ <doctest pytimely.naming.raised_in[1]>:1
+    """
+    tb = exc.__traceback__
+    called_by_package = False
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        if os.path.abspath(code.co_filename).startswith(_PACKAGE):
+            called_by_package = True
+        elif called_by_package:
+            where = _at(code.co_qualname.rpartition("<locals>.")[2], code)
+            return "" if where in operator else f" in {where}"
+        tb = tb.tb_next
+    return ""
