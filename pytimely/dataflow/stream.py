@@ -23,7 +23,8 @@ from ..errors import GraphError
 if TYPE_CHECKING:
     from ..progress.operate import FrontierInterest
     from ..windows import Windower
-    from .channels import Pact, Tee
+    from .channels import Pact
+    from .operator import Tee
     from .operators.capture import CaptureHandle
     from .operators.feedback import LoopHandle
     from .operators.keyed import KeyedContext, StateStats
