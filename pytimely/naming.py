@@ -31,7 +31,8 @@ _PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 def describe_function(f: Callable[..., Any]) -> str:
     """``f`` as ``qualname @ file.py:line``, or just its name when it has no Python source
-    (a builtin, a numpy ufunc); a ``functools.partial`` is described by the function it wraps.
+    (a builtin, a numpy ufunc) or is one of pytimely's own; a ``functools.partial`` is
+    described by the function it wraps.
 
     >>> def parse(line): return line.split()
     >>> describe_function(parse)
@@ -48,9 +49,13 @@ def describe_function(f: Callable[..., Any]) -> str:
         name = type(f).__qualname__  # a callable object: its class says what it is
     name = name.rpartition("<locals>.")[2]
     code = getattr(f, "__code__", None)
-    if code is None:
+    if code is None or _in_package(code):  # a location inside pytimely helps no user
         return name
     return _at(name, code)
+
+
+def _in_package(code: CodeType) -> bool:
+    return os.path.abspath(code.co_filename).startswith(_PACKAGE)
 
 
 def _at(name: str, code: CodeType) -> str:
@@ -86,7 +91,7 @@ def raised_in(exc: BaseException, operator: str) -> str:
     called_by_package = False
     while tb is not None:
         code = tb.tb_frame.f_code
-        if os.path.abspath(code.co_filename).startswith(_PACKAGE):
+        if _in_package(code):
             called_by_package = True
         elif called_by_package:
             where = _at(code.co_qualname.rpartition("<locals>.")[2], code)

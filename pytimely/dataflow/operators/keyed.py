@@ -39,6 +39,7 @@ from operator import itemgetter
 from typing import Any
 
 from ...errors import OperatorError
+from ...naming import describe_function
 from ...order import less_equal
 from ...progress.operate import FrontierInterest
 from ..channels import Exchange
@@ -101,15 +102,6 @@ class StateStats:
         )
 
 
-def describe(fn: Callable[..., Any]) -> str:
-    """A user function's name for error messages.
-
-    >>> describe(len), describe(lambda r: r[0])
-    ('len', '<lambda>')
-    """
-    return getattr(fn, "__qualname__", None) or repr(fn)
-
-
 def user_error(op: str, name: str, role: str, fn: Any, record: Any, t: Any, exc: BaseException,
                address: tuple = ()) -> OperatorError:
     """An :class:`OperatorError` naming the operator, the user function and the record.
@@ -119,7 +111,7 @@ def user_error(op: str, name: str, role: str, fn: Any, record: Any, t: Any, exc:
     """
     at = "" if t is None else f" at time {t!r}"
     return OperatorError(
-        f"{op} {name!r}: {role} {describe(fn)} raised {type(exc).__name__}: {exc} "
+        f"{op} {name!r}: {role} {describe_function(fn)} raised {type(exc).__name__}: {exc} "
         f"on record {record!r}{at}",
         name,
         address,
@@ -137,7 +129,7 @@ def checked_key(key_of: Callable[[Any], Any], pairs: bool, op: str, name: str
     >>> route(("ann", 1))
     Traceback (most recent call last):
     ...
-    pytimely.errors.OperatorError: stateful_map 'Clicks': key function <lambda> raised ...
+    pytimely.errors.OperatorError: stateful_map 'Clicks': key function <lambda> @ ... raised ...
     """
 
     def route(record: Any) -> Any:
@@ -528,7 +520,7 @@ def keyed_process(
                     on_timer(ctx, k, t)  # type: ignore[misc]
             except Exception as exc:
                 raise OperatorError(
-                    f"{op} {name!r}: on_timer {describe(on_timer)} raised "  # type: ignore[arg-type]
+                    f"{op} {name!r}: on_timer {describe_function(on_timer)} raised "  # type: ignore[arg-type]
                     f"{type(exc).__name__}: {exc} for key {k!r} at time {t!r}",
                     name, info.address,
                 ) from exc

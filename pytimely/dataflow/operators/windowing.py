@@ -51,6 +51,7 @@ from operator import itemgetter
 from typing import Any
 
 from ...errors import OperatorError
+from ...naming import describe_function
 from ...progress.operate import FrontierInterest
 from ...windows import Session, Sliding, Tumbling
 from ..channels import Exchange, Pact
@@ -160,13 +161,9 @@ class WindowJoined(Windowed):
 # -- checks and guarded user functions ----------------------------------------------------------
 
 
-def _fn_name(f: Any) -> str:
-    return getattr(f, "__qualname__", None) or repr(f)
-
-
 def _user_error(op: str, role: str, f: Any, record: Any, exc: BaseException) -> OperatorError:
     return OperatorError(
-        f"{op}: {role} function {_fn_name(f)} raised {type(exc).__name__}: {exc} "
+        f"{op}: {role} function {describe_function(f)} raised {type(exc).__name__}: {exc} "
         f"on record {record!r}",
         operator=op,
     )
@@ -350,7 +347,7 @@ def _fixed_logic(op: str, windower: Sliding, kind: _Kind, key: Any, event_time: 
                     kind.add(op, state.entry(ref, end + lateness, kind), keys, values, t)
                 continue
             times = _check_times(op, _apply(op, "event_time", event_time, batch), batch,
-                                 _fn_name(event_time))
+                                 describe_function(event_time))
             keys, values = split(batch)
             groups: dict[int, list[int]] = {}  # E -> indices of on-time records
             late: list[Any] = []
@@ -579,7 +576,7 @@ def _session_logic(op: str, windower: Session, kind: _Kind, key: Any, event_time
                         add(ref, k, t, g, False)
                 continue
             times = _check_times(op, _apply(op, "event_time", event_time, batch), batch,
-                                 _fn_name(event_time))
+                                 describe_function(event_time))
             late = []
             for r, k, v, x in zip(batch, keys, values, times):
                 if t <= x + lateness:
@@ -877,8 +874,8 @@ def window_join(
             side, record = tagged[1]
             return sides[side](record)
 
-        joined_time.__qualname__ = f"event_time of side {{0: {_fn_name(event_time)}, " \
-                                   f"1: {_fn_name(other_event_time)}}}"
+        joined_time.__qualname__ = f"event_time of side {{0: {describe_function(event_time)}, " \
+                                   f"1: {describe_function(other_event_time)}}}"
     both = left.concat(right)
     collected = window_collect(both, windower, event_time=joined_time, lateness=lateness,
                                name=name)
