@@ -27,13 +27,17 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ...order import Product, less_equal
 from ..channels import Exchange
 from ..stream import Stream
 from .generic import binary
 from .keyed import StateStats, checked_key, failure, split_key
+
+if TYPE_CHECKING:
+    from ..capability import Capability, CapabilityRef
+    from ..operator import Frontier, InputPort, OperatorInfo, OutputPort
 
 __all__ = ["join"]
 
@@ -68,7 +72,7 @@ class _Side:
             values.append(v)
         self.count += 1
 
-    def forget(self, within: int, other_frontier: Any) -> None:
+    def forget(self, within: int, other_frontier: Frontier) -> None:
         """Drop the records no future record of the other side can pair with."""
         times = self.expiry_times
         while times and not other_frontier.less_equal(times[0] + within):
@@ -129,13 +133,13 @@ def join(
     left_key, left_pairs = split_key(key)
     right_key, right_pairs = split_key(other_key)
 
-    def ctor(cap: Any, info: Any) -> Any:
+    def ctor(cap: Capability, info: OperatorInfo) -> Callable[..., None]:
         cap.drop()  # pairs are sent with the arriving record's capability
         left, right = _Side(), _Side()
         track = within is not None
 
-        def arrive(ref: Any, batch: Any, key_of: Any, pairs: bool, mine: _Side, theirs: _Side,
-                   is_left: bool, out: Any) -> None:
+        def arrive(ref: CapabilityRef, batch: Any, key_of: Any, pairs: bool, mine: _Side,
+                   theirs: _Side, is_left: bool, out: OutputPort) -> None:
             t = ref.time
             total = type(t) is int
             by_out_time: dict[Any, list[Any]] = {}
@@ -178,7 +182,7 @@ def join(
                     out.give_batch(later, results)
                     later.drop()
 
-        def logic(inp1: Any, inp2: Any, out: Any) -> None:
+        def logic(inp1: InputPort, inp2: InputPort, out: OutputPort) -> None:
             for ref, batch in inp1:
                 arrive(ref, batch, left_key, left_pairs, left, right, True, out)
             for ref, batch in inp2:

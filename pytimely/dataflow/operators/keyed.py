@@ -36,7 +36,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable
 from operator import itemgetter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ...errors import OperatorError
 from ...naming import describe_function
@@ -45,6 +45,10 @@ from ...progress.operate import FrontierInterest
 from ..channels import Exchange
 from ..stream import Stream
 from .generic import unary_frontier
+
+if TYPE_CHECKING:
+    from ..capability import Capability, CapabilityRef
+    from ..operator import Frontier, InputPort, OperatorInfo, OutputPort
 
 __all__ = ["EventTimers", "KeyedContext", "StateStats", "keyed_process", "stateful_map"]
 
@@ -204,14 +208,14 @@ def stateful_map(
     op = "stateful_map"
     key_of, pairs = split_key(key)
 
-    def ctor(cap: Any, info: Any) -> Any:
+    def ctor(cap: Capability, info: OperatorInfo) -> Callable[[InputPort, OutputPort], None]:
         cap.drop()  # hold nothing until a record must wait
         states: dict[Any, Any] = {}
         pending: dict[Any, list[Any]] = {}  # time -> [capability, batches]
         times: list[Any] = []  # heap of pending times
 
-        def apply(send: Any, t: Any, batch: Any, out: Any) -> None:
-            results = []
+        def apply(send: Capability | CapabilityRef, t: Any, batch: Any, out: OutputPort) -> None:
+            results: list[Any] = []
             emit = results.append
             get = states.get
             r = None
@@ -237,7 +241,7 @@ def stateful_map(
                 raise failure(op, name, fn, key_of, pairs, r, t, exc, info.address) from exc
             out.give_batch(send, results)
 
-        def logic(inp: Any, out: Any) -> None:
+        def logic(inp: InputPort, out: OutputPort) -> None:
             frontier = inp.frontier
             while times and not frontier.less_than(times[0]):
                 t = heapq.heappop(times)
@@ -299,7 +303,7 @@ class EventTimers:
         self._heap: list[Any] = []
         self._count = 0
 
-    def set(self, t: Any, key: Any, cap: Any) -> None:
+    def set(self, t: Any, key: Any, cap: Capability | CapabilityRef) -> None:
         """A timer for ``key`` at ``t``; ``cap`` (at or before ``t``) mints the time's token."""
         entry = self._at.get(t)
         if entry is None:
@@ -320,7 +324,7 @@ class EventTimers:
                 del self._at[t]
                 entry[0].drop()
 
-    def next_due(self, frontier: Any) -> Any:
+    def next_due(self, frontier: Frontier) -> Any:
         """The earliest pending time the frontier has passed, or ``None``."""
         heap, at = self._heap, self._at
         while heap and heap[0] not in at:
@@ -388,10 +392,10 @@ class KeyedContext:
         self._name = name
         self._states = states
         self._timers = timers
-        self._cap: Any = None
+        self._cap: Capability | CapabilityRef | None = None
         self._out: list[Any] = []
 
-    def bind(self, t: Any, cap: Any) -> list[Any]:
+    def bind(self, t: Any, cap: Capability | CapabilityRef | None) -> list[Any]:
         """(For the operator.) Start calls at time ``t`` with capability ``cap``; returns the
         list that ``emit`` fills.
 
@@ -438,7 +442,12 @@ class KeyedContext:
                 f"keyed_process {self._name!r}: set_timer({t!r}) for key {self.key!r} is before "
                 f"the current time {self.time!r}"
             )
-        self._timers.set(t, self.key, self._cap)
+        cap = self._cap
+        if cap is None:
+            raise RuntimeError(
+                f"keyed_process {self._name!r}: set_timer() outside a call of process or on_timer"
+            )
+        self._timers.set(t, self.key, cap)
 
     def cancel_timer(self, t: Any) -> None:
         """Remove this key's timer at ``t`` (nothing happens if there is none)."""
@@ -483,7 +492,7 @@ def keyed_process(
     op = "keyed_process"
     key_of, pairs = split_key(key)
 
-    def ctor(cap: Any, info: Any) -> Any:
+    def ctor(cap: Capability, info: OperatorInfo) -> Callable[[InputPort, OutputPort], None]:
         cap.drop()
         states: dict[Any, Any] = {}
         pending: dict[Any, list[Any]] = {}  # record time -> [capability, batches]
@@ -491,7 +500,7 @@ def keyed_process(
         timers = EventTimers()
         ctx = KeyedContext(name, states, timers)
 
-        def apply(send: Any, t: Any, batch: Any, out: Any) -> None:
+        def apply(send: Capability | CapabilityRef, t: Any, batch: Any, out: OutputPort) -> None:
             results = ctx.bind(t, send)
             r = None
             fn: Any = key_of
@@ -510,7 +519,7 @@ def keyed_process(
             if results:
                 out.give_batch(send, results)
 
-        def fire(t: Any, out: Any) -> None:
+        def fire(t: Any, out: OutputPort) -> None:
             held, keys = timers.pop(t)
             results = ctx.bind(t, held)
             k = None
@@ -528,7 +537,7 @@ def keyed_process(
                 out.give_batch(held, results)
             held.drop()
 
-        def logic(inp: Any, out: Any) -> None:
+        def logic(inp: InputPort, out: OutputPort) -> None:
             frontier = inp.frontier
             # Stashed records and due timers, merged in time order (records of a time first).
             while True:

@@ -48,7 +48,7 @@ import numbers
 from collections import Counter
 from collections.abc import Callable
 from operator import itemgetter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ...errors import OperatorError
 from ...naming import describe_function
@@ -59,6 +59,10 @@ from ..columnar import column, select
 from ..stream import Stream
 from .generic import OperatorBuilder
 from .map import map_batch
+
+if TYPE_CHECKING:
+    from ..capability import Capability, CapabilityRef
+    from ..operator import Frontier, InputPort, OperatorInfo, OutputPort
 
 __all__ = [
     "Windowed",
@@ -291,7 +295,7 @@ class _FixedWindows:
         self.windows: dict[int, list[Any]] = {}
         self.heap: list[int] = []
 
-    def entry(self, ref: Any, emit_at: int, kind: _Kind) -> dict:
+    def entry(self, ref: Capability | CapabilityRef, emit_at: int, kind: _Kind) -> dict:
         """The aggregates of the window emitted at ``emit_at``, opened (with a token minted
         from the message ``ref``) if new."""
         entry = self.windows.get(emit_at)
@@ -300,7 +304,7 @@ class _FixedWindows:
             heapq.heappush(self.heap, emit_at)
         return entry[1]
 
-    def release(self, frontier: Any, emit: Callable[[Any, int, dict], None]) -> None:
+    def release(self, frontier: Frontier, emit: Callable[[Any, int, dict], None]) -> None:
         """Emit and forget every window whose emission time ``E`` has every earlier time
         complete (``not frontier.less_than(E)``), in ``E`` order."""
         heap, windows = self.heap, self.windows
@@ -321,7 +325,7 @@ def _fixed_logic(op: str, windower: Sliding, kind: _Kind, key: Any, event_time: 
     end_of = windower.end_of if tumbling else None
     ends_of = windower.ends_of
 
-    def emit(out: Any, token: Any, emit_at: int, aggs: dict) -> None:
+    def emit(out: OutputPort, token: Capability, emit_at: int, aggs: dict) -> None:
         end = emit_at - lateness
         start = end - width
         result = kind.result
@@ -334,7 +338,7 @@ def _fixed_logic(op: str, windower: Sliding, kind: _Kind, key: Any, event_time: 
             return list(map(_first, batch)), list(map(_second, batch))
         return _apply(op, "key", key, batch), batch
 
-    def logic(inp: Any, out: Any, late_out: Any) -> None:
+    def logic(inp: InputPort, out: OutputPort, late_out: OutputPort) -> None:
         for ref, batch in inp:
             t = ref.time
             _check_time(op, t)
@@ -431,7 +435,7 @@ class _Sessions:
         self.closing: dict[int, list[_Session]] = {}
         self.heap: list[int] = []
 
-    def _retarget(self, s: _Session, ref: Any) -> None:
+    def _retarget(self, s: _Session, ref: Capability | CapabilityRef) -> None:
         """Move ``s`` to the emission time its ``last`` now implies."""
         emit_at = s.last + self.gap + self.lateness
         old = s.emit_at
@@ -458,7 +462,7 @@ class _Sessions:
             del self.tokens[emit_at]
             del self.closing[emit_at]
 
-    def add(self, ref: Any, k: Any, x: int, agg: Any, counting: bool) -> None:
+    def add(self, ref: Capability | CapabilityRef, k: Any, x: int, agg: Any, counting: bool) -> None:
         """Add to ``k``'s sessions the records summarized by ``agg`` (a count, or a list of
         ``(x, value)``), all at event time ``x``."""
         gap = self.gap
@@ -499,7 +503,7 @@ class _Sessions:
             sessions[:] = [s for s in sessions if s.alive]
         self._retarget(hit, ref)
 
-    def release(self, frontier: Any, emit: Callable[[Any, list], None]) -> None:
+    def release(self, frontier: Frontier, emit: Callable[[Any, list], None]) -> None:
         """Emit and forget every session whose emission time has every earlier time
         complete, in emission-time order."""
         heap, tokens = self.heap, self.tokens
@@ -545,12 +549,12 @@ def _session_logic(op: str, windower: Session, kind: _Kind, key: Any, event_time
             raise _user_error(op, "fold", fold, (s.key, v), exc) from exc
         return acc
 
-    def emit(out: Any, token: Any, done: list) -> None:
+    def emit(out: OutputPort, token: Capability, done: list) -> None:
         out.session(token).give_batch(
             [(s.key, s.start, s.last + gap, result(s)) for s in done]
         )
 
-    def logic(inp: Any, out: Any, late_out: Any) -> None:
+    def logic(inp: InputPort, out: OutputPort, late_out: OutputPort) -> None:
         add = state.add
         for ref, batch in inp:
             t = ref.time
@@ -633,12 +637,12 @@ def _columnar_logic(op: str, windower: Sliding, kind: _Kind, key: str, event_tim
                 acc = get(k, _MISSING)
                 aggs[k] = ufunc(init() if acc is _MISSING else acc, p)
 
-    def emit(out: Any, token: Any, emit_at: int, aggs: dict) -> None:
+    def emit(out: OutputPort, token: Capability, emit_at: int, aggs: dict) -> None:
         end = emit_at - lateness
         start = end - width
         out.session(token).give_batch([(k, start, end, a) for k, a in aggs.items()])
 
-    def logic(inp: Any, out: Any, late_out: Any) -> None:
+    def logic(inp: InputPort, out: OutputPort, late_out: OutputPort) -> None:
         for ref, batch in inp:
             t = ref.time
             _check_time(op, t)
@@ -732,7 +736,7 @@ def _build(stream: Stream, op: str, windower: Any, kind: _Kind, key: Any, event_
     builder.new_output()
     builder.new_output()
 
-    def ctor(caps: list, info: Any) -> Callable:
+    def ctor(caps: list[Capability], info: OperatorInfo) -> Callable[..., None]:
         for cap in caps:
             cap.drop()  # hold nothing until a window opens
         return logic
