@@ -10,9 +10,14 @@ until all its dataflows have completed.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .worker import Worker, activity
+
+if TYPE_CHECKING:
+    from .dataflow.scope import Scope
+
+T = TypeVar("T")
 
 __all__ = ["example", "execute", "execute_from_args", "run_worker"]
 
@@ -25,7 +30,7 @@ def run_worker(fn: Callable[[Worker], Any], worker: Worker) -> Any:
     return result
 
 
-def example(fn: Callable[[Any], Any], timestamp: Any = int) -> Any:
+def example(fn: Callable[[Scope], T], timestamp: Any = int) -> T:
     """Build one dataflow with ``fn(scope)`` on a single worker and run it to completion."""
     worker = Worker()
     result = worker.dataflow(fn, timestamp=timestamp)
@@ -35,14 +40,14 @@ def example(fn: Callable[[Any], Any], timestamp: Any = int) -> Any:
 
 
 def execute(
-    fn: Callable[[Worker], Any],
+    fn: Callable[[Worker], T],
     workers: int = 1,
     processes: int | None = None,
     secret: bytes | None = None,
     timeout: float | None = None,
     stuck_after: float | None = None,
     heartbeat_timeout: float | None = None,
-) -> list[Any]:
+) -> list[T]:
     """Run ``fn(worker)`` on ``workers`` workers; returns their results in worker order.
 
     ``workers == 1`` runs in this thread.  More workers run as that many local processes
