@@ -55,7 +55,12 @@ def describe_function(f: Callable[..., Any]) -> str:
 
 
 def _in_package(code: CodeType) -> bool:
-    return os.path.abspath(code.co_filename).startswith(_PACKAGE)
+    return _is_package_file(code.co_filename)
+
+
+@functools.lru_cache(maxsize=256)
+def _is_package_file(filename: str) -> bool:
+    return os.path.abspath(filename).startswith(_PACKAGE)
 
 
 def _at(name: str, code: CodeType) -> str:
