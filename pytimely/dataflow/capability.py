@@ -24,7 +24,7 @@ woken to report it), so a forgotten token cannot stall a dataflow forever — bu
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import Any, Self
 
 from ..errors import CapabilityError
 from ..order import less_equal, results_in
@@ -68,15 +68,16 @@ class Capability:
                 f"operator {self._port.op_name!r}: used a capability after drop()"
             )
 
-    def delayed(self, t: Any) -> Capability:
-        """A new token for the same output at ``t``, which must be ``>=`` this one's time."""
+    def delayed(self, t: Any) -> Self:
+        """A new token (of this token's class) for the same output at ``t``, which must be
+        ``>=`` this one's time."""
         self._check()
         if not less_equal(self._time, t):
             raise CapabilityError(
                 f"operator {self._port.op_name!r}: cannot mint a capability at {t!r} from one "
                 f"at {self._time!r} (a token can only move forward in time)"
             )
-        return Capability(t, self._port)
+        return type(self)(t, self._port)
 
     def downgrade(self, t: Any) -> None:
         """Move this token forward to ``t`` (``t`` must be ``>=`` its time)."""
