@@ -151,7 +151,7 @@ class Worker:
         gc.disable()
         try:
             result = fn(scope)
-            subgraph: Subgraph = scope._build()
+            subgraph: Subgraph = scope.build_subgraph()
         finally:
             if collecting:
                 gc.enable()

@@ -108,16 +108,15 @@ class Scope:
         self._ingress_tees.append(inner_tee)
         outer_domain = self.parent.domain
         inner_domain = self.domain
-        scope = self
         same = outer_domain == inner_domain
 
         def ingress(t: Any, batch: Any) -> None:
             ti = t if same else to_inner(outer_domain, inner_domain, t)
-            sg = scope._subgraph
+            sg = self._subgraph
             if sg is not None:
                 sg.record_ingress(p, ti, len(batch))
             else:  # pragma: no cover - data sent before the dataflow was built
-                scope._pre_ingress.append((p, ti, len(batch)))
+                self._pre_ingress.append((p, ti, len(batch)))
             inner_tee.push(ti, batch)
 
         parent_stream._connect((self.index_in_parent, p), ingress)
@@ -187,7 +186,7 @@ class Scope:
         index = self.reserve_child()
         child = Scope(self.worker, name, domain, self.path + (index,), self, index)
         result = fn(child)
-        subgraph = child._build()
+        subgraph = child.build_subgraph()
         self.install_child(index, subgraph)
         return result
 
@@ -200,8 +199,12 @@ class Scope:
 
     # -- compilation ----------------------------------------------------------------------
 
-    def _build(self) -> Subgraph:
-        """Compile the graph and create the runtime subgraph (validates cycles)."""
+    def build_subgraph(self) -> Subgraph:
+        """Compile the graph and create the runtime subgraph (validates cycles).
+
+        Called once, by whoever created this scope (the worker for a dataflow, the parent
+        scope for a nested one) after the building function returned; the scope is closed to
+        new operators afterwards."""
         self._check_open()
         worker = self.worker
         builder = Builder(self.domain)

@@ -17,9 +17,10 @@ The safety rule
     Pointstamp ``(l1, t1)`` *could-result-in* ``(l2, t2)`` if some path summary ``p`` from ``l1``
     to ``l2`` has ``p(t1) <= t2``.  The frontier at ``l2`` is the antichain of minimal times
     ``p(t1)`` over positive-count pointstamps ``(l1, t1)`` and paths ``p``.  No message can later
-    arrive at ``l2`` with a time not ``>=`` some frontier element (seed 000).  The builder rejects
-    graphs with a cycle that does not strictly advance time, since on such a cycle
-    could-result-in is not antisymmetric and the argument breaks.
+    arrive at ``l2`` with a time not ``>=`` some frontier element (the "Progress Tracking"
+    chapter of the timely-dataflow book, https://timelydataflow.github.io/timely-dataflow/).
+    The builder rejects graphs with a cycle that does not strictly advance time, since on such
+    a cycle could-result-in is not antisymmetric and the argument breaks.
 
 How the tracker works (after Naiad and the Rust crate)
     Each location keeps two :class:`MutableAntichain` s: ``pointstamps`` (the counts reported at

@@ -33,8 +33,8 @@ What one ``schedule()`` does (after Naiad and ``Subgraph::schedule`` in timely-d
 7. *Report* to the parent (``_report_outputs``, part of step 4): the frontier of internal pointstamps projected onto each scope output
    (our "capabilities" as an operator), plus consumed/produced counts at the boundary.
 
-Laziness (the point of :class:`FrontierInterest`; timely's ``notify`` flag on
-``Operate``): the parent calls ``schedule()`` only when something inside asked for it or
+Laziness (Frank McSherry, "Speeding up Timely Dataflow by 100x", https://github.com/
+frankmcsherry/blog; timely's ``notify`` flag on ``Operate``): the parent calls ``schedule()`` only when something inside asked for it or
 when a frontier change reaches us and our interest asks for it.  A region whose children hold
 nothing reports no capability, so its ``IF_CAPABILITY`` interest lets the parent skip it
 entirely when only time moves; the changes pile up (and cancel) in ``shared.frontiers`` and are

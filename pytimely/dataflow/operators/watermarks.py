@@ -1,4 +1,6 @@
-"""Flink-style watermarks, as a library on timestamp tokens (seed 004, sections 2.1, 4 and 7).
+"""Flink-style watermarks, as a library on timestamp tokens (Lattuada, McSherry, Liagouris,
+"Timestamp tokens: a better coordination primitive for data-processing systems", SoCC 2022,
+sections 2.1, 4 and 7).
 
 Timestamp tokens can reproduce other systems' coordination idioms without any system support.
 This module reproduces Flink's: *in-band watermarks*.  It exists to be compared with tokens and
