@@ -30,7 +30,7 @@ from typing import Any, Self
 from ..errors import CapabilityError
 from ..order import less_equal, results_in
 
-__all__ = ["Capability", "CapabilityRef", "CapabilitySet"]
+__all__ = ["Capability", "CapabilityRef", "CapabilitySet", "send_time", "invalidate"]
 
 
 class Capability:
@@ -169,6 +169,64 @@ class CapabilityRef:
 
     def __repr__(self) -> str:
         return f"CapabilityRef(time={self.time!r})"
+
+
+def send_time(port: Any, cap: Any, t: Any) -> Any:
+    """The time at which output ``port`` may send with ``cap`` (``t``, or the token's time if
+    ``t`` is ``None``); raises :class:`CapabilityError` naming the operator otherwise.
+
+    ``cap`` must be a live :class:`Capability` for ``port``, or a :class:`CapabilityRef`
+    received during the current call on an input that reaches ``port`` with the identity
+    summary; ``t`` must not precede the token's time.  ``OutputPort`` uses this function as
+    its ``_check`` method (kept here, beside the tokens whose state it reads).
+    """
+    if isinstance(cap, Capability):
+        if not cap._valid:
+            raise CapabilityError(f"operator {port.op.name!r}: used a capability after drop()")
+        owner = cap._port
+        if owner is not port:
+            op = port.op
+            raise CapabilityError(
+                f"operator {op.name!r}: a capability for output {owner.index}"
+                f"{'' if owner.op is op else ' of operator ' + repr(owner.op.name)}"
+                f" cannot send on output {port.index}"
+            )
+        base = cap._time
+    elif type(cap) is CapabilityRef:
+        op = port.op
+        if not cap._valid:
+            raise CapabilityError(
+                f"operator {op.name!r}: a CapabilityRef is only valid during the call "
+                "that received it; retain() it to keep it"
+            )
+        source = cap._input
+        if source.op is not op or not op.identity_reaches(source.index, port.index):
+            raise CapabilityError(
+                f"operator {op.name!r}: the message capability of input "
+                f"{source.index} cannot be used on output {port.index}; use "
+                "retain()/delayed() for that output"
+            )
+        base = cap.time
+    else:
+        raise CapabilityError(
+            f"operator {port.op.name!r}: sending requires a Capability or CapabilityRef, "
+            f"got {type(cap).__name__}"
+        )
+    if t is None:
+        return base
+    if not less_equal(base, t):
+        raise CapabilityError(
+            f"operator {port.op.name!r}: cannot send at {t!r} with a capability at {base!r}"
+        )
+    return t
+
+
+def invalidate(refs: list[CapabilityRef]) -> None:
+    """End the borrow of every ref in ``refs`` (the call that received them returned) and
+    empty the list."""
+    for r in refs:
+        r._valid = False
+    refs.clear()
 
 
 class CapabilitySet:

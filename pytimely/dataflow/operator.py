@@ -33,11 +33,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from ..errors import CapabilityError
-from ..order import less_equal
 from ..progress.antichain import MutableAntichain
 from ..progress.operate import FrontierInterest, SharedProgress
-from .capability import Capability, CapabilityRef
+from .capability import Capability, CapabilityRef, invalidate, send_time
 
 if TYPE_CHECKING:
     from .scope import Scope
@@ -202,46 +200,9 @@ class OutputPort:
 
     # -- checks ---------------------------------------------------------------------------
 
-    def _check(self, cap: Any, t: Any) -> Any:
-        if isinstance(cap, Capability):
-            if not cap._valid:
-                raise CapabilityError(
-                    f"operator {self.op.name!r}: used a capability after drop()"
-                )
-            if cap._port is not self:
-                raise CapabilityError(
-                    f"operator {self.op.name!r}: a capability for output {cap._port.index}"
-                    f"{'' if cap._port.op is self.op else ' of operator ' + repr(cap._port.op.name)}"
-                    f" cannot send on output {self.index}"
-                )
-            base = cap._time
-        elif type(cap) is CapabilityRef:
-            if not cap._valid:
-                raise CapabilityError(
-                    f"operator {self.op.name!r}: a CapabilityRef is only valid during the call "
-                    "that received it; retain() it to keep it"
-                )
-            if cap._input.op is not self.op or not self.op.identity_reaches(
-                cap._input.index, self.index
-            ):
-                raise CapabilityError(
-                    f"operator {self.op.name!r}: the message capability of input "
-                    f"{cap._input.index} cannot be used on output {self.index}; use "
-                    "retain()/delayed() for that output"
-                )
-            base = cap.time
-        else:
-            raise CapabilityError(
-                f"operator {self.op.name!r}: sending requires a Capability or CapabilityRef, "
-                f"got {type(cap).__name__}"
-            )
-        if t is None:
-            return base
-        if not less_equal(base, t):
-            raise CapabilityError(
-                f"operator {self.op.name!r}: cannot send at {t!r} with a capability at {base!r}"
-            )
-        return t
+    # Checks a send against a capability: defined beside the tokens it inspects (it is a
+    # plain method: no extra call per send).
+    _check = send_time
 
     # -- sending --------------------------------------------------------------------------
 
@@ -473,9 +434,7 @@ class OperatorCore:
             finally:
                 refs = self._refs
                 if refs:
-                    for r in refs:
-                        r._valid = False
-                    refs.clear()
+                    invalidate(refs)
                 for port in self.output_ports:
                     if port._buf:
                         port.flush()
