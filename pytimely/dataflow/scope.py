@@ -91,13 +91,15 @@ class Scope:
         before the scope is built."""
         self._children[index] = child
 
-    def _add_edge(self, source: tuple[int, int], target: tuple[int, int], weight: int = 1) -> None:
+    def add_edge(self, source: tuple[int, int], target: tuple[int, int], weight: int = 1) -> None:
+        """An edge from ``(node, output)`` to ``(node, input)``, counted ``weight`` times (see
+        ``Pact.weight_per_peer``).  Streams call this when connected."""
         self._check_open()
         self._edges.append((source, target, weight))
 
     # -- scope inputs and outputs -----------------------------------------------------------
 
-    def _new_scope_input(self, parent_stream: Any) -> Any:
+    def new_scope_input(self, parent_stream: Any) -> Any:
         """Make ``parent_stream`` (of the parent scope) scope input ``p``; return the inner
         stream."""
         from .stream import Stream
@@ -122,7 +124,7 @@ class Scope:
         parent_stream._connect((self.index_in_parent, p), ingress)
         return Stream(self, (0, p), inner_tee)
 
-    def _new_scope_output(self, inner_stream: Any) -> Any:
+    def new_scope_output(self, inner_stream: Any) -> Any:
         """Make ``inner_stream`` scope output ``q``; return the parent-side stream."""
         from .stream import Stream
 
