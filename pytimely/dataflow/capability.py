@@ -2,10 +2,11 @@
 
 The timestamp tokens of Lattuada, McSherry and Liagouris, "Timestamp tokens: a better
 coordination primitive for data-processing systems" (SoCC 2022, sections 3 and 4), in code.  A
-:class:`Capability` names a time and one output of one operator.  Holding it lets the operator open a session on that output at that time or later; the system learns of
-every token's creation, clone, downgrade and drop as a ``+1``/``-1`` count at the pointstamp
-``(output, time)``, recorded in the output's ``internals`` batch and reported when the operator
-returns control — atomically, per invocation.
+:class:`Capability` names a time and one output of one operator.  Holding it lets the operator
+open a session on that output at that time or later; the system learns of every token's
+creation, clone, downgrade and drop as a ``+1``/``-1`` count at the pointstamp ``(output,
+time)``, recorded in the output's ``internals`` batch and reported when the operator returns
+control — atomically, per invocation.
 
 * Operators start with one capability per output at the minimum time.  (Its count, one per
   worker, is common knowledge and is counted by the scope when the operator is installed; so

@@ -7,38 +7,41 @@ outputs are the scope's outputs, and whose internal summary is computed from its
 What one ``schedule()`` does (after Naiad and ``Subgraph::schedule`` in timely-dataflow's
 ``progress/subgraph.rs``; each step is one method below):
 
-1. *Accept the parent's frontier* (``_accept_frontier``): changes to the frontier of scope input ``p`` become
-   capability changes at ``Source(0, p)`` — "child zero" is the scope boundary seen from inside,
-   and the outside world's possibility of sending data looks, from inside, like a capability
-   held at the boundary.
-2. *Harvest inputs* (``_harvest_inputs``): records that crossed scope input ``p`` are moved, in the counts, from
-   ``Source(0, p)`` to the internal targets it feeds.
+1. *Accept the parent's frontier* (``_accept_frontier``): changes to the frontier of scope
+   input ``p`` become capability changes at ``Source(0, p)`` — "child zero" is the scope
+   boundary seen from inside, and the outside world's possibility of sending data looks, from
+   inside, like a capability held at the boundary.
+2. *Harvest inputs* (``_harvest_inputs``): records that crossed scope input ``p`` are moved, in
+   the counts, from ``Source(0, p)`` to the internal targets it feeds.
 3. *Receive* (``_receive_progress``) every worker's progress batches for this scope (our own
    included) from the :class:`Progcaster`.
-4. *Propagate* (``_propagate_pointstamps``): apply the received counts to the tracker.  Counts at the boundary go to the
-   parent instead (records leaving through scope output ``q`` are the parent's produced
-   messages; records harvested at input ``p`` are the parent's consumed messages).  Frontier
-   changes at children's inputs are queued in the children's ``SharedProgress.frontiers`` and
-   wake a child only if its :class:`FrontierInterest` asks for it — ``ALWAYS``, or
-   ``IF_CAPABILITY`` while the child holds a capability in the aggregated view.  A child whose
-   inputs are all finished and who holds nothing is woken once to retire.
-5. *Run the activated children* (``_schedule_children``), in index order, each at most once per pass: a child
-   activated again after it ran waits for the next pass, and at most a few passes run per
-   ``schedule()`` (so a loop that always has work cannot hold the worker forever).  After
-   each run the child's counts are drained: a plain operator's
-   into the batch to be exchanged with other workers, a nested scope's (already aggregated
-   across workers) straight into our own accumulation.
-6. *Send* (``_send_progress``) this worker's batch to every worker, then go back to 3 while newly activated children
-   remain — so a single-worker dataflow settles within one step.
-7. *Report* to the parent (``_report_outputs``, part of step 4): the frontier of internal pointstamps projected onto each scope output
-   (our "capabilities" as an operator), plus consumed/produced counts at the boundary.
+4. *Propagate* (``_propagate_pointstamps``): apply the received counts to the tracker.  Counts
+   at the boundary go to the parent instead (records leaving through scope output ``q`` are
+   the parent's produced messages; records harvested at input ``p`` are the parent's consumed
+   messages).  Frontier changes at children's inputs are queued in the children's
+   ``SharedProgress.frontiers`` and wake a child only if its :class:`FrontierInterest` asks for
+   it — ``ALWAYS``, or ``IF_CAPABILITY`` while the child holds a capability in the aggregated
+   view (``_notify_children``).  A child whose inputs are all finished and who holds nothing is
+   woken once to retire (``_wake_released``).
+5. *Run the activated children* (``_schedule_children``), in index order, each at most once
+   per pass: a child activated again after it ran waits for the next pass, and at most a few
+   passes run per ``schedule()`` (so a loop that always has work cannot hold the worker
+   forever).  After each run the child's counts are drained: a plain operator's into the batch
+   to be exchanged with other workers, a nested scope's (already aggregated across workers)
+   straight into our own accumulation.
+6. *Send* (``_send_progress``) this worker's batch to every worker, then go back to 3 while
+   newly activated children remain — so a single-worker dataflow settles within one step.
+7. *Report* to the parent (``_report_outputs``, the end of step 4): the frontier of internal
+   pointstamps projected onto each scope output (our "capabilities" as an operator), plus
+   consumed/produced counts at the boundary.
 
 Laziness (Frank McSherry, "Speeding up Timely Dataflow by 100x", https://github.com/
-frankmcsherry/blog; timely's ``notify`` flag on ``Operate``): the parent calls ``schedule()`` only when something inside asked for it or
-when a frontier change reaches us and our interest asks for it.  A region whose children hold
-nothing reports no capability, so its ``IF_CAPABILITY`` interest lets the parent skip it
-entirely when only time moves; the changes pile up (and cancel) in ``shared.frontiers`` and are
-applied when the region next runs for any reason.
+frankmcsherry/blog; timely's ``notify`` flag on ``Operate``): the parent calls ``schedule()``
+only when something inside asked for it or when a frontier change reaches us and our interest
+asks for it.  A region whose children hold nothing reports no capability, so its
+``IF_CAPABILITY`` interest lets the parent skip it entirely when only time moves; the changes
+pile up (and cancel) in ``shared.frontiers`` and are applied when the region next runs for any
+reason.
 
 Invariants: every batch handed to the progcaster is the sum of whole per-invocation batches of
 this worker (never a part of one); nothing is applied to the tracker before it has come back
@@ -236,8 +239,9 @@ class Subgraph:
         """
         self._scheduled_self = True  # activations during this call must not re-enter parent
         self.invocations += 1
+        accepted = False  # the tracker holds updates not yet propagated
         if self.inputs:
-            self._accept_frontier()
+            accepted = self._accept_frontier()
             self._harvest_inputs()
         if self._local:
             self._send_progress()
@@ -246,7 +250,9 @@ class Subgraph:
         while True:
             if progcaster.inbox:
                 self._receive_progress()
-            self._propagate_pointstamps()
+            if self._final or accepted:
+                accepted = False
+                self._propagate_pointstamps()
             if not self._active or passes >= _MAX_PASSES:
                 break
             passes += 1
@@ -258,14 +264,19 @@ class Subgraph:
             self.activate()
         return self._live > 0 or self.tracker.tracking_anything()
 
-    def _accept_frontier(self) -> None:
-        """Step 1: the parent's frontier changes, as capabilities at the boundary."""
+    def _accept_frontier(self) -> bool:
+        """Step 1: the parent's frontier changes, as capabilities at the boundary (straight
+        into the tracker: the parent's frontier is the same on every worker).  Returns whether
+        there were any."""
         tracker = self.tracker
         to_inner = self._to_inner
+        accepted = False
         for p, cb in enumerate(self.shared.frontiers):
             if cb:
+                accepted = True
                 for t, d in cb.drain():
                     tracker.update_source(0, p, to_inner(t), d)
+        return accepted
 
     def _harvest_inputs(self) -> None:
         """Step 2: records that entered through scope input ``p`` move, in this worker's
