@@ -9,6 +9,12 @@ and ``step_or_park`` sleeps on the communication layer when no dataflow is activ
 Every channel and every scope's progress exchange has an identifier allocated in construction
 order, so all workers that build the same dataflows in the same order agree on them.
 
+What the dataflow layer may ask of its worker — channels, progress exchanges, timed
+activations, input tracking — is the :class:`WorkerServices` protocol (timely's ``AsWorker``);
+scopes, pacts and operators use nothing else of the worker.  A progress batch from another
+worker goes straight to the scope's :class:`~pytimely.progress.broadcast.Progcaster`, which
+wakes the scope; the worker only routes it by channel.
+
 A computation that cannot finish raises :class:`StuckError` instead of hanging: on one worker as
 soon as nothing is active and no timer is pending; on several workers once *every* worker is
 idle and no message is in flight (:mod:`pytimely.termination`), about ``stuck_after`` seconds
