@@ -57,7 +57,7 @@ class Stream:
 
     def _connect(self, target: tuple[int, int], push: Callable[[Any, Any], None],
                  weight: int = 1) -> None:
-        self.scope._add_edge(self.source, target, weight)
+        self.scope.add_edge(self.source, target, weight)
         self.tee.consumers.append(push)
 
     def _check_scope(self, scope: Scope, what: str) -> None:
@@ -83,7 +83,7 @@ class Stream:
             raise GraphError(
                 f"enter(): scope {scope.name!r} is not nested directly in {self.scope.name!r}"
             )
-        return scope._new_scope_input(self)
+        return scope.new_scope_input(self)
 
     def leave(self) -> Stream:
         """This stream in the parent scope (loop counters dropped).
@@ -97,7 +97,7 @@ class Stream:
         """
         if self.scope.parent is None:
             raise GraphError("leave(): the stream is already in a dataflow's top-level scope")
-        return self.scope._new_scope_output(self)
+        return self.scope.new_scope_output(self)
 
     def connect_loop(self, handle: LoopHandle) -> None:
         """Feed this stream into a loop made by :meth:`Scope.feedback`; what it carries comes

@@ -14,25 +14,11 @@ from typing import Any
 from ...errors import GraphError
 from ...naming import describe_function, operator_name
 from ...progress.operate import FrontierInterest
-from ..channels import Broadcast, Exchange, Pact, Pipeline
+from ..channels import Broadcast, Exchange, Pipeline
 from ..stream import Stream
-from .generic import OperatorBuilder, unary
+from .generic import OperatorBuilder, forward_batches
 
 __all__ = ["exchange", "broadcast", "concat", "concatenate", "partition", "branch", "ok_err"]
-
-
-def _forward(stream: Stream, pact: Pact, name: str) -> Stream:
-    def ctor(cap: Any, info: Any) -> Any:
-        cap.drop()
-
-        def logic(inp: Any, out: Any) -> None:
-            push = out._push
-            for t, batch in inp.drain_batches():
-                push(t, batch)
-
-        return logic
-
-    return unary(stream, pact, name, ctor)
 
 
 def exchange(stream: Stream, key: Callable[[Any], Any] | None = None, name: str | None = None,
@@ -42,12 +28,12 @@ def exchange(stream: Stream, key: Callable[[Any], Any] | None = None, name: str 
     workers."""
     if name is None:
         name = "Exchange" if key is None else f"Exchange({describe_function(key)})"
-    return _forward(stream, Exchange(key, column=column), name)
+    return forward_batches(stream, Exchange(key, column=column), name)
 
 
 def broadcast(stream: Stream, name: str = "Broadcast") -> Stream:
     """Every record to every worker."""
-    return _forward(stream, Broadcast, name)
+    return forward_batches(stream, Broadcast, name)
 
 
 def concatenate(scope: Any, streams: Iterable[Stream], name: str = "Concatenate") -> Stream:
@@ -63,10 +49,10 @@ def concatenate(scope: Any, streams: Iterable[Stream], name: str = "Concatenate"
 
         def logic(*ports: Any) -> None:
             out = ports[-1]
-            push = out._push
+            forward = out.forward  # legal: each message at its own time, identity summary
             for inp in ports[:-1]:
                 for t, batch in inp.drain_batches():
-                    push(t, batch)
+                    forward(t, batch)
 
         return logic
 
@@ -102,7 +88,7 @@ def partition(
                     buckets[i].append(v)
                 for i, bucket in enumerate(buckets):
                     if bucket:
-                        outs[i]._push(t, bucket)
+                        outs[i].forward(t, bucket)  # at the message's own time
 
         return logic
 
@@ -126,8 +112,8 @@ def branch(
         def logic(inp: Any, out_false: Any, out_true: Any) -> None:
             for t, batch in inp.drain_batches():
                 flags = [bool(condition(t, x)) for x in batch]
-                out_false._push(t, list(compress(batch, map(not_, flags))))
-                out_true._push(t, list(compress(batch, flags)))
+                out_false.forward(t, list(compress(batch, map(not_, flags))))
+                out_true.forward(t, list(compress(batch, flags)))
 
         return logic
 
