@@ -32,7 +32,7 @@ import os
 import time as _time
 from collections.abc import Callable, Iterator
 from types import FrameType
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from .communication.allocator import Allocator, ThreadAllocator
 from .errors import GraphError, StuckError, WorkerFailure
@@ -40,6 +40,11 @@ from .order import domain_of
 from .progress.broadcast import Progcaster
 from .progress.reachability import Source
 from .termination import STUCK_AFTER, QuiescenceDetector, Status, Verdict
+
+if TYPE_CHECKING:
+    from .dataflow.scope import Scope
+
+T = TypeVar("T")
 
 __all__ = ["Worker", "WorkerServices", "StuckError", "activity", "STRICT_ENV"]
 
@@ -131,7 +136,8 @@ class Worker:
 
     # -- building -------------------------------------------------------------------------
 
-    def dataflow(self, fn: Callable[[Any], Any], name: str | None = None, timestamp: Any = int) -> Any:
+    def dataflow(self, fn: Callable[[Scope], T], name: str | None = None,
+                 timestamp: Any = int) -> T:
         """Build a dataflow with ``fn(scope)``; returns what ``fn`` returns.
 
         ``timestamp`` is the type of the dataflow's times: ``int`` (default) or a user type

@@ -1,11 +1,12 @@
-"""The package's types are true for its users: mypy accepts a user-style job without a single
-error, and catches the mistakes a user makes.
+"""The package's types are true for its users: ``mypy --strict`` accepts a user-style job
+without a single error, and catches the mistakes a user makes.
 
 mypy runs as a user's would: on the user's files, with pytimely found as a library
 (``--follow-imports=silent``: the package's own internals are not the user's errors)."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import subprocess
@@ -68,9 +69,10 @@ PLANTED = {
 
 def _mypy(tmp_path: Path, *files: str) -> dict[str, list[str]]:
     """Run mypy on ``files`` (in ``tmp_path``); returns the error lines per file."""
+    assert importlib.util.find_spec("mypy"), "mypy is missing: install the dev extra (.[dev])"
     env = dict(os.environ, MYPYPATH=str(REPO))
     proc = subprocess.run(
-        [sys.executable, "-m", "mypy", "--follow-imports=silent", "--show-error-codes",
+        [sys.executable, "-m", "mypy", "--strict", "--follow-imports=silent", "--show-error-codes",
          "--no-error-summary", "--cache-dir", str(tmp_path / ".mypy_cache"), *files],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=110,
     )
@@ -91,7 +93,7 @@ def test_mypy_accepts_a_user_job_and_catches_planted_mistakes(tmp_path):
 
     errors = _mypy(tmp_path, "job.py", "mistakes.py")
 
-    assert errors["job.py"] == [], "mypy rejects a correct user job:\n" + "\n".join(errors["job.py"])
+    assert errors["job.py"] == [], "mypy rejects a correct job:\n" + "\n".join(errors["job.py"])
     lines = planted.splitlines()
     caught = {}
     for error in errors["mistakes.py"]:

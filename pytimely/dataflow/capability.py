@@ -26,10 +26,13 @@ woken to report it), so a forgotten token cannot stall a dataflow forever — bu
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 from ..errors import CapabilityError
 from ..order import less_equal, results_in
+
+if TYPE_CHECKING:
+    from .operator import OutputPort
 
 __all__ = ["Capability", "CapabilityRef", "CapabilitySet", "send_time", "invalidate"]
 
@@ -39,7 +42,7 @@ class Capability:
 
     __slots__ = ("_time", "_port", "_valid")
 
-    def __init__(self, time: Any, port: Any, _record: bool = True) -> None:
+    def __init__(self, time: Any, port: OutputPort, _record: bool = True) -> None:
         self._time = time
         self._port = port
         self._valid = True
@@ -172,7 +175,7 @@ class CapabilityRef:
         return f"CapabilityRef(time={self.time!r})"
 
 
-def send_time(port: Any, cap: Any, t: Any) -> Any:
+def send_time(port: OutputPort, cap: Any, t: Any) -> Any:
     """The time at which output ``port`` may send with ``cap`` (``t``, or the token's time if
     ``t`` is ``None``); raises :class:`CapabilityError` naming the operator otherwise.
 

@@ -62,7 +62,7 @@ class Pact:
     weight_per_peer = False  # Broadcast: the edge counts ``peers`` records per record sent
 
     def connect(
-        self, worker: Any, push: Callable[[Any, Any], None], consumer: str = "?"
+        self, worker: WorkerServices, push: Callable[[Any, Any], None], consumer: str = "?"
     ) -> Callable[[Any, Any], None]:
         """Return the function the producer calls with ``(time, batch)``; ``push`` delivers to
         this worker's consumer, the operator named ``consumer`` (named in errors)."""
@@ -71,7 +71,7 @@ class Pact:
 
 class _Pipeline(Pact):
     def connect(
-        self, worker: Any, push: Callable[[Any, Any], None], consumer: str = "?"
+        self, worker: WorkerServices, push: Callable[[Any, Any], None], consumer: str = "?"
     ) -> Callable[[Any, Any], None]:
         return push
 
@@ -110,12 +110,12 @@ class Exchange(Pact):
         self.column = column
 
     def connect(
-        self, worker: Any, push: Callable[[Any, Any], None], consumer: str = "?"
+        self, worker: WorkerServices, push: Callable[[Any, Any], None], consumer: str = "?"
     ) -> Callable[[Any, Any], None]:
         channel = open_channel(worker, push)
         return self.pusher(worker, channel, push, consumer)
 
-    def pusher(self, worker: Any, channel: int, push: Callable[[Any, Any], None],
+    def pusher(self, worker: WorkerServices, channel: int, push: Callable[[Any, Any], None],
                consumer: str) -> Callable[[Any, Any], None]:
         """The function that routes batches on ``channel`` (allocated, and registered to
         deliver to ``push`` if there are other workers) into operator ``consumer``."""
@@ -355,7 +355,7 @@ class _ExchangePusher:
 
     __slots__ = ("worker", "channel", "local", "router", "channel_name", "strict", "peers", "me")
 
-    def __init__(self, worker: Any, channel: int, local: Callable, router: Any,
+    def __init__(self, worker: WorkerServices, channel: int, local: Callable, router: Any,
                  channel_name: str, strict: bool) -> None:
         self.worker = worker
         self.channel = channel
@@ -402,7 +402,7 @@ class _Broadcast(Pact):
     weight_per_peer = True
 
     def connect(
-        self, worker: Any, push: Callable[[Any, Any], None], consumer: str = "?"
+        self, worker: WorkerServices, push: Callable[[Any, Any], None], consumer: str = "?"
     ) -> Callable[[Any, Any], None]:
         channel = open_channel(worker, push)
         if worker.peers == 1:

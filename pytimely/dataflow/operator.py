@@ -38,6 +38,7 @@ from ..progress.operate import FrontierInterest, SharedProgress
 from .capability import Capability, CapabilityRef, invalidate, send_time
 
 if TYPE_CHECKING:
+    from ..progress.change_batch import ChangeBatch
     from .scope import Scope
 
 __all__ = ["InputPort", "OutputPort", "Session", "OperatorCore", "OperatorInfo", "Activator",
@@ -185,8 +186,8 @@ class OutputPort:
     def __init__(self, op: OperatorCore, index: int) -> None:
         self.op = op
         self.index = index
-        self.internals = op.shared.internals[index]
-        self.produced = op.shared.produceds[index]
+        self.internals: ChangeBatch = op.shared.internals[index]
+        self.produced: ChangeBatch = op.shared.produceds[index]
         self.tee = Tee()
         self._buf_time: Any = None
         self._buf: list[Any] | None = None
@@ -206,14 +207,14 @@ class OutputPort:
 
     # -- sending --------------------------------------------------------------------------
 
-    def session(self, cap: Any, time: Any = None) -> Session:
+    def session(self, cap: Capability | CapabilityRef, time: Any = None) -> Session:
         """A session sending at ``time`` (default: the capability's time)."""
         return Session(self, self._check(cap, time))
 
-    def give(self, cap: Any, record: Any, time: Any = None) -> None:
+    def give(self, cap: Capability | CapabilityRef, record: Any, time: Any = None) -> None:
         self._give_at(self._check(cap, time), record)
 
-    def give_batch(self, cap: Any, batch: Any, time: Any = None) -> None:
+    def give_batch(self, cap: Capability | CapabilityRef, batch: Any, time: Any = None) -> None:
         """Send a whole batch (a list, numpy array or Arrow batch) without copying it."""
         t = self._check(cap, time)
         if self._buf:

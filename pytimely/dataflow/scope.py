@@ -15,7 +15,7 @@ scope input ``p`` (data are re-stamped with ``to_inner`` and counted as having e
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..errors import GraphError
 from ..order import INT, ProductDomain, to_inner
@@ -25,6 +25,14 @@ from ..progress.reachability import Builder
 from ..progress.subgraph import Subgraph
 from .operator import Tee
 
+if TYPE_CHECKING:
+    from ..worker import WorkerServices
+    from .operators.feedback import LoopHandle
+    from .operators.input import ActivateCapability, InputHandle, UnorderedHandle
+    from .stream import Stream
+
+T = TypeVar("T")
+
 __all__ = ["Scope"]
 
 
@@ -33,7 +41,7 @@ class Scope:
 
     def __init__(
         self,
-        worker: Any,
+        worker: WorkerServices,
         name: str,
         domain: Any,
         path: tuple[int, ...],
@@ -99,7 +107,7 @@ class Scope:
 
     # -- scope inputs and outputs -----------------------------------------------------------
 
-    def new_scope_input(self, parent_stream: Any) -> Any:
+    def new_scope_input(self, parent_stream: Stream) -> Stream:
         """Make ``parent_stream`` (of the parent scope) scope input ``p``; return the inner
         stream."""
         from .stream import Stream
@@ -124,7 +132,7 @@ class Scope:
         parent_stream._connect((self.index_in_parent, p), ingress)
         return Stream(self, (0, p), inner_tee)
 
-    def new_scope_output(self, inner_stream: Any) -> Any:
+    def new_scope_output(self, inner_stream: Stream) -> Stream:
         """Make ``inner_stream`` scope output ``q``; return the parent-side stream."""
         from .stream import Stream
 
@@ -146,45 +154,45 @@ class Scope:
 
     # -- user API -------------------------------------------------------------------------
 
-    def new_input(self) -> tuple[Any, Any]:
+    def new_input(self) -> tuple[InputHandle, Stream]:
         """An input fed from outside the dataflow: ``(InputHandle, Stream)``."""
         from .operators.input import new_input
 
         return new_input(self)
 
-    def new_unordered_input(self) -> tuple[Any, Any]:
+    def new_unordered_input(self) -> tuple[tuple[UnorderedHandle, ActivateCapability], Stream]:
         """An input whose times are managed by a capability: ``(UnorderedHandle, Stream)``."""
         from .operators.input import new_unordered_input
 
         return new_unordered_input(self)
 
-    def to_stream(self, iterable: Iterable[Any]) -> Any:
+    def to_stream(self, iterable: Iterable[Any]) -> Stream:
         """A stream of the iterable's records at the minimum time (every worker emits all)."""
         from .operators.input import to_stream
 
         return to_stream(self, iterable)
 
-    def replay(self, readers: Any, **options: Any) -> Any:
+    def replay(self, readers: Any, **options: Any) -> Stream:
         """A stream replaying recorded streams; see :func:`pytimely.capture.replay_into`."""
         from .operators.replay import replay_into
 
         return replay_into(readers, self, **options)
 
-    def source(self, name: str, constructor: Callable) -> Any:
+    def source(self, name: str, constructor: Callable) -> Stream:
         """An operator with no inputs and one output; see :func:`~.operators.generic.source`."""
         from .operators.generic import source
 
         return source(self, name, constructor)
 
-    def region(self, fn: Callable[[Scope], Any], name: str | None = None) -> Any:
+    def region(self, fn: Callable[[Scope], T], name: str | None = None) -> T:
         """A nested scope with the same timestamps; returns ``fn(inner)``."""
         return self._nested(fn, name or "Region", self.domain)
 
-    def iterative(self, fn: Callable[[Scope], Any], name: str | None = None) -> Any:
+    def iterative(self, fn: Callable[[Scope], T], name: str | None = None) -> T:
         """A nested scope with ``Product(outer, loop counter)`` timestamps; returns ``fn(inner)``."""
         return self._nested(fn, name or "Iterative", ProductDomain(self.domain, INT))
 
-    def _nested(self, fn: Callable[[Scope], Any], name: str, domain: Any) -> Any:
+    def _nested(self, fn: Callable[[Scope], T], name: str, domain: Any) -> T:
         index = self.reserve_child()
         child = Scope(self.worker, name, domain, self.path + (index,), self, index)
         result = fn(child)
@@ -192,7 +200,7 @@ class Scope:
         self.install_child(index, subgraph)
         return result
 
-    def feedback(self, summary: Any = 1) -> tuple[Any, Any]:
+    def feedback(self, summary: Any = 1) -> tuple[LoopHandle, Stream]:
         """A loop edge: ``(LoopHandle, Stream)``; data given to the handle (``connect_loop``)
         come back out of the stream with their time advanced by ``summary``."""
         from .operators.feedback import feedback

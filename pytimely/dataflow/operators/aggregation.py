@@ -13,7 +13,7 @@ an order consistent with the partial order.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ...naming import operator_name
 from ...order import less_equal
@@ -22,12 +22,16 @@ from ..channels import Exchange, Pipeline
 from ..stream import Stream
 from .generic import binary_frontier, unary_frontier
 
+if TYPE_CHECKING:
+    from ..capability import Capability
+    from ..operator import Frontier, InputPort, OperatorInfo, OutputPort
+
 __all__ = ["accumulate", "count", "aggregate", "delay", "reclock", "release_ready"]
 
 _IF_CAP = FrontierInterest.IF_CAPABILITY
 
 
-def release_ready(pending: dict[Any, Any], frontier: Any) -> list[Any]:
+def release_ready(pending: dict[Any, Any], frontier: Frontier) -> list[Any]:
     """Pop and return, in time order, the times in ``pending`` that are complete (not
     ``frontier.less_equal``)."""
     if not pending:
@@ -46,11 +50,11 @@ def accumulate(
     """Per time: ``acc = fold(acc, batch)`` from ``init()``; emit ``acc`` when the time completes."""
     name = operator_name(name, "Accumulate", fold)
 
-    def ctor(cap: Any, info: Any) -> Any:
+    def ctor(cap: Capability, info: OperatorInfo) -> Callable[..., None]:
         cap.drop()
         pending: dict[Any, list[Any]] = {}
 
-        def logic(inp: Any, out: Any) -> None:
+        def logic(inp: InputPort, out: OutputPort) -> None:
             for ref, batch in inp:
                 entry = pending.get(ref.time)
                 if entry is None:
@@ -87,11 +91,11 @@ def aggregate(
     name = operator_name(name, "Aggregate", fold)
     route = key or (lambda kv: kv[0])
 
-    def ctor(cap: Any, info: Any) -> Any:
+    def ctor(cap: Capability, info: OperatorInfo) -> Callable[..., None]:
         cap.drop()
         pending: dict[Any, list[Any]] = {}
 
-        def logic(inp: Any, out: Any) -> None:
+        def logic(inp: InputPort, out: OutputPort) -> None:
             for ref, batch in inp:
                 entry = pending.get(ref.time)
                 if entry is None:
@@ -114,11 +118,11 @@ def delay(stream: Stream, f: Callable[[Any, Any], Any], name: str | None = None)
     it once that time is complete at the input."""
     name = operator_name(name, "Delay", f)
 
-    def ctor(cap: Any, info: Any) -> Any:
+    def ctor(cap: Capability, info: OperatorInfo) -> Callable[..., None]:
         cap.drop()
         pending: dict[Any, list[Any]] = {}
 
-        def logic(inp: Any, out: Any) -> None:
+        def logic(inp: InputPort, out: OutputPort) -> None:
             for ref, batch in inp:
                 for x in batch:
                     t2 = f(x, ref.time)
@@ -140,12 +144,12 @@ def reclock(stream: Stream, clock: Stream, name: str = "Reclock") -> Stream:
     """Re-time ``stream`` to the times of ``clock``: each record is emitted at the first clock
     time at or after its own, once that clock time is complete on both inputs."""
 
-    def ctor(cap: Any, info: Any) -> Any:
+    def ctor(cap: Capability, info: OperatorInfo) -> Callable[..., None]:
         cap.drop()
         stash: dict[Any, list[Any]] = {}  # data time -> records (no token needed: the clock's
         ticks: dict[Any, Any] = {}  # clock time -> capability      tokens do the sending)
 
-        def logic(data: Any, clk: Any, out: Any) -> None:
+        def logic(data: InputPort, clk: InputPort, out: OutputPort) -> None:
             for t, batch in data.drain_batches():
                 stash.setdefault(t, []).extend(batch)
             for ref, _batch in clk:

@@ -13,7 +13,7 @@ one capability at the minimum time, so the first report retracts it (when the fr
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ...capture.event import Messages, Progress
 from ...capture.event import extract as extract_events
@@ -22,6 +22,9 @@ from ...progress.operate import FrontierInterest
 from ..channels import Pipeline
 from ..stream import Stream
 from .generic import sink
+
+if TYPE_CHECKING:
+    from ..operator import InputPort
 
 __all__ = ["capture_into", "capture", "CaptureHandle"]
 
@@ -36,7 +39,7 @@ def capture_into(stream: Stream, writer: Any, name: str = "Capture", close: bool
     state = {"shown": [t0]}
     flush = getattr(writer, "flush", None)
 
-    def logic(inp: Any) -> None:
+    def logic(inp: InputPort) -> None:
         now = list(inp.frontier_elements())
         shown = state["shown"]
         if now != shown:

@@ -10,7 +10,7 @@ advances the loop counter by one and leaves the outer time alone.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ...errors import GraphError
 from ...order import results_in
@@ -19,6 +19,9 @@ from ..channels import Pipeline
 from ..operator import OperatorCore
 from ..stream import Stream
 from .generic import OperatorBuilder
+
+if TYPE_CHECKING:
+    from ..scope import Scope
 
 __all__ = ["LoopHandle", "feedback"]
 
@@ -41,7 +44,7 @@ class LoopHandle:
         stream._connect((core.index, 0), Pipeline.connect(core.scope.worker, core.input_ports[0].push))
 
 
-def feedback(scope: Any, summary: Any = 1) -> tuple[LoopHandle, Stream]:
+def feedback(scope: Scope, summary: Any = 1) -> tuple[LoopHandle, Stream]:
     s = scope.domain.summary(summary)
     if s == scope.domain.identity():
         raise GraphError("feedback(): the summary must strictly advance time (e.g. 1)")

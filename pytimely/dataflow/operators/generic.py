@@ -20,13 +20,18 @@ whenever the operator is scheduled as ``logic(*inputs, *outputs)``.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ...errors import GraphError
 from ...progress.operate import FrontierInterest
 from ..channels import Pact, Pipeline
 from ..operator import OperatorCore, OperatorInfo
 from ..stream import Stream
+
+if TYPE_CHECKING:
+    from ..capability import Capability
+    from ..operator import InputPort, OutputPort
+    from ..scope import Scope
 
 __all__ = [
     "OperatorBuilder",
@@ -55,7 +60,7 @@ class OperatorBuilder:
     >>> b.build(ctor)                                             # doctest: +SKIP
     """
 
-    def __init__(self, name: str, scope: Any) -> None:
+    def __init__(self, name: str, scope: Scope) -> None:
         self.name = name
         self.scope = scope
         self._inputs: list[tuple[Stream, Pact, Any, FrontierInterest]] = []
@@ -144,7 +149,7 @@ class OperatorBuilder:
 
     @staticmethod
     def raw(
-        scope: Any,
+        scope: Scope,
         name: str,
         inputs: int = 0,
         outputs: int = 1,
@@ -199,11 +204,11 @@ def forward_batches(
     the output).
     """
 
-    def ctor(cap: Any, info: Any) -> Any:
+    def ctor(cap: Capability, info: OperatorInfo) -> Callable[..., None]:
         cap.drop()
         if inspect is not None:
 
-            def logic(inp: Any, out: Any) -> None:
+            def logic(inp: InputPort, out: OutputPort) -> None:
                 forward = out.forward
                 for t, batch in inp.drain_batches():
                     inspect(t, batch)
@@ -211,14 +216,14 @@ def forward_batches(
 
         elif transform is not None:
 
-            def logic(inp: Any, out: Any) -> None:
+            def logic(inp: InputPort, out: OutputPort) -> None:
                 forward = out.forward
                 for t, batch in inp.drain_batches():
                     forward(t, transform(batch))
 
         else:
 
-            def logic(inp: Any, out: Any) -> None:
+            def logic(inp: InputPort, out: OutputPort) -> None:
                 forward = out.forward
                 for t, batch in inp.drain_batches():
                     forward(t, batch)
@@ -295,7 +300,7 @@ def sink(
     b.build(lambda caps, info: logic_or_ctor)
 
 
-def source(scope: Any, name: str, constructor: Callable) -> Stream:
+def source(scope: Scope, name: str, constructor: Callable) -> Stream:
     """No input, one output: ``constructor(cap, info)`` returns ``logic(output)``.  Use
     ``info.activator()`` to be scheduled again (sources are never woken by data)."""
     b = OperatorBuilder(name, scope)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from itertools import islice
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ...errors import CapabilityError, TimelyError
 from ...order import domain_of, less_equal
@@ -26,6 +26,10 @@ from ..capability import Capability
 from ..operator import BATCH, OperatorCore, Session
 from ..stream import Stream
 from .generic import OperatorBuilder
+
+if TYPE_CHECKING:
+    from ..operator import OperatorInfo
+    from ..scope import Scope
 
 __all__ = ["InputHandle", "UnorderedHandle", "ActivateCapability", "new_input",
            "new_unordered_input", "to_stream"]
@@ -161,7 +165,7 @@ def _check_time(domain: Any, t: Any, where: str) -> None:
         )
 
 
-def new_input(scope: Any, name: str = "Input") -> tuple[InputHandle, Stream]:
+def new_input(scope: Scope, name: str = "Input") -> tuple[InputHandle, Stream]:
     core = OperatorBuilder.raw(scope, name)  # no logic: the handle does the sending
     handle = InputHandle(core)
     scope.worker.track_input(handle)
@@ -219,7 +223,7 @@ class UnorderedHandle:
         self._core.activate()
 
 
-def new_unordered_input(scope: Any, name: str = "UnorderedInput") -> tuple[tuple[UnorderedHandle, ActivateCapability], Stream]:
+def new_unordered_input(scope: Scope, name: str = "UnorderedInput") -> tuple[tuple[UnorderedHandle, ActivateCapability], Stream]:
     """``((handle, capability), stream)``: the caller manages times with the capability and
     must drop it (and every capability derived from it) to let the dataflow finish."""
     core = OperatorBuilder.raw(scope, name)
@@ -234,14 +238,14 @@ def new_unordered_input(scope: Any, name: str = "UnorderedInput") -> tuple[tuple
     return (UnorderedHandle(core), cap), Stream(scope, (core.index, 0), port.tee)
 
 
-def to_stream(scope: Any, iterable: Iterable[Any], name: str = "ToStream") -> Stream:
+def to_stream(scope: Scope, iterable: Iterable[Any], name: str = "ToStream") -> Stream:
     """The records of ``iterable`` at the minimum time, a few batches per activation.
 
     Every worker emits the whole iterable (as in timely); shard it by ``scope.index`` yourself
     if each record should appear once.
     """
 
-    def ctor(cap: Capability, info: Any) -> Any:
+    def ctor(cap: Capability, info: OperatorInfo) -> Callable[..., None]:
         it = iter(iterable)
         activator = info.activator()
         state = [cap]

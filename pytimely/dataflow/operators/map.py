@@ -9,12 +9,15 @@ message's own capability valid on the output, so no token is retained).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ...naming import operator_name
 from ..channels import Pipeline
 from ..stream import Stream
 from .generic import forward_batches, sink
+
+if TYPE_CHECKING:
+    from ..operator import InputPort
 
 __all__ = ["map", "flat_map", "filter", "inspect", "inspect_batch", "inspect_time", "map_batch"]
 
@@ -82,7 +85,7 @@ def for_each(stream: Stream, f: Callable[[Any, Any], Any], name: str | None = No
     name = operator_name(name, "ForEach", f)
     from ...progress.operate import FrontierInterest
 
-    def logic(inp: Any) -> None:
+    def logic(inp: InputPort) -> None:
         for t, batch in inp.drain_batches():
             f(t, batch)
 

@@ -33,12 +33,15 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ...progress.operate import FrontierInterest
 from ..capability import Capability
 from ..stream import Stream
 from .generic import binary_frontier, unary_frontier
+
+if TYPE_CHECKING:
+    from ..operator import InputPort, OperatorInfo, OutputPort
 
 __all__ = ["Notificator", "binary_notify", "unary_notify"]
 
@@ -168,11 +171,11 @@ def unary_notify(
     ``notify_at`` it again at a later time).  ``per_call``: see :class:`Notificator`.
     """
 
-    def ctor(cap: Capability, info: Any) -> Any:
+    def ctor(cap: Capability, info: OperatorInfo) -> Callable[..., None]:
         state: dict[str, Any] = {"n": None}
         activator = info.activator()
 
-        def run(inp: Any, out: Any) -> None:
+        def run(inp: InputPort, out: OutputPort) -> None:
             n = state["n"]
             if n is None:
                 n = state["n"] = Notificator([inp.frontier], per_call, activator)
@@ -199,11 +202,11 @@ def binary_notify(
 ) -> Stream:
     """``logic(input1, input2, output, notificator)``; notified once both frontiers pass."""
 
-    def ctor(cap: Capability, info: Any) -> Any:
+    def ctor(cap: Capability, info: OperatorInfo) -> Callable[..., None]:
         state: dict[str, Any] = {"n": None}
         activator = info.activator()
 
-        def run(in1: Any, in2: Any, out: Any) -> None:
+        def run(in1: InputPort, in2: InputPort, out: OutputPort) -> None:
             n = state["n"]
             if n is None:
                 n = state["n"] = Notificator([in1.frontier, in2.frontier], per_call, activator)

@@ -8,13 +8,16 @@ true for any later ``t`` until the dataflow has actually reported progress.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ...progress.antichain import Antichain, MutableAntichain, frontier_changes
 from ...progress.operate import FrontierInterest
 from ..channels import Pipeline
 from ..stream import Stream
 from .generic import sink
+
+if TYPE_CHECKING:
+    from ..operator import InputPort
 
 __all__ = ["ProbeHandle", "probe", "probe_with"]
 
@@ -54,7 +57,7 @@ def probe_with(stream: Stream, handle: ProbeHandle, name: str = "Probe") -> Stre
     mirror.update_iter([(t0, 1)])
     state = {"shown": [t0]}
 
-    def logic(inp: Any) -> None:
+    def logic(inp: InputPort) -> None:
         for _ in inp.drain_batches():
             pass
         now = inp.frontier_elements()

@@ -29,13 +29,16 @@ reader noticing, e.g. a Parquet file closed by a writer that failed half-way) is
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ...capture.event import Messages, Progress
 from ...errors import CaptureError, TimelyError, TruncatedCapture
 from ...progress.change_batch import ChangeBatch
 from ..stream import Stream
 from .generic import OperatorBuilder
+
+if TYPE_CHECKING:
+    from ..scope import Scope
 
 __all__ = ["replay_into", "ReplayHandle"]
 
@@ -54,7 +57,7 @@ class ReplayHandle:
 
 def replay_into(
     readers: Iterable[Any] | Any,
-    scope: Any,
+    scope: Scope,
     period: float = 0.001,
     on_error: str = "raise",
     name: str = "Replay",

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from itertools import compress
 from operator import not_
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ...errors import GraphError
 from ...naming import describe_function, operator_name
@@ -17,6 +17,11 @@ from ...progress.operate import FrontierInterest
 from ..channels import Broadcast, Exchange, Pipeline
 from ..stream import Stream
 from .generic import OperatorBuilder, forward_batches
+
+if TYPE_CHECKING:
+    from ..capability import Capability
+    from ..operator import InputPort, OperatorInfo, OutputPort
+    from ..scope import Scope
 
 __all__ = ["exchange", "broadcast", "concat", "concatenate", "partition", "branch", "ok_err"]
 
@@ -36,7 +41,7 @@ def broadcast(stream: Stream, name: str = "Broadcast") -> Stream:
     return forward_batches(stream, Broadcast, name)
 
 
-def concatenate(scope: Any, streams: Iterable[Stream], name: str = "Concatenate") -> Stream:
+def concatenate(scope: Scope, streams: Iterable[Stream], name: str = "Concatenate") -> Stream:
     """All records of all ``streams`` (of one scope) in one stream."""
     streams = list(streams)
     b = OperatorBuilder(name, scope)
@@ -44,7 +49,7 @@ def concatenate(scope: Any, streams: Iterable[Stream], name: str = "Concatenate"
         b.new_input(s, Pipeline, interest=FrontierInterest.NEVER)
     b.new_output()
 
-    def ctor(caps: list[Any], info: Any) -> Any:
+    def ctor(caps: list[Capability], info: OperatorInfo) -> Callable[..., None]:
         caps[0].drop()
 
         def logic(*ports: Any) -> None:
@@ -76,11 +81,11 @@ def partition(
     for _ in range(parts):
         b.new_output()
 
-    def ctor(caps: list[Any], info: Any) -> Any:
+    def ctor(caps: list[Capability], info: OperatorInfo) -> Callable[..., None]:
         for c in caps:
             c.drop()
 
-        def logic(inp: Any, *outs: Any) -> None:
+        def logic(inp: InputPort, *outs: OutputPort) -> None:
             for t, batch in inp.drain_batches():
                 buckets: list[list[Any]] = [[] for _ in range(parts)]
                 for x in batch:
@@ -105,11 +110,11 @@ def branch(
     b.new_output()
     b.new_output()
 
-    def ctor(caps: list[Any], info: Any) -> Any:
+    def ctor(caps: list[Capability], info: OperatorInfo) -> Callable[..., None]:
         for c in caps:
             c.drop()
 
-        def logic(inp: Any, out_false: Any, out_true: Any) -> None:
+        def logic(inp: InputPort, out_false: OutputPort, out_true: OutputPort) -> None:
             for t, batch in inp.drain_batches():
                 flags = [bool(condition(t, x)) for x in batch]
                 out_false.forward(t, list(compress(batch, map(not_, flags))))

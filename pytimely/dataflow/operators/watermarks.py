@@ -59,12 +59,18 @@ from __future__ import annotations
 import heapq
 import sys
 from collections.abc import Callable, Iterable
-from typing import Any, NamedTuple, Self
+from typing import TYPE_CHECKING, Any, NamedTuple, Self
 
 from ...progress.operate import FrontierInterest
 from ..channels import Exchange, Pipeline, open_channel
 from ..stream import Stream
 from .generic import OperatorBuilder, unary, unary_frontier
+
+if TYPE_CHECKING:
+    from ...worker import WorkerServices
+    from ..capability import Capability
+    from ..operator import InputPort, OperatorInfo, OutputPort
+    from ..scope import Scope
 
 __all__ = [
     "END",
@@ -176,7 +182,7 @@ class WatermarkExchange(Exchange):
         super().__init__(key)
 
     def connect(
-        self, worker: Any, push: Callable[[Any, Any], None], consumer: str = "?"
+        self, worker: WorkerServices, push: Callable[[Any, Any], None], consumer: str = "?"
     ) -> Callable[[Any, Any], None]:
         channel = open_channel(worker, push)
         data = push if self.key is None else self.pusher(worker, channel, push, consumer)
@@ -294,10 +300,10 @@ class WStream:
         frontier is correct because every watermark operator holds a token at its output
         watermark."""
 
-        def ctor(cap: Any, info: Any) -> Any:
+        def ctor(cap: Capability, info: OperatorInfo) -> Callable[..., None]:
             cap.drop()
 
-            def logic(inp: Any, out: Any) -> None:
+            def logic(inp: InputPort, out: OutputPort) -> None:
                 for ref, batch in inp:
                     if type(batch) is not Markers:
                         out.session(ref).give_batch(batch)
@@ -318,11 +324,11 @@ class WStream:
             self._fanout[0] = True
         pact = WatermarkExchange(None) if all_workers else Pipeline
 
-        def ctor(caps: Any, info: Any) -> Any:
+        def ctor(caps: list[Capability], info: OperatorInfo) -> Callable[..., None]:
             me, peers = info.worker_index, info.peers
             latest = dict.fromkeys(range(peers) if all_workers else (me,), 0)
 
-            def logic(inp: Any) -> None:
+            def logic(inp: InputPort) -> None:
                 stats.invocations += 1
                 for _ref, batch in inp:
                     if type(batch) is Markers:
@@ -350,7 +356,7 @@ class WStream:
 
 
 def _forward(new: int, state: list[Any], st: Any, fanout: bool, me: int, peers: int,
-             out: Any) -> None:
+             out: OutputPort) -> None:
     """Move the held token (``state[1]``) to watermark ``new`` and send the marker: to every
     worker when a consumer exchanges, else to this worker only; drop the token at ``END``."""
     tok = state[1]
@@ -389,7 +395,7 @@ def _operator(
     n_in = len(inputs)
     holder: list[WStream] = []
 
-    def ctor(caps: Any, info: Any) -> Any:
+    def ctor(caps: list[Capability], info: OperatorInfo) -> Callable[..., None]:
         token = caps[0]  # the output watermark's token, at the minimum time
         me, peers = info.worker_index, info.peers
         st = stats.op(name)
@@ -444,12 +450,12 @@ def assign_watermarks(stream: Stream, name: str = "AssignWatermarks",
     stats = stats if stats is not None else WatermarkStats()
     holder: list[WStream] = []
 
-    def ctor(cap: Any, info: Any) -> Any:
+    def ctor(cap: Capability, info: OperatorInfo) -> Callable[..., None]:
         me, peers = info.worker_index, info.peers
         st = stats.op(name)
         state: list[Any] = [0, cap]
 
-        def logic(inp: Any, out: Any) -> None:
+        def logic(inp: InputPort, out: OutputPort) -> None:
             st.invocations += 1
             for ref, batch in inp:
                 out.session(ref).give_batch(batch)
@@ -526,7 +532,7 @@ class WatermarkInput:
         self.close()
 
 
-def watermark_input(scope: Any, name: str = "WatermarkInput",
+def watermark_input(scope: Scope, name: str = "WatermarkInput",
                     stats: WatermarkStats | None = None) -> tuple[WatermarkInput, WStream]:
     """A new input whose stream is watermarked by the handle itself (see
     :class:`WatermarkInput`)."""

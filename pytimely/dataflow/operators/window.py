@@ -38,12 +38,16 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ...progress.operate import FrontierInterest
 from ..channels import Exchange
 from ..stream import Stream
 from .generic import unary_frontier
+
+if TYPE_CHECKING:
+    from ..capability import Capability, CapabilityRef
+    from ..operator import InputPort, OperatorInfo, OutputPort
 
 __all__ = ["tumbling_average", "window_end"]
 
@@ -83,12 +87,12 @@ def tumbling_average(
         raise ValueError(f"tumbling_average: width must be a positive int, got {width!r}")
     pact = Exchange(key) if key is not None else Exchange(route=_to_zero)
 
-    def ctor(cap: Any, info: Any) -> Any:
+    def ctor(cap: Capability, info: OperatorInfo) -> Callable[..., None]:
         cap.drop()  # hold nothing until a window opens
         windows: dict[int, list[Any]] = {}  # end -> [token at end, state]
         ends: list[int] = []  # heap of the open windows' ends
 
-        def open_window(ref: Any, end: int) -> list[Any]:
+        def open_window(ref: CapabilityRef, end: int) -> list[Any]:
             token = ref.retain()
             token.downgrade(end)  # the paper's idiom: retain the message's token, move it
             entry = [token, {} if key is not None else [0, 0]]
@@ -114,7 +118,7 @@ def tumbling_average(
                         acc[0] += v
                         acc[1] += 1
 
-        def logic(inp: Any, out: Any) -> None:
+        def logic(inp: InputPort, out: OutputPort) -> None:
             for ref, batch in inp:
                 if event_time is None:
                     end = window_end(ref.time, width, offset)

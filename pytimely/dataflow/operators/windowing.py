@@ -462,7 +462,8 @@ class _Sessions:
             del self.tokens[emit_at]
             del self.closing[emit_at]
 
-    def add(self, ref: Capability | CapabilityRef, k: Any, x: int, agg: Any, counting: bool) -> None:
+    def add(self, ref: Capability | CapabilityRef, k: Any, x: int, agg: Any,
+            counting: bool) -> None:
         """Add to ``k``'s sessions the records summarized by ``agg`` (a count, or a list of
         ``(x, value)``), all at event time ``x``."""
         gap = self.gap
