@@ -155,41 +155,112 @@ class Scope:
     # -- user API -------------------------------------------------------------------------
 
     def new_input(self) -> tuple[InputHandle, Stream]:
-        """An input fed from outside the dataflow: ``(InputHandle, Stream)``."""
+        """An input fed from outside the dataflow: ``(InputHandle, Stream)``.
+
+        >>> import pytimely as pt
+        >>> def build(scope):
+        ...     handle, stream = scope.new_input()
+        ...     handle.send("a")
+        ...     handle.advance_to(2)  # no more records before time 2
+        ...     handle.send("b")
+        ...     return stream.capture()
+        >>> pt.example(build).extract()
+        [(0, ['a']), (2, ['b'])]
+        """
         from .operators.input import new_input
 
         return new_input(self)
 
     def new_unordered_input(self) -> tuple[tuple[UnorderedHandle, ActivateCapability], Stream]:
-        """An input whose times are managed by a capability: ``(UnorderedHandle, Stream)``."""
+        """An input whose times are managed by a capability:
+        ``((UnorderedHandle, ActivateCapability), Stream)``.
+
+        >>> import pytimely as pt
+        >>> def build(scope):
+        ...     (handle, cap), stream = scope.new_unordered_input()
+        ...     later = cap.delayed(3)
+        ...     cap.drop()
+        ...     handle.session(later).give("late")
+        ...     later.drop()
+        ...     return stream.capture()
+        >>> pt.example(build).extract()
+        [(3, ['late'])]
+        """
         from .operators.input import new_unordered_input
 
         return new_unordered_input(self)
 
     def to_stream(self, iterable: Iterable[Any]) -> Stream:
-        """A stream of the iterable's records at the minimum time (every worker emits all)."""
+        """A stream of the iterable's records at the minimum time (every worker emits all).
+
+        >>> import pytimely as pt
+        >>> pt.example(lambda scope: scope.to_stream("ab").capture()).extract()
+        [(0, ['a', 'b'])]
+        """
         from .operators.input import to_stream
 
         return to_stream(self, iterable)
 
     def replay(self, readers: Any, **options: Any) -> Stream:
-        """A stream replaying recorded streams; see :func:`pytimely.capture.replay_into`."""
+        """A stream replaying recorded streams (readers with a non-blocking ``poll()`` of
+        capture events); see :func:`pytimely.capture.replay_into`.
+
+        >>> import pytimely as pt
+        >>> from pytimely.capture.event import Messages, Progress
+        >>> class Recorded:
+        ...     def __init__(self, events):
+        ...         self.events = events
+        ...     def poll(self):
+        ...         events, self.events = self.events, []
+        ...         return events
+        >>> reader = Recorded([Messages(0, ["a"]), Progress([(0, -1)])])
+        >>> pt.example(lambda scope: scope.replay(reader).capture()).extract()
+        [(0, ['a'])]
+        """
         from .operators.replay import replay_into
 
         return replay_into(readers, self, **options)
 
     def source(self, name: str, constructor: Callable) -> Stream:
-        """An operator with no inputs and one output; see :func:`~.operators.generic.source`."""
+        """An operator with no inputs and one output; see :func:`~.operators.generic.source`.
+
+        >>> import pytimely as pt
+        >>> def ctor(cap, info):
+        ...     def logic(out):
+        ...         if cap.valid:
+        ...             out.give(cap, "tick")
+        ...             cap.drop()
+        ...     return logic
+        >>> pt.example(lambda scope: scope.source("Tick", ctor).capture()).extract()
+        [(0, ['tick'])]
+        """
         from .operators.generic import source
 
         return source(self, name, constructor)
 
     def region(self, fn: Callable[[Scope], T], name: str | None = None) -> T:
-        """A nested scope with the same timestamps; returns ``fn(inner)``."""
+        """A nested scope with the same timestamps; returns ``fn(inner)``.
+
+        >>> import pytimely as pt
+        >>> def build(scope):
+        ...     nums = scope.to_stream([1, 2])
+        ...     return scope.region(lambda inner: nums.enter(inner).count().leave()).capture()
+        >>> pt.example(build).extract()
+        [(0, [2])]
+        """
         return self._nested(fn, name or "Region", self.domain)
 
     def iterative(self, fn: Callable[[Scope], T], name: str | None = None) -> T:
-        """A nested scope with ``Product(outer, loop counter)`` timestamps; returns ``fn(inner)``."""
+        """A nested scope with ``Product(outer, loop counter)`` timestamps; returns
+        ``fn(inner)``.
+
+        >>> import pytimely as pt
+        >>> def build(scope):
+        ...     nums = scope.to_stream([1])
+        ...     return scope.iterative(lambda loop: nums.enter(loop).inspect_time(print).leave())
+        >>> _ = pt.example(build)
+        (0, 0) 1
+        """
         return self._nested(fn, name or "Iterative", ProductDomain(self.domain, INT))
 
     def _nested(self, fn: Callable[[Scope], T], name: str, domain: Any) -> T:
@@ -202,7 +273,17 @@ class Scope:
 
     def feedback(self, summary: Any = 1) -> tuple[LoopHandle, Stream]:
         """A loop edge: ``(LoopHandle, Stream)``; data given to the handle (``connect_loop``)
-        come back out of the stream with their time advanced by ``summary``."""
+        come back out of the stream with their time advanced by ``summary``.
+
+        >>> import pytimely as pt
+        >>> def build(scope):
+        ...     handle, looped = scope.feedback(1)
+        ...     countdown = scope.to_stream([2]).concat(looped)
+        ...     countdown.map(lambda x: x - 1).filter(lambda x: x > 0).connect_loop(handle)
+        ...     return countdown.capture()
+        >>> pt.example(build).extract()
+        [(0, [2]), (1, [1])]
+        """
         from .operators.feedback import feedback
 
         return feedback(self, summary)

@@ -50,14 +50,23 @@ _IDENTITY_ROWS: dict[tuple, list[list[list[Any]]]] = {}
 class OperatorBuilder:
     """Build an operator with any number of inputs and outputs.
 
-    >>> b = OperatorBuilder("Split", scope)                       # doctest: +SKIP
-    >>> i = b.new_input(stream, pt.Pipeline)                      # doctest: +SKIP
-    >>> evens, odds = b.new_output(), b.new_output()              # doctest: +SKIP
-    >>> def ctor(caps, info):                                     # doctest: +SKIP
-    ...     for c in caps: c.drop()
-    ...     def logic(inp, out_even, out_odd): ...
+    >>> import pytimely as pt
+    >>> def ctor(caps, info):
+    ...     for cap in caps:
+    ...         cap.drop()  # records go out with their message's capability
+    ...     def logic(inp, out_even, out_odd):
+    ...         for ref, batch in inp:
+    ...             out_even.give_batch(ref, [x for x in batch if x % 2 == 0])
+    ...             out_odd.give_batch(ref, [x for x in batch if x % 2])
     ...     return logic
-    >>> b.build(ctor)                                             # doctest: +SKIP
+    >>> def build(scope):
+    ...     b = pt.OperatorBuilder("Split", scope)
+    ...     b.new_input(scope.to_stream(range(5)), pt.Pipeline)
+    ...     b.new_output(), b.new_output()
+    ...     evens, odds = b.build(ctor)
+    ...     return evens.capture(), odds.capture()
+    >>> [c.extract() for c in pt.example(build)]
+    [[(0, [0, 2, 4])], [(0, [1, 3])]]
     """
 
     def __init__(self, name: str, scope: Scope) -> None:
