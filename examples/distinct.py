@@ -58,7 +58,7 @@ def work(worker: pt.Worker, rounds: int) -> None:
     handle, probe = worker.dataflow(build)
     for round_ in range(rounds):
         if index < len(INPUTS):
-            handle.send_batch(INPUTS[index])
+            handle.send_batch(list(INPUTS[index]))
         handle.advance_to(round_ + 1)
         worker.step_while(lambda: probe.less_than(handle.time))
 

@@ -1,4 +1,5 @@
-"""Routing: ``exchange``, ``broadcast``, ``concat``/``concatenate``, ``partition``, ``branch``, ``ok_err``."""
+"""Routing: ``exchange``, ``broadcast``, ``concat``/``concatenate``, ``partition``, ``branch``,
+``ok_err``."""
 
 from __future__ import annotations
 
