@@ -27,7 +27,7 @@ from .dataflow import (
     UnorderedHandle,
 )
 from .dataflow.operators.keyed import KeyedContext, StateStats
-from .execute import example, execute, execute_from_args
+from .execute import args, example, execute, execute_from_args
 from .order import Product, ProductSummary
 from .progress.operate import FrontierInterest
 from .windows import Session, Sliding, Tumbling
@@ -36,7 +36,7 @@ from .worker import StuckError, Worker
 __version__ = "0.1.0"
 
 __all__ = [
-    "errors", "example", "execute", "execute_from_args", "Worker", "StuckError",
+    "args", "errors", "example", "execute", "execute_from_args", "Worker", "StuckError",
     "Product", "ProductSummary", "FrontierInterest",
     "Scope", "Stream", "Capability", "CapabilityRef", "CapabilitySet", "ActivateCapability",
     "Pipeline", "Exchange", "Broadcast", "OperatorBuilder", "OperatorInfo", "Activator",

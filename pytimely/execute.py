@@ -1,4 +1,4 @@
-"""Starting workers: ``example``, ``execute``, ``execute_from_args``.
+"""Starting workers: ``example``, ``execute``, ``execute_from_args``, and ``args``.
 
 ``execute(fn, workers=N)`` runs ``fn(worker)`` on ``N`` workers and returns their results in
 worker order.  One worker runs in the calling thread; several run one per OS process (the GIL
@@ -14,7 +14,7 @@ from typing import Any
 
 from .worker import Worker, activity
 
-__all__ = ["example", "execute", "execute_from_args", "run_worker"]
+__all__ = ["args", "example", "execute", "execute_from_args", "run_worker"]
 
 
 def run_worker(fn: Callable[[Worker], Any], worker: Worker) -> Any:
@@ -89,7 +89,8 @@ def execute_from_args(fn: Callable[[Worker], Any], argv: Sequence[str] | None = 
     started by hand), ``-h/--hostfile`` (one ``host:port`` per process), ``--secret`` (or
     ``PYTIMELY_SECRET``).  Other words are left for the program (``sys.argv`` is not changed).
 
-    In a cluster (``-n N -p I``) the result is ``[fn(worker)]`` for this process only.
+    In a cluster (``-n N -p I``) the result is ``[fn(worker)]`` for this process only.  The
+    program's own words are :func:`args`.
     """
     from .communication.launch import connect_from_config, parse_args
 
@@ -104,3 +105,20 @@ def execute_from_args(fn: Callable[[Worker], Any], argv: Sequence[str] | None = 
         allocator.close()
         return [result]
     return execute(fn, workers=config.workers, secret=config.secret)
+
+
+def args(argv: Sequence[str] | None = None) -> list[str]:
+    """The program's own command-line words: ``argv`` (default ``sys.argv[1:]``) without
+    timely's flags, which :func:`execute_from_args` reads, in their order.
+
+    ``--help`` prints the running program's docstring followed by timely's flags, and exits
+    with status 0 (note that ``-h`` is timely's host file flag, not help).  So a program reads
+    its arguments with ``pt.args()`` and starts its workers with ``pt.execute_from_args(fn)``:
+
+    >>> import pytimely as pt
+    >>> pt.args(["100", "-w", "2", "--secret", "s3cret", "words.txt"])
+    ['100', 'words.txt']
+    """
+    from .communication.launch import parse_args
+
+    return parse_args(argv).free
