@@ -56,3 +56,21 @@ def test_batch_kind_names_every_container_once():
     # The storage layer uses this one helper rather than copies of its own.
     for module in (codec, parquet):
         assert not {"_is_numpy", "_arrow_kind", "_numpy_type", "_arrow_type"} & set(vars(module))
+
+
+def test_open_loop_harness_is_generic_and_nexmark_reexports_it():
+    import pytimely as pt
+    from pytimely import openloop
+    from pytimely.nexmark import latency
+
+    for name in ("DNF_NS", "LatencyHistogram", "merge_results", "run_open_loop"):
+        assert getattr(latency, name) is getattr(openloop, name)
+    assert not _modules_after("import pytimely.openloop") & {"pytimely.nexmark"}
+
+    def work(worker):
+        return openloop.run_open_loop(worker, lambda scope, stream: stream.map(lambda x: x),
+                                      rate=2_000, duration=0.3, quantum_log2=20, warmup=0.05)
+
+    summary = openloop.merge_results(pt.execute(work, workers=1, timeout=30))
+    assert summary["offered"] > 0 and summary["records"] > 0
+    assert not summary["dnf"] and 0 < summary["p50_ms"] <= summary["max_ms"] < 1000
