@@ -68,6 +68,7 @@ from typing import Any
 import numpy as np
 
 from ..dataflow.channels import Exchange, Pipeline
+from ..dataflow.idioms import MinToken
 from ..dataflow.operators.generic import (
     binary,
     binary_frontier,
@@ -138,38 +139,6 @@ def _per_batch(stream: Any, name: str, fn: Callable[[Any], Any], pact: Any = Pip
         return logic
 
     return unary(stream, pact, name, ctor)
-
-
-class _MinToken:
-    """One token held at the minimum pending time (seed 004 section 6.3): ``cover(ref, t)``
-    makes sure a token ``<= t`` is held (taking one from the message ``ref`` if needed),
-    ``settle(t_min)`` moves it to the new minimum (``None``: nothing pending, drop it)."""
-
-    __slots__ = ("cap", "time")
-
-    def __init__(self) -> None:
-        self.cap: Any = None
-        self.time: Any = _INF
-
-    def cover(self, ref: Any, t: Any) -> None:
-        if t < self.time:
-            new = ref.delayed(t)
-            if self.cap is not None:
-                self.cap.drop()
-            self.cap = new
-            self.time = t
-
-    def settle(self, t_min: Any) -> None:
-        cap = self.cap
-        if cap is None:
-            return
-        if t_min is None:
-            cap.drop()
-            self.cap = None
-            self.time = _INF
-        elif t_min > self.time:
-            cap.downgrade(t_min)
-            self.time = t_min
 
 
 # ---------------------------------------------------------------------------------------------
@@ -410,7 +379,7 @@ def closed_auctions(scope: Any, events: Any, idiom: str = "tokens", per_call: in
         def ctor(cap: Any, info: Any) -> Any:
             cap.drop()
             closer = _AuctionCloser()
-            token = _MinToken()
+            token = MinToken()
 
             def logic(bin_: Any, ain: Any, out: Any) -> None:
                 for ref, batch in ain:
@@ -509,7 +478,7 @@ def _ordered_apply(closings: Any, field: int, apply: Any, name: str) -> Any:
     def ctor(cap: Any, info: Any) -> Any:
         cap.drop()
         pending: list[tuple] = []  # heap of closings (expires, auction, ...)
-        token = _MinToken()
+        token = MinToken()
 
         def logic(inp: Any, out: Any) -> None:
             for ref, batch in inp:
@@ -663,7 +632,7 @@ def q5(scope: Any, events: Any, idiom: str = "tokens") -> Any:
         pending_ends: list[int] = []  # heap: slices not yet entered
         counts: Counter = Counter()  # the window at the last processed boundary
         cursor = [None]  # next boundary to process while the window is non-empty
-        token = _MinToken()
+        token = MinToken()
 
         def next_boundary() -> int | None:
             if counts:
