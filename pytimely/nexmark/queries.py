@@ -867,120 +867,133 @@ def q7(scope: Any, events: Any, idiom: str = "tokens", notify_per_call: int | No
     * Watermarks: windows fire when the watermark reaches ``e``.
     * Library: :func:`_q7_library`.
     """
-    if idiom == "library":
-        return _q7_library(events)
-    width = Q7_WINDOW
     if idiom == "tokens":
-
-        def pre_ctor(cap: Any, info: Any) -> Any:
-            cap.drop()
-            state = _WindowMax()
-
-            def logic(inp: Any, out: Any) -> None:
-                for ref, batch in inp:
-                    for e, m in _window_maxima(batch, width):
-                        entry = state.add(e, m)
-                        if entry is not None:
-                            entry[0] = ref.delayed(e - 1)
-                if state.ends:
-                    frontier = inp.frontier
-                    # Complete once the frontier reaches e: every bid of it has date_time < e.
-                    for e, (tok, m) in state.complete(lambda e: not frontier.less_than(e)):
-                        out.give(tok, (e, m))  # at e - 1
-                        tok.drop()
-
-            return logic
-
-        partial = unary_frontier(events, Pipeline, "Q7 PreReduce", pre_ctor, interest=_IF_CAP)
-
-        def all_ctor(cap: Any, info: Any) -> Any:
-            cap.drop()
-            state = _WindowMax()
-
-            def logic(inp: Any, out: Any) -> None:
-                for ref, batch in inp:
-                    for e, m in batch:
-                        entry = state.add(e, m)
-                        if entry is not None:
-                            entry[0] = ref.delayed(e)
-                if state.ends:
-                    frontier = inp.frontier
-                    # Partials travel at e - 1: all have arrived once the frontier is past it.
-                    for e, (tok, m) in state.complete(lambda e: not frontier.less_equal(e - 1)):
-                        out.give(tok, (e, m))
-                        tok.drop()
-
-            return logic
-
-        return unary_frontier(partial, Exchange(_window_key), "Q7 AllReduce", all_ctor,
-                              interest=_IF_CAP)
-
+        return _q7_tokens(events)
     if idiom == "notifications":
-        pre_windows: dict[int, int] = {}  # window end -> partial max
-
-        def pre_logic(inp: Any, out: Any, notificator: Any) -> None:
-            for ref, batch in inp:
-                for e, m in _window_maxima(batch, width):
-                    cur = pre_windows.get(e)
-                    if cur is None:
-                        pre_windows[e] = m
-                        notificator.notify_at(ref.delayed(e - 1))
-                    elif m > cur:
-                        pre_windows[e] = m
-            for cap in notificator:
-                e = cap.time + 1
-                out.give(cap, (e, pre_windows.pop(e)))  # at e - 1
-                cap.drop()
-
-        partial = unary_notify(events, Pipeline, "Q7 PreReduce (notify)", (), pre_logic,
-                               per_call=notify_per_call)
-        all_windows: dict[int, int] = {}
-
-        def all_logic(inp: Any, out: Any, notificator: Any) -> None:
-            for ref, batch in inp:
-                for e, m in batch:
-                    cur = all_windows.get(e)
-                    if cur is None:
-                        all_windows[e] = m
-                        notificator.notify_at(ref.retain())  # partials travel at e - 1
-                    elif m > cur:
-                        all_windows[e] = m
-            for cap in notificator:
-                e = cap.time + 1
-                out.give(cap, (e, all_windows.pop(e)), time=e)
-                cap.drop()
-
-        return unary_notify(partial, Exchange(_window_key), "Q7 AllReduce (notify)", (),
-                            all_logic, per_call=notify_per_call)
-
+        return _q7_notifications(events, notify_per_call)
     if idiom == "watermarks":
         ws = assign_watermarks(events, "Q7 Source", stats=watermark_stats)
-        pre_state = _WindowMax()
-
-        def pre_data(batch: Any) -> None:
-            for e, m in _window_maxima(batch, width):
-                pre_state.add(e, m)
-
-        def pre_fire(w: int) -> list[tuple[int, int]]:
-            return [(e, entry[1]) for e, entry in pre_state.complete(lambda e: e <= w)]
-
-        partial = ws.process(pre_data, pre_fire, name="Q7 PreReduce (watermarks)")
-        all_state = _WindowMax()
-
-        def all_data(batch: Any) -> None:
-            for e, m in batch:
-                all_state.add(e, m)
-
-        def all_fire(w: int) -> list[tuple[int, int]]:
-            return [(e, entry[1]) for e, entry in all_state.complete(lambda e: e <= w)]
-
-        out = partial.process(all_data, all_fire, key=_window_key,
-                              name="Q7 AllReduce (watermarks)")
+        out = _q7_watermarks(ws)
         if watermark_probe is not None:
             out.probe(all_workers=True, handle=watermark_probe)
         return out.data("Q7 Output")
-
+    if idiom == "library":
+        return _q7_library(events)
     raise ValueError(f"q7: unknown idiom {idiom!r}")
+
+
+def _q7_tokens(events: Any) -> Any:
+    """Q7 with timestamp tokens: one token per open window per stage (see :func:`q7`)."""
+    width = Q7_WINDOW
+
+    def pre_ctor(cap: Any, info: Any) -> Any:
+        cap.drop()
+        state = _WindowMax()
+
+        def logic(inp: Any, out: Any) -> None:
+            for ref, batch in inp:
+                for e, m in _window_maxima(batch, width):
+                    entry = state.add(e, m)
+                    if entry is not None:
+                        entry[0] = ref.delayed(e - 1)
+            if state.ends:
+                frontier = inp.frontier
+                # Complete once the frontier reaches e: every bid of it has date_time < e.
+                for e, (tok, m) in state.complete(lambda e: not frontier.less_than(e)):
+                    out.give(tok, (e, m))  # at e - 1
+                    tok.drop()
+
+        return logic
+
+    partial = unary_frontier(events, Pipeline, "Q7 PreReduce", pre_ctor, interest=_IF_CAP)
+
+    def all_ctor(cap: Any, info: Any) -> Any:
+        cap.drop()
+        state = _WindowMax()
+
+        def logic(inp: Any, out: Any) -> None:
+            for ref, batch in inp:
+                for e, m in batch:
+                    entry = state.add(e, m)
+                    if entry is not None:
+                        entry[0] = ref.delayed(e)
+            if state.ends:
+                frontier = inp.frontier
+                # Partials travel at e - 1: all have arrived once the frontier is past it.
+                for e, (tok, m) in state.complete(lambda e: not frontier.less_equal(e - 1)):
+                    out.give(tok, (e, m))
+                    tok.drop()
+
+        return logic
+
+    return unary_frontier(partial, Exchange(_window_key), "Q7 AllReduce", all_ctor,
+                          interest=_IF_CAP)
+
+
+def _q7_notifications(events: Any, notify_per_call: int | None) -> Any:
+    """Q7 with Naiad-style notifications: one per window per stage, at ``e - 1``."""
+    width = Q7_WINDOW
+    pre_windows: dict[int, int] = {}  # window end -> partial max
+
+    def pre_logic(inp: Any, out: Any, notificator: Any) -> None:
+        for ref, batch in inp:
+            for e, m in _window_maxima(batch, width):
+                cur = pre_windows.get(e)
+                if cur is None:
+                    pre_windows[e] = m
+                    notificator.notify_at(ref.delayed(e - 1))
+                elif m > cur:
+                    pre_windows[e] = m
+        for cap in notificator:
+            e = cap.time + 1
+            out.give(cap, (e, pre_windows.pop(e)))  # at e - 1
+            cap.drop()
+
+    partial = unary_notify(events, Pipeline, "Q7 PreReduce (notify)", (), pre_logic,
+                           per_call=notify_per_call)
+    all_windows: dict[int, int] = {}
+
+    def all_logic(inp: Any, out: Any, notificator: Any) -> None:
+        for ref, batch in inp:
+            for e, m in batch:
+                cur = all_windows.get(e)
+                if cur is None:
+                    all_windows[e] = m
+                    notificator.notify_at(ref.retain())  # partials travel at e - 1
+                elif m > cur:
+                    all_windows[e] = m
+        for cap in notificator:
+            e = cap.time + 1
+            out.give(cap, (e, all_windows.pop(e)), time=e)
+            cap.drop()
+
+    return unary_notify(partial, Exchange(_window_key), "Q7 AllReduce (notify)", (),
+                        all_logic, per_call=notify_per_call)
+
+
+def _q7_watermarks(ws: WStream) -> WStream:
+    """Q7 with watermarks: per-worker then global maxima of the windows the watermark closes."""
+    width = Q7_WINDOW
+    pre_state = _WindowMax()
+
+    def pre_data(batch: Any) -> None:
+        for e, m in _window_maxima(batch, width):
+            pre_state.add(e, m)
+
+    def pre_fire(w: int) -> list[tuple[int, int]]:
+        return [(e, entry[1]) for e, entry in pre_state.complete(lambda e: e <= w)]
+
+    partial = ws.process(pre_data, pre_fire, name="Q7 PreReduce (watermarks)")
+    all_state = _WindowMax()
+
+    def all_data(batch: Any) -> None:
+        for e, m in batch:
+            all_state.add(e, m)
+
+    def all_fire(w: int) -> list[tuple[int, int]]:
+        return [(e, entry[1]) for e, entry in all_state.complete(lambda e: e <= w)]
+
+    return partial.process(all_data, all_fire, key=_window_key, name="Q7 AllReduce (watermarks)")
 
 
 def _window_key(r: Any) -> int:
