@@ -74,3 +74,30 @@ def test_open_loop_harness_is_generic_and_nexmark_reexports_it():
     summary = openloop.merge_results(pt.execute(work, workers=1, timeout=30))
     assert summary["offered"] > 0 and summary["records"] > 0
     assert not summary["dnf"] and 0 < summary["p50_ms"] <= summary["max_ms"] < 1000
+
+
+def test_nexmark_generator_is_split_along_its_seams_and_reexports_everything():
+    import pytimely.nexmark as nexmark
+    from pytimely.nexmark import generator
+    from pytimely.nexmark.generator import columnar, model, rng, scalar
+
+    homes = {
+        "NexmarkConfig": model, "EventBatch": model, "Bid": model, "CITIES": model,
+        "Pcg64Mcg": rng, "raw_draws": rng, "prices_from_u24": rng,
+        "ScalarWorkerGenerator": scalar, "generate_scalar": scalar,
+        "WorkerStream": columnar, "generate": columnar,
+    }
+    for name, module in homes.items():
+        assert getattr(generator, name) is vars(module)[name], name
+    for name in nexmark.__all__:
+        assert getattr(nexmark, name) is getattr(generator, name)
+    # The scalar reference path does not depend on the fast path, nor the model on either.
+    assert not {"columnar", "scalar"} & set(vars(model)) and "columnar" not in vars(scalar)
+
+
+def test_tcp_allocator_takes_its_sockets_from_the_mesh_module():
+    from pytimely.communication import mesh, tcp
+
+    assert tcp.build_mesh is mesh.build_mesh
+    assert not {"_connect", "_build_mesh", "_listen", "_Acceptor"} & set(vars(tcp))
+    assert mesh.HANDSHAKE_TIMEOUT > 0

@@ -27,7 +27,8 @@ from typing import Any
 
 import numpy as np
 
-from .generator import CITIES, STATES, Auction, Bid, EventBatch, Person, _slice
+from .generator import CITIES, STATES, Auction, Bid, EventBatch, Person
+from .generator.columnar import _slice
 
 __all__ = [
     "auctions_of",
