@@ -1,9 +1,9 @@
 """Open-loop latency measurement: offer input at a fixed rate, whatever the system does.
 
 The method is the open-loop harness of "Megaphone: Latency-conscious state migration for
-distributed streaming dataflows" (Hoffmann et al., PVLDB 12(9), 2019, section 5) and of the
-timely-dataflow paper's latency experiments: a closed loop (send the next record when the last
-one is done) hides queueing, an open loop exposes it.
+distributed streaming dataflows" (Hoffmann et al., PVLDB 12(9), 2019, its evaluation): a
+closed loop (send the next record when the last one is done) hides queueing, an open loop
+exposes it.
 
 :func:`run_open_loop` serves any dataflow.  Record ``i`` is *scheduled* at ``start + i / rate``
 and stamped with that instant as its event time, in nanoseconds, quantized down to a multiple of

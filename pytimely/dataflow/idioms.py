@@ -6,14 +6,15 @@ these are the token idioms operators keep writing by hand:
 * :class:`TimeStash` -- *stash per time*: state kept per time together with a capability
   retained from the first message at that time, released (in time order) once the input
   frontier has passed the time, when no more data at it can arrive.  This is how timely's
-  ``aggregate`` / ``accumulate`` / ``delay`` operators wait (``dataflow/operators/aggregation``
-  in timely-dataflow) and Naiad's ``OnNotify`` without the notificator ("Naiad: A Timely
-  Dataflow System", SOSP 2013, section 2.3).
+  ``aggregate`` and ``delay`` operators wait (timely-dataflow's
+  ``dataflow/operators/aggregation/aggregate.rs`` and ``dataflow/operators/delay.rs``), and
+  Naiad's ``OnNotify`` without the notificator ("Naiad: A Timely Dataflow System", SOSP 2013,
+  section 2.2).
 * :class:`MinToken` -- *one token at the least pending time*: instead of one token per pending
   time, hold a single capability at the minimum and downgrade it as the minimum advances; the
   operator sends everything it releases at that one time.  This is the token discipline of
   "Megaphone: Latency-conscious state migration for distributed streaming dataflows" (Hoffmann
-  et al., PVLDB 12(9), 2019, section 4), and it keeps progress traffic independent of the number
+  et al., PVLDB 12(9), 2019), and it keeps progress traffic independent of the number
   of pending times.
 
 Both are plain helpers used inside an operator's ``logic``; neither touches the operator's

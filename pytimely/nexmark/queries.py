@@ -45,8 +45,8 @@ Design (tokens)
   (Q4 closing, Q5 counts), seller / person id (Q3, Q8), category (Q4 average), bidder or
   seller (Q6), window (Q7).  Everything is correct on any number of workers.
 * Operators that wait for event time keep their pending work in a heap keyed by time and hold
-  **one token, at the minimum pending time** (seed 004 section 6.3, Megaphone's priority queue of
-  tokens): taken from an incoming message's token with ``delayed`` when something earlier
+  **one token, at the minimum pending time** (:class:`~pytimely.dataflow.idioms.MinToken`,
+  Megaphone's priority queue of tokens): taken from an incoming message's token with ``delayed`` when something earlier
   arrives, downgraded to the new minimum after releasing work, dropped when nothing is pending.
   Their interest is ``IF_CAPABILITY``: time passing is none of their business while idle.
 * Q7 pre-aggregates per worker (numpy max per window per batch), holding one token per open
