@@ -47,7 +47,6 @@ from ..order import Product
 __all__ = [
     "MAX_DEPTH",
     "CodecError",
-    "batch_uses_pickle",
     "decode_batch",
     "decode_value",
     "encode_batch",
@@ -594,12 +593,3 @@ def _decode_arrow(raw: bytes, container: int) -> Any:
     if not batches:
         return pa.RecordBatch.from_pylist([], schema=table.schema)
     return table.combine_chunks().to_batches()[0]
-
-
-def batch_uses_pickle(batch: Any) -> bool:  # pragma: no cover - convenience
-    """Whether encoding ``batch`` needs pickle."""
-    try:
-        encode_batch(batch, bytearray(), allow_pickle=False)
-    except NeedsPickle:
-        return True
-    return False
