@@ -124,6 +124,16 @@ def _fmin(frontier: Any) -> Any:
 # Building blocks
 
 
+def _on_watermarks(events: Any, query: str, build: Callable[[WStream], WStream],
+                   stats: WatermarkStats | None, probe: WatermarkProbe | None) -> Any:
+    """``build`` applied to ``events`` with watermarks assigned: its data stream, and the
+    watermarks it emits observed by ``probe`` (on all workers) if one is given."""
+    out = build(assign_watermarks(events, f"{query} Source", stats=stats))
+    if probe is not None:
+        out.probe(all_workers=True, handle=probe)
+    return out.data(f"{query} Output")
+
+
 def _per_batch(stream: Any, name: str, fn: Callable[[Any], Any], pact: Any = Pipeline) -> Any:
     """``fn(batch) -> records`` for every batch, sent at the batch's time (no tokens held)."""
 
@@ -550,11 +560,7 @@ def q4(scope: Any, events: Any, idiom: str = "tokens", notify_per_call: int | No
         return _ordered_apply_notify(closings, 2, _RunningAverage(), "Q4 Average (notify)",
                                      notify_per_call)
     if idiom == "watermarks":
-        ws = assign_watermarks(events, "Q4 Source", stats=watermark_stats)
-        out = _q4_watermarks(ws)
-        if watermark_probe is not None:
-            out.probe(all_workers=True, handle=watermark_probe)
-        return out.data("Q4 Output")
+        return _on_watermarks(events, "Q4", _q4_watermarks, watermark_stats, watermark_probe)
     raise ValueError(f"q4: unknown idiom {idiom!r}")
 
 
@@ -872,11 +878,7 @@ def q7(scope: Any, events: Any, idiom: str = "tokens", notify_per_call: int | No
     if idiom == "notifications":
         return _q7_notifications(events, notify_per_call)
     if idiom == "watermarks":
-        ws = assign_watermarks(events, "Q7 Source", stats=watermark_stats)
-        out = _q7_watermarks(ws)
-        if watermark_probe is not None:
-            out.probe(all_workers=True, handle=watermark_probe)
-        return out.data("Q7 Output")
+        return _on_watermarks(events, "Q7", _q7_watermarks, watermark_stats, watermark_probe)
     if idiom == "library":
         return _q7_library(events)
     raise ValueError(f"q7: unknown idiom {idiom!r}")
