@@ -7,28 +7,8 @@ capture and replay operators that produce and consume it, as timely dataflow kee
 imports working.
 """
 
-from ..dataflow.operators.event import (
-    Event,
-    EventReader,
-    EventWriter,
-    Messages,
-    Progress,
-    batch_equal,
-    batch_kind,
-    batch_len,
-    batch_records,
-    extract,
-)
+from ..dataflow.operators import event as _model
+from ..dataflow.operators.event import *  # noqa: F403  (re-exported as they are)
 
-__all__ = [
-    "Event",
-    "EventReader",
-    "EventWriter",
-    "Messages",
-    "Progress",
-    "batch_equal",
-    "batch_kind",
-    "batch_len",
-    "batch_records",
-    "extract",
-]
+__all__: list[str] = []
+__all__ += _model.__all__

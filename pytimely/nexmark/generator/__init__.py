@@ -37,100 +37,14 @@ Time unit everywhere: integer nanoseconds (``date_time``, ``expires``).
 
 from __future__ import annotations
 
-from .columnar import (
-    WorkerStream,
-    generate,
-)
-from .model import (
-    AUCTION,
-    AUCTION_ID_LEAD,
-    AUCTION_PROPORTION,
-    BID,
-    CITIES,
-    FIRST_AUCTION_ID,
-    FIRST_CATEGORY_ID,
-    FIRST_PERSON_ID,
-    HARNESS_IN_FLIGHT_PER_RATE,
-    HOT_AUCTION_RATIO,
-    HOT_BATCH,
-    HOT_BIDDER_RATIO,
-    HOT_SELLER_RATIO,
-    NUM_ACTIVE_PEOPLE,
-    NUM_CATEGORIES,
-    PERSON,
-    PERSON_ID_LEAD,
-    PERSON_PROPORTION,
-    PROPORTION_DENOMINATOR,
-    STATES,
-    Auction,
-    AuctionColumns,
-    Bid,
-    BidColumns,
-    Event,
-    EventBatch,
-    NexmarkConfig,
-    Person,
-    PersonColumns,
-    event_kind,
-)
-from .rng import (
-    MASK64,
-    MASK128,
-    PCG_MULTIPLIER,
-    PCG_TEST_VECTOR,
-    Pcg64Mcg,
-    pcg_selftest,
-    price_from_u24,
-    prices_from_u24,
-    raw_draws,
-)
-from .scalar import (
-    ScalarWorkerGenerator,
-    generate_scalar,
-)
+from . import columnar, model, rng, scalar
+from .columnar import *  # noqa: F403
+from .model import *  # noqa: F403
+from .rng import *  # noqa: F403
+from .scalar import *  # noqa: F403
 
-__all__ = [
-    "AUCTION",
-    "Auction",
-    "AUCTION_ID_LEAD",
-    "AUCTION_PROPORTION",
-    "AuctionColumns",
-    "BID",
-    "Bid",
-    "BidColumns",
-    "CITIES",
-    "Event",
-    "event_kind",
-    "EventBatch",
-    "FIRST_AUCTION_ID",
-    "FIRST_CATEGORY_ID",
-    "FIRST_PERSON_ID",
-    "generate",
-    "generate_scalar",
-    "HARNESS_IN_FLIGHT_PER_RATE",
-    "HOT_AUCTION_RATIO",
-    "HOT_BATCH",
-    "HOT_BIDDER_RATIO",
-    "HOT_SELLER_RATIO",
-    "MASK128",
-    "MASK64",
-    "NexmarkConfig",
-    "NUM_ACTIVE_PEOPLE",
-    "NUM_CATEGORIES",
-    "Pcg64Mcg",
-    "PCG_MULTIPLIER",
-    "pcg_selftest",
-    "PCG_TEST_VECTOR",
-    "PERSON",
-    "Person",
-    "PERSON_ID_LEAD",
-    "PERSON_PROPORTION",
-    "PersonColumns",
-    "price_from_u24",
-    "prices_from_u24",
-    "PROPORTION_DENOMINATOR",
-    "raw_draws",
-    "ScalarWorkerGenerator",
-    "STATES",
-    "WorkerStream",
-]
+__all__: list[str] = []
+__all__ += model.__all__
+__all__ += rng.__all__
+__all__ += scalar.__all__
+__all__ += columnar.__all__
