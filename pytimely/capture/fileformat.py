@@ -110,10 +110,10 @@ from array import array
 from collections.abc import Iterator
 from typing import Any, Self
 
+from ..dataflow.operators.event import Messages, Progress
 from ..errors import CaptureError, CaptureFileExists, TruncatedCapture
 from . import codec
 from .codec import CodecError
-from .event import Messages, Progress
 
 __all__ = [
     "FORMAT_VERSION",

@@ -14,9 +14,9 @@ import os
 import sys
 from typing import Any, TextIO
 
+from ..dataflow.operators.event import Messages, Progress, batch_len, batch_records
 from ..errors import CaptureError, TruncatedCapture
 from ..order import Product, less_equal
-from .event import Messages, Progress, batch_len, batch_records
 from .fileformat import MAGIC, FileReader
 
 __all__ = ["inspect_file"]

@@ -40,7 +40,7 @@ import struct
 import time
 from collections.abc import Callable
 
-from ..errors import AuthenticationError, CommunicationError
+from ..errors import AuthenticationError, HandshakeRejected, HandshakeTimeout
 
 __all__ = [
     "CAPTURE",
@@ -63,14 +63,6 @@ _ACK = b"\x06"
 #: even under the same secret.
 MESH = "mesh"
 CAPTURE = "capture"
-
-
-class HandshakeRejected(CommunicationError):
-    """The other side closed the connection or sent something that is not a pytimely hello."""
-
-
-class HandshakeTimeout(HandshakeRejected):
-    """The whole handshake did not complete before its deadline."""
 
 
 def _labels(purpose: str) -> tuple[bytes, bytes]:

@@ -37,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import UnroutableKey
 from .hashing import stable_hash
 
 __all__ = [
@@ -59,10 +60,6 @@ ALWAYS_ROUTABLE: frozenset[type] = frozenset(
     | {t for t in np.sctypeDict.values()
        if issubclass(t, (np.integer, np.floating)) and not issubclass(t, np.timedelta64)}
 )
-
-
-class UnroutableKey(TypeError):
-    """A key that no worker can route: equal keys could not be guaranteed to meet."""
 
 
 def canonical_key(key: Any) -> Any:

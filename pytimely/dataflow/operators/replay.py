@@ -31,11 +31,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from ...capture.event import Messages, Progress
 from ...errors import CaptureError, TimelyError, TruncatedCapture
 from ...progress.change_batch import ChangeBatch
 from ..operator import OperatorCore
 from ..stream import Stream
+from .event import Messages, Progress
 
 __all__ = ["replay_into", "ReplayHandle"]
 
