@@ -59,7 +59,9 @@ def hash_join(left: pt.Stream, right: pt.Stream) -> pt.Stream:
     return left.binary(right, by_key, by_key, "HashJoin", constructor)
 
 
-def generate(keys: int, vals: int, seed: int) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+def generate(
+    keys: int, vals: int, seed: int
+) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
     """The two sides: ``vals`` pairs each, keys drawn from ``range(keys)``."""
     rng = random.Random(seed)
     left = [(rng.randrange(keys), rng.randrange(1 << 30)) for _ in range(vals)]
@@ -89,7 +91,8 @@ def run(
             return in1, in2, probe
 
         in1, in2, probe = worker.dataflow(build)
-        left, right = left_all[worker.index :: worker.peers], right_all[worker.index :: worker.peers]
+        left = left_all[worker.index :: worker.peers]
+        right = right_all[worker.index :: worker.peers]
         start = time.perf_counter()
         offsets = range(0, max(len(left), len(right)), batch)
         for round_, offset in enumerate(offsets, start=1):

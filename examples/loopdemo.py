@@ -84,7 +84,9 @@ def run(
             if out is not None:
                 mine = [s for t, _n, s in seen if t == round_]
                 longest = max(mine, default=0)
-                out(f"worker {index}:\tround {round_}: {len(mine)} numbers, longest {longest} steps")
+                out(
+                    f"worker {index}:\tround {round_}: {len(mine)} numbers, longest {longest} steps"
+                )
         return seen
 
     if argv is not None:

@@ -20,7 +20,9 @@ EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 
 def load(name: str):
-    spec = importlib.util.spec_from_file_location(f"pytimely_example_{name}", EXAMPLES / f"{name}.py")
+    spec = importlib.util.spec_from_file_location(
+        f"pytimely_example_{name}", EXAMPLES / f"{name}.py"
+    )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -43,7 +45,11 @@ def test_simple_prints(capsys):
 def test_simple_runs_as_a_script():
     env = dict(os.environ, PYTHONPATH=str(EXAMPLES.parent))
     done = subprocess.run(
-        [sys.executable, str(EXAMPLES / "simple.py")], capture_output=True, text=True, env=env, check=False,
+        [sys.executable, str(EXAMPLES / "simple.py")],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
         timeout=60,
     )
     assert done.returncode == 0, done.stderr

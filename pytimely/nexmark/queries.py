@@ -17,7 +17,8 @@ Interface
 (``"q0"`` .. ``"q8"``) reading the events stream ``events`` (see :mod:`.events`: batches of
 ``EventBatch`` or of ``Person``/``Auction``/``Bid`` records) and returns the stream of result
 rows.  ``idiom`` is ``"tokens"`` for every query, also ``"notifications"`` or
-``"watermarks"`` for Q4 and Q7, and ``"library"`` for Q5, Q7 and Q8 (:data:`IDIOMS`).  Parameters: ``rows`` (Q0: output reference
+``"watermarks"`` for Q4 and Q7, and ``"library"`` for Q5, Q7 and Q8 (:data:`IDIOMS`).
+Parameters: ``rows`` (Q0: output reference
 rows instead of passing the event batches through), ``key`` (Q6: ``"bidder"`` or
 ``"seller"``), ``notify_per_call`` (notifications: deliver at most this many per invocation,
 ``1`` = Naiad's scheduling), ``watermark_stats`` / ``watermark_probe`` (watermarks: a
@@ -393,7 +394,9 @@ def _split_q4(events: Any) -> tuple[Any, Any]:
     return (_per_batch(events, "Q4 Bids", bids_of), _per_batch(events, "Q4 Auctions", auctions_of))
 
 
-def closed_auctions(scope: Any, events: Any, idiom: str = "tokens", per_call: int | None = None) -> Any:
+def closed_auctions(
+    scope: Any, events: Any, idiom: str = "tokens", per_call: int | None = None
+) -> Any:
     """The closing stage shared by Q4 and Q6 (Beam's Q9): rows ``(expires, auction, category,
     seller, winning bidder, winning price)`` for every auction that closes with a valid bid,
     once the input frontier is strictly past ``expires`` (see ``reference.closed_auctions``;
