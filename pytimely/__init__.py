@@ -1,8 +1,14 @@
 """pytimely: timely dataflow for Python.
 
 Data carry logical timestamps; operators coordinate through timestamp tokens (capabilities) and
-learn from progress tracking which times may still arrive at their inputs.  See the README for
-a tour, DESIGN.md for the architecture.
+learn from progress tracking which times may still arrive at their inputs, as in Naiad ("Naiad:
+a timely dataflow system", SOSP 2013) and the Rust timely-dataflow crate
+(https://github.com/TimelyDataflow/timely-dataflow).  The user guide is ``docs/`` in the source
+distribution, starting at ``docs/index.md``.
+
+Importing this package imports only numpy (pyarrow when a feature needs it).  Spark support
+(:mod:`pytimely.spark`) and plots need the extras ``pytimely[spark]`` and ``pytimely[plot]``
+and say so when they are missing.
 """
 
 from . import errors
@@ -33,6 +39,7 @@ from .progress.operate import FrontierInterest
 from .windows import Session, Sliding, Tumbling
 from .worker import StuckError, Worker
 
+# The one place the version is written: pyproject.toml reads it from here.
 __version__ = "0.1.0"
 
 __all__ = [

@@ -86,7 +86,9 @@ class Worker:
 
     # -- building -------------------------------------------------------------------------
 
-    def dataflow(self, fn: Callable[[Any], Any], name: str | None = None, timestamp: Any = int) -> Any:
+    def dataflow(
+        self, fn: Callable[[Any], Any], name: str | None = None, timestamp: Any = int
+    ) -> Any:
         """Build a dataflow with ``fn(scope)``; returns what ``fn`` returns.
 
         ``timestamp`` is the type of the dataflow's times: ``int`` (default) or a user type

@@ -16,7 +16,8 @@ import pytest
 
 def _modules_after(statement: str) -> set[str]:
     """The ``pytimely`` modules loaded by a fresh interpreter after ``statement``."""
-    code = f"{statement}\nimport sys\nprint('\\n'.join(m for m in sys.modules if m.startswith('pytimely')))"
+    listing = "print('\\n'.join(m for m in sys.modules if m.startswith('pytimely')))"
+    code = f"{statement}\nimport sys\n{listing}"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
                          check=True)
     return set(out.stdout.split())

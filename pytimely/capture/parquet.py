@@ -381,7 +381,8 @@ class ParquetWriter:
             mode = "arrow"
         else:
             raise CaptureError(
-                f"Parquet capture stores lists, numpy arrays and arrow batches, not {type(batch).__name__}"
+                "Parquet capture stores lists, numpy arrays and arrow batches, "
+                f"not {type(batch).__name__}"
             )
         if self._mode is None:
             self._mode = mode

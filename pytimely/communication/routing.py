@@ -103,9 +103,9 @@ def _canonical_other(key: Any) -> Any:
     if getattr(type(key), "__stable_hash__", None) is not None:
         return key
     raise UnroutableKey(
-        f"a value of type {type(key).__qualname__} cannot be routed: routable keys are int, str, bytes, "
-        "float, bool, None, numpy scalars, tuples of these, and objects with a "
-        "__stable_hash__() method"
+        f"a value of type {type(key).__qualname__} cannot be routed: "
+        "routable keys are int, str, bytes, float, bool, None, numpy scalars, tuples of these, "
+        "and objects with a __stable_hash__() method"
     )
 
 

@@ -188,7 +188,7 @@ class OutputPort:
             if cap._port is not self:
                 raise CapabilityError(
                     f"operator {self.op.name!r}: a capability for output {cap._port.index}"
-                    f"{'' if cap._port.op is self.op else ' of operator ' + repr(cap._port.op.name)}"
+                    f"{'' if cap._port.op is self.op else f' of operator {cap._port.op.name!r}'}"
                     f" cannot send on output {self.index}"
                 )
             base = cap._time

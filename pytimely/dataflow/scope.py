@@ -175,7 +175,8 @@ class Scope:
         return self._nested(fn, name or "Region", self.domain)
 
     def iterative(self, fn: Callable[[Scope], Any], name: str | None = None) -> Any:
-        """A nested scope with ``Product(outer, loop counter)`` timestamps; returns ``fn(inner)``."""
+        """A nested scope with ``Product(outer, loop counter)`` timestamps; returns
+        ``fn(inner)``."""
         return self._nested(fn, name or "Iterative", ProductDomain(self.domain, INT))
 
     def scoped(self, fn: Callable[[Scope], Any], domain: Any, name: str | None = None) -> Any:

@@ -108,6 +108,9 @@ def plot(runs: Sequence[dict[str, Any]], path: str, title: str = "") -> str:
     latency (light) with p50 (dark) inside, log scale; a DNF run is a hatched bar up to 1 s
     labelled DNF.
     Needs matplotlib (Agg backend)."""
+    from .._extras import require
+
+    require("plotting latencies", "matplotlib", extra="plot")
     import matplotlib
 
     matplotlib.use("Agg")

@@ -17,7 +17,8 @@ Interface
 (``"q0"`` .. ``"q8"``) reading the events stream ``events`` (see :mod:`.events`: batches of
 ``EventBatch`` or of ``Person``/``Auction``/``Bid`` records) and returns the stream of result
 rows.  ``idiom`` is ``"tokens"`` for every query, also ``"notifications"`` or
-``"watermarks"`` for Q4 and Q7, and ``"library"`` for Q5, Q7 and Q8 (:data:`IDIOMS`).  Parameters: ``rows`` (Q0: output reference
+``"watermarks"`` for Q4 and Q7, and ``"library"`` for Q5, Q7 and Q8 (:data:`IDIOMS`).
+Parameters: ``rows`` (Q0: output reference
 rows instead of passing the event batches through), ``key`` (Q6: ``"bidder"`` or
 ``"seller"``), ``notify_per_call`` (notifications: deliver at most this many per invocation,
 ``1`` = Naiad's scheduling), ``watermark_stats`` / ``watermark_probe`` (watermarks: a
@@ -46,8 +47,9 @@ Design (tokens)
   seller (Q6), window (Q7).  Everything is correct on any number of workers.
 * Operators that wait for event time keep their pending work in a heap keyed by time and hold
   **one token, at the minimum pending time** (:class:`~pytimely.dataflow.idioms.MinToken`,
-  Megaphone's priority queue of tokens): taken from an incoming message's token with ``delayed`` when something earlier
-  arrives, downgraded to the new minimum after releasing work, dropped when nothing is pending.
+  Megaphone's priority queue of tokens): taken from an incoming message's token with
+  ``delayed`` when something earlier arrives, downgraded to the new minimum after releasing
+  work, dropped when nothing is pending.
   Their interest is ``IF_CAPABILITY``: time passing is none of their business while idle.
 * Q7 pre-aggregates per worker (numpy max per window per batch), holding one token per open
   window at the window's end, and exchanges only the partial maxima (one record per window per
@@ -372,7 +374,9 @@ def _split_q4(events: Any) -> tuple[Any, Any]:
     return (_per_batch(events, "Q4 Bids", bids_of), _per_batch(events, "Q4 Auctions", auctions_of))
 
 
-def closed_auctions(scope: Any, events: Any, idiom: str = "tokens", per_call: int | None = None) -> Any:
+def closed_auctions(
+    scope: Any, events: Any, idiom: str = "tokens", per_call: int | None = None
+) -> Any:
     """The closing stage shared by Q4 and Q6 (Beam's Q9): rows ``(expires, auction, category,
     seller, winning bidder, winning price)`` for every auction that closes with a valid bid,
     once the input frontier is strictly past ``expires`` (see ``reference.closed_auctions``;

@@ -22,7 +22,8 @@ What one ``schedule()`` does (after Naiad and the Rust crate's ``Subgraph``):
    inputs are all finished and who holds nothing is woken once to retire.
 5. *Run the activated children*, in index order, each at most once per pass: a child
    activated again after it ran waits for the next pass, and at most a few passes run per
-   ``schedule()`` (so a loop that always has work cannot hold the worker forever).  After each run the child's counts are drained: a plain operator's
+   ``schedule()`` (so a loop that always has work cannot hold the worker forever).  After each
+   run the child's counts are drained: a plain operator's
    into the batch to be exchanged with other workers, a nested scope's (already aggregated
    across workers) straight into our own accumulation.
 6. *Send* this worker's batch to every worker, then go back to 3 while newly activated children
@@ -391,7 +392,11 @@ class Subgraph:
                     touched.add(node)
             for node in touched:
                 # Shutdown override: finished inputs and nothing held means "come and retire".
-                if node not in self._active_set and not cap_counts[node] and self._inputs_done(node):
+                if (
+                    node not in self._active_set
+                    and not cap_counts[node]
+                    and self._inputs_done(node)
+                ):
                     self.activate_child(node)
         to_outer = self._to_outer
         for q, cb in enumerate(tracker.output_changes):

@@ -42,7 +42,8 @@ def accumulate(
     fold: Callable[[Any, Any], Any],
     name: str = "Accumulate",
 ) -> Stream:
-    """Per time: ``acc = fold(acc, batch)`` from ``init()``; emit ``acc`` when the time completes."""
+    """Per time: ``acc = fold(acc, batch)`` from ``init()``; emit ``acc`` when the time
+    completes."""
 
     def ctor(cap: Any, info: Any) -> Any:
         cap.drop()

@@ -113,7 +113,9 @@ class OperatorBuilder:
             rows.append(row)
         return rows
 
-    def build(self, constructor: Callable[[list[Any], OperatorInfo], Callable[..., Any]]) -> list[Stream]:
+    def build(
+        self, constructor: Callable[[list[Any], OperatorInfo], Callable[..., Any]]
+    ) -> list[Stream]:
         """Create the operator; returns its output streams."""
         if self._built:
             raise GraphError(f"operator {self.name!r} was already built")
@@ -137,7 +139,9 @@ class OperatorBuilder:
         core._logic = logic
         core._ports = (*core.input_ports, *core.output_ports)
         scope._install(core.index, core)
-        return [Stream(scope, (core.index, o), core.output_ports[o].tee) for o in range(self._outputs)]
+        return [
+            Stream(scope, (core.index, o), core.output_ports[o].tee) for o in range(self._outputs)
+        ]
 
 
 def _is_summary(cell: Any) -> bool:
@@ -147,7 +151,9 @@ def _is_summary(cell: Any) -> bool:
     return isinstance(cell, ProductSummary)
 
 
-def _single(stream: Stream, pact: Pact, name: str, ctor: Callable, interest: FrontierInterest) -> Stream:
+def _single(
+    stream: Stream, pact: Pact, name: str, ctor: Callable, interest: FrontierInterest
+) -> Stream:
     b = OperatorBuilder(name, stream.scope)
     b.new_input(stream, pact, interest=interest)
     b.new_output()
@@ -172,7 +178,13 @@ def unary_frontier(
 
 
 def _double(
-    s1: Stream, s2: Stream, p1: Pact, p2: Pact, name: str, ctor: Callable, interest: FrontierInterest
+    s1: Stream,
+    s2: Stream,
+    p1: Pact,
+    p2: Pact,
+    name: str,
+    ctor: Callable,
+    interest: FrontierInterest,
 ) -> Stream:
     b = OperatorBuilder(name, s1.scope)
     b.new_input(s1, p1, interest=interest)

@@ -82,7 +82,9 @@ def inspect_time(stream: Stream, f: Callable[[Any, Any], Any], name: str = "Insp
     return unary(stream, Pipeline, name, ctor)
 
 
-def inspect_batch(stream: Stream, f: Callable[[Any, Any], Any], name: str = "InspectBatch") -> Stream:
+def inspect_batch(
+    stream: Stream, f: Callable[[Any, Any], Any], name: str = "InspectBatch"
+) -> Stream:
     """Call ``f(time, batch)`` on every batch; pass the stream through."""
 
     def ctor(cap: Any, info: Any) -> Any:
