@@ -59,6 +59,7 @@ frames to a peer that has already said goodbye are dropped (it has finished; cou
 
 from __future__ import annotations
 
+import logging
 import os
 import pickle
 import select
@@ -106,6 +107,8 @@ try:
 except (AttributeError, ValueError, OSError):  # pragma: no cover - non-POSIX
     _IOV_MAX = 16
 _MSG_NOSIGNAL = getattr(socket, "MSG_NOSIGNAL", 0)
+
+_log = logging.getLogger(__name__)
 
 # States of a peer connection.
 _CONNECTED = "connected"
@@ -210,6 +213,7 @@ class TcpAllocator(Allocator):
         self._remote: list[_Peer] = []
         if peers > 1:
             sockets = _build_mesh(index, peers, rendezvous, timeout)
+            _log.info("worker %d of %d: mesh formed", index, peers)
             for j, (sock, address) in sorted(sockets.items()):
                 peer = _Peer(j, sock, address)
                 self._peers[j] = peer
@@ -827,6 +831,8 @@ def _connect(
             except (OSError, HandshakeRejected) as exc:
                 sock.close()
                 last_error = exc
+        _log.debug("worker %d: connecting to worker %d failed (%r); retrying", index, j,
+                   last_error)
         time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
         delay = min(delay * 2, 0.5)
 
