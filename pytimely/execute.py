@@ -25,6 +25,22 @@ def run_worker(fn: Callable[[Worker], Any], worker: Worker) -> Any:
     return result
 
 
+def _run_observed(fn: Callable[[Worker], Any], worker: Worker, dashboard: int | None) -> Any:
+    """:func:`run_worker`, with a dashboard on worker 0 when ``dashboard`` is a port."""
+    if dashboard is None or worker.index != 0:
+        return run_worker(fn, worker)
+    from .dashboard import serve_dashboard
+
+    board = serve_dashboard(worker, port=dashboard)
+    try:
+        result = run_worker(fn, worker)
+    except Exception as exc:
+        board.report_error(exc)
+        raise
+    board.publish()
+    return result
+
+
 def example(fn: Callable[[Any], Any], timestamp: Any = int) -> Any:
     """Build one dataflow with ``fn(scope)`` on a single worker and run it to completion."""
     worker = Worker()
@@ -42,6 +58,7 @@ def execute(
     timeout: float | None = None,
     stuck_after: float | None = None,
     heartbeat_timeout: float | None = None,
+    dashboard: int | None = None,
 ) -> list[Any]:
     """Run ``fn(worker)`` on ``workers`` workers; returns their results in worker order.
 
@@ -62,16 +79,20 @@ def execute(
     frontier on every worker, ``stuck_after`` seconds (default 2) after every worker went idle.
     A worker process that sends nothing for ``heartbeat_timeout`` seconds (default 20, or
     ``$PYTIMELY_HEARTBEAT_TIMEOUT``) — stopped, deadlocked — is a ``WorkerFailure`` naming it.
+
+    ``dashboard=PORT`` serves a live dashboard of worker 0 on ``http://127.0.0.1:PORT/`` (see
+    :func:`pytimely.serve_dashboard`); with one worker it keeps showing the final state, or the
+    error that stopped the run, until the process exits.
     """
     n = processes if processes is not None else workers
     if n < 1:
         raise ValueError("execute(): need at least one worker")
     if n == 1:
-        return [run_worker(fn, Worker())]
+        return [_run_observed(fn, Worker(), dashboard)]
     from .communication.launch import run_processes
 
     def body(allocator: Any) -> Any:
-        return run_worker(fn, Worker(allocator, stuck_after=stuck_after))
+        return _run_observed(fn, Worker(allocator, stuck_after=stuck_after), dashboard)
 
     return run_processes(
         body,
