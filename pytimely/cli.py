@@ -3,6 +3,7 @@
     pytimely replay FILE [--inspect] [--no-progress]   inspect or replay a capture file
     pytimely bench NAME [ARGS...]                      run a benchmark from bench/
     pytimely demo                                      the main job (see README)
+    pytimely graph SCRIPT [-o OUT] [-- ARGS...]        draw the dataflow graph SCRIPT builds
 """
 
 from __future__ import annotations
@@ -76,6 +77,26 @@ def _bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def _graph(args: argparse.Namespace) -> int:
+    """Write a picture of the dataflows ``args.script`` builds (see :mod:`pytimely.graph_tool`)."""
+    from .graph import operators
+    from .graph_tool import graph_of_script, write_picture
+
+    if not os.path.exists(args.script):
+        print(f"pytimely graph: no such file: {args.script}", file=sys.stderr)
+        return 2
+    out = args.output or os.path.splitext(os.path.basename(args.script))[0] + ".svg"
+    try:
+        description = graph_of_script(args.script, args.function, args.args)
+        made_by = write_picture(description, out, use_graphviz=not args.no_graphviz)
+    except (ValueError, RuntimeError) as exc:
+        print(f"pytimely graph: {exc}", file=sys.stderr)
+        return 2
+    ops = len(operators(description))
+    print(f"pytimely graph: wrote {out} ({ops} operators; {made_by})", file=sys.stderr)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="pytimely", description="timely dataflow for Python")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -87,6 +108,13 @@ def main(argv: list[str] | None = None) -> int:
     bp.add_argument("name")
     bp.add_argument("args", nargs=argparse.REMAINDER)
     sub.add_parser("demo", help="run the main job")
+    gp = sub.add_parser("graph", help="draw the dataflow graph a script builds (without running it)")
+    gp.add_argument("script")
+    gp.add_argument("-o", "--output", help="out.svg|png|html|dot|json|mmd (default: SCRIPT.svg)")
+    gp.add_argument("--function", help="build one dataflow with this function of the script "
+                    "(taking a scope) instead of running the script until its first step")
+    gp.add_argument("--no-graphviz", action="store_true", help="use pytimely's own SVG layout")
+    gp.add_argument("args", nargs="*", help="arguments for the script (after --)")
     args = parser.parse_args(argv)
     if args.command == "replay":
         try:
@@ -98,6 +126,8 @@ def main(argv: list[str] | None = None) -> int:
             raise
     if args.command == "bench":
         return _bench(args)
+    if args.command == "graph":
+        return _graph(args)
     from .demo import main as demo_main
 
     return demo_main()

@@ -180,7 +180,7 @@ def to_dot(description: dict[str, Any]) -> str:
     """Graphviz DOT: one cluster per dataflow and per nested scope."""
     lines = [
         "digraph pytimely {",
-        "  rankdir=LR;",
+        '  rankdir=LR; fontname="Helvetica";',
         '  node [shape=box, style="rounded,filled", fillcolor="#e8eef8", fontname="Helvetica"];',
         '  edge [fontname="Helvetica", fontsize=10];',
     ]
