@@ -341,7 +341,10 @@ function caps(list) {
 }
 async function loadGraph(version) {
   const r = await fetch("graph.svg");
-  document.getElementById("graph").innerHTML = await r.text();
+  const box = document.getElementById("graph");
+  box.innerHTML = await r.text();
+  const svg = box.querySelector("svg");
+  if (svg) { svg.style.maxWidth = "100%"; svg.style.height = "auto"; }  // fit the page
   graphVersion = version;
 }
 function render(s) {
