@@ -69,7 +69,8 @@ def test_silent_by_default():
     """Without logging configured, not even a warning reaches stderr (a NullHandler on the
     'pytimely' logger keeps Python's last-resort handler away)."""
     done = _run("""
-        import time, pytimely as pt
+        import logging, time, pytimely as pt
+        logging.getLogger("pytimely.worker").warning("not shown")  # what a slow step logs
         w = pt.Worker()
         w.slow_step = 0.0
         w.dataflow(lambda s: s.to_stream([1]).inspect(lambda x: time.sleep(0.01)))
