@@ -17,27 +17,28 @@ from .worker import Worker, activity
 __all__ = ["example", "execute", "execute_from_args", "run_worker"]
 
 
-def run_worker(fn: Callable[[Worker], Any], worker: Worker) -> Any:
-    """Run ``fn(worker)``, then close its inputs and finish its dataflows."""
-    result = fn(worker)
-    worker.close_inputs()
-    worker.run()
-    return result
-
-
-def _run_observed(fn: Callable[[Worker], Any], worker: Worker, dashboard: int | None) -> Any:
-    """:func:`run_worker`, with a dashboard on worker 0 when ``dashboard`` is a port."""
+def run_worker(fn: Callable[[Worker], Any], worker: Worker, dashboard: int | None = None) -> Any:
+    """Run ``fn(worker)``, then close its inputs and finish its dataflows.  ``dashboard``: a
+    port on which worker 0 serves a live dashboard (:func:`pytimely.serve_dashboard`), which
+    shows the error if the run fails."""
     if dashboard is None or worker.index != 0:
-        return run_worker(fn, worker)
+        return _run(fn, worker)
     from .dashboard import serve_dashboard
 
     board = serve_dashboard(worker, port=dashboard)
     try:
-        result = run_worker(fn, worker)
+        result = _run(fn, worker)
     except Exception as exc:
         board.report_error(exc)
         raise
     board.publish()
+    return result
+
+
+def _run(fn: Callable[[Worker], Any], worker: Worker) -> Any:
+    result = fn(worker)
+    worker.close_inputs()
+    worker.run()
     return result
 
 
@@ -88,11 +89,11 @@ def execute(
     if n < 1:
         raise ValueError("execute(): need at least one worker")
     if n == 1:
-        return [_run_observed(fn, Worker(), dashboard)]
+        return [run_worker(fn, Worker(), dashboard)]
     from .communication.launch import run_processes
 
     def body(allocator: Any) -> Any:
-        return _run_observed(fn, Worker(allocator, stuck_after=stuck_after), dashboard)
+        return run_worker(fn, Worker(allocator, stuck_after=stuck_after), dashboard)
 
     return run_processes(
         body,

@@ -228,3 +228,27 @@ def test_statistics_are_shown_when_the_worker_reports_them():
     assert (op["invocations"], op["records_in"], op["time_total_s"]) == (7, 3, 0.5 * w.steps)
     assert op["busy"] > 0
     assert state["totals"]["steps"] == w.steps
+
+
+def _read_own_dashboard(port: int):
+    def fn(worker):
+        inp = worker.dataflow(lambda s: s.new_input()[0])
+        inp.advance_to(3)
+        worker.step_while(lambda: False)
+        worker.step()
+        if worker.index != 0:
+            return None
+        time.sleep(0.3)  # past the snapshot interval, then one more step publishes
+        worker.step()
+        return _get(f"http://127.0.0.1:{port}/api/state")
+
+    return fn
+
+
+def test_with_several_workers_worker_0_serves_the_dashboard():
+    port = _free_port()
+    state, other = pt.execute(_read_own_dashboard(port), workers=2, dashboard=port, timeout=60)
+    assert other is None
+    assert (state["worker"], state["peers"]) == (0, 2)
+    [op] = state["operators"].values()
+    assert op["name"] == "Input" and op["held_here"] == [{"output": 0, "time": "3", "count": 1}]
