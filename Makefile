@@ -1,7 +1,9 @@
 # The two commands of the README: `make demo` (the main job) and `make test` (the test suite).
 # Each creates .venv and installs the project with all its extras (pytimely[all]: Spark, plots,
 # test and lint tools), and makes sure a Java 17+ runtime is there for the embedded Spark
-# (scripts/ensure-java.sh: apt-get openjdk-17-jre-headless when `java` is missing or older).
+# (scripts/ensure-java.sh: apt-get openjdk-17-jre-headless when `java` is missing or older);
+# `make test` also installs Chromium and Graphviz for the dashboard tests
+# (scripts/ensure-browser.sh).
 PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -11,7 +13,7 @@ SOURCES := pytimely tests bench examples
 BENCH ?=
 
 .PHONY: demo test bench results lint lint-format lint-docstrings typecheck lint-all \
-	check-install java clean
+	check-install java browser clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -22,10 +24,14 @@ $(STAMP): pyproject.toml
 java:
 	@sh scripts/ensure-java.sh
 
+# The dashboard and graph tests drive a headless Chromium and Graphviz (Debian packages).
+browser:
+	@sh scripts/ensure-browser.sh
+
 demo: $(STAMP) java
 	$(BIN)/python -m pytimely.demo
 
-test: $(STAMP) java
+test: $(STAMP) java browser
 	$(BIN)/python -m pytest
 
 # The benchmarks are scripts of the source checkout (bench/ is not in the wheel).

@@ -11,6 +11,8 @@ Importing this package imports only numpy (pyarrow when a feature needs it).  Sp
 and say so when they are missing.
 """
 
+import logging as _logging
+
 from . import errors
 from .dataflow import (
     ActivateCapability,
@@ -42,11 +44,25 @@ from .worker import StuckError, Worker
 # The one place the version is written: pyproject.toml reads it from here.
 __version__ = "0.1.0"
 
+# Library convention: silent unless the application configures logging ("pytimely.*" loggers:
+# mesh formed, dataflow built / completed, worker failure, stuck, slow steps).
+_logging.getLogger(__name__).addHandler(_logging.NullHandler())
+
+
+def serve_dashboard(worker: Worker, port: int = 8080, host: str = "127.0.0.1",
+                    interval: float = 0.2) -> object:
+    """Serve a live web dashboard of ``worker``; see :func:`pytimely.dashboard.serve_dashboard`
+    (imported on first use: ``http.server`` is not needed otherwise)."""
+    from .dashboard import serve_dashboard as serve
+
+    return serve(worker, port=port, host=host, interval=interval)
+
+
 __all__ = [
     "args", "errors", "example", "execute", "execute_from_args", "Worker", "StuckError",
     "Product", "ProductSummary", "FrontierInterest",
     "Scope", "Stream", "Capability", "CapabilityRef", "CapabilitySet", "ActivateCapability",
     "Pipeline", "Exchange", "Broadcast", "OperatorBuilder", "OperatorInfo", "Activator",
     "InputHandle", "UnorderedHandle", "ProbeHandle", "CaptureHandle", "LoopHandle", "Notificator",
-    "KeyedContext", "StateStats", "Tumbling", "Sliding", "Session",
+    "KeyedContext", "StateStats", "Tumbling", "Sliding", "Session", "serve_dashboard",
 ]

@@ -2,6 +2,7 @@
 
     pytimely replay FILE [--inspect] [--no-progress]   inspect or replay a capture file
     pytimely demo [ARGS...]                            the main job (needs pytimely[spark])
+    pytimely graph SCRIPT [-o OUT] [-- ARGS...]        draw the dataflow graph SCRIPT builds
     pytimely --version
 
 The benchmarks are not part of the installed package: they live in ``bench/`` of a source
@@ -65,6 +66,26 @@ def _replay_and_print(path: str) -> str | None:
     return None
 
 
+def _graph(args: argparse.Namespace) -> int:
+    """Write a picture of the dataflows ``args.script`` builds (see :mod:`pytimely.graph_tool`)."""
+    from .graph import operators
+    from .graph_tool import graph_of_script, write_picture
+
+    if not os.path.exists(args.script):
+        print(f"pytimely graph: no such file: {args.script}", file=sys.stderr)
+        return 2
+    out = args.output or os.path.splitext(os.path.basename(args.script))[0] + ".svg"
+    try:
+        description = graph_of_script(args.script, args.function, args.args)
+        made_by = write_picture(description, out, use_graphviz=not args.no_graphviz)
+    except (ValueError, RuntimeError) as exc:
+        print(f"pytimely graph: {exc}", file=sys.stderr)
+        return 2
+    ops = len(operators(description))
+    print(f"pytimely graph: wrote {out} ({ops} operators; {made_by})", file=sys.stderr)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the ``pytimely`` command with ``argv`` (default: the process' arguments); returns the
     exit status."""
@@ -77,9 +98,24 @@ def main(argv: list[str] | None = None) -> int:
     rp.add_argument("file")
     rp.add_argument("--inspect", action="store_true", help="print events/records per time")
     rp.add_argument("--no-progress", action="store_true", help="no progress bar")
-    sub.add_parser("demo", help="run the main job (needs pytimely[spark])",
-                   description="The main job; any further options are the demo's own "
-                               "(python -m pytimely.demo --help lists them).")
+    sub.add_parser(
+        "demo",
+        help="run the main job (needs pytimely[spark])",
+        description="The main job; any further options are the demo's own "
+        "(python -m pytimely.demo --help lists them).",
+    )
+    gp = sub.add_parser(
+        "graph", help="draw the dataflow graph a script builds (without running it)"
+    )
+    gp.add_argument("script")
+    gp.add_argument("-o", "--output", help="out.svg|png|html|dot|json|mmd (default: SCRIPT.svg)")
+    gp.add_argument(
+        "--function",
+        help="build one dataflow with this function of the script "
+        "(taking a scope) instead of running the script until its first step",
+    )
+    gp.add_argument("--no-graphviz", action="store_true", help="use pytimely's own SVG layout")
+    gp.add_argument("args", nargs="*", help="arguments for the script (after --)")
     args, rest = parser.parse_known_args(argv)
     if rest and args.command != "demo":
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
@@ -91,6 +127,8 @@ def main(argv: list[str] | None = None) -> int:
                 sys.stderr.close()
                 return 0
             raise
+    if args.command == "graph":
+        return _graph(args)
     return _demo(rest)
 
 

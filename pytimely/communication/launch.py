@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import logging
 import multiprocessing
 import os
 import shutil
@@ -209,6 +210,9 @@ def connect_from_config(config: Config) -> Allocator:
 
 
 # --- the local launcher -----------------------------------------------------------------------
+
+
+_log = logging.getLogger(__name__)
 
 
 def run_processes(
@@ -525,6 +529,7 @@ def _failure(
             outcomes[c.index] = f"{c.outcome}: {last[-1] if last else ''}"
     lines = "\n".join(f"  worker {i}: {text}" for i, text in sorted(outcomes.items()))
     error = WorkerFailure(f"{head}\nall workers:\n{lines}", worker=worker)
+    _log.error("worker failure: %s", error)
     error.outcomes = outcomes  # type: ignore[attr-defined]
     return error
 

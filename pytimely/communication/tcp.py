@@ -50,6 +50,7 @@ frames to a peer that has already said goodbye are dropped (it has finished; cou
 
 from __future__ import annotations
 
+import logging
 import os
 import pickle
 import select
@@ -92,6 +93,8 @@ try:
 except (AttributeError, ValueError, OSError):  # pragma: no cover - non-POSIX
     _IOV_MAX = 16
 _MSG_NOSIGNAL = getattr(socket, "MSG_NOSIGNAL", 0)
+
+_log = logging.getLogger(__name__)
 
 # States of a peer connection.
 _CONNECTED = "connected"
@@ -196,6 +199,7 @@ class TcpAllocator(Allocator):
         self._remote: list[_Peer] = []
         if peers > 1:
             sockets = build_mesh(index, peers, rendezvous, timeout)
+            _log.info("worker %d of %d: mesh formed", index, peers)
             for j, (sock, address) in sorted(sockets.items()):
                 peer = _Peer(j, sock, address)
                 self._peers[j] = peer

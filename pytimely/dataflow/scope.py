@@ -47,6 +47,7 @@ class Scope:
         self.index_in_parent = index_in_parent
         self._children: list[Any] = [None]
         self._edges: list[tuple[tuple[int, int], tuple[int, int], int]] = []
+        self._edge_pacts: list[str] = []  # per edge, its channel's name (for pytimely.graph)
         self._ingress_tees: list[Tee] = []  # per scope input: fan-out of Source(0, p)
         self._egress_tees: list[Tee] = []  # per scope output: the parent-side fan-out
         self._subgraph: Subgraph | None = None
@@ -86,9 +87,11 @@ class Scope:
     def _install(self, index: int, child: Any) -> None:
         self._children[index] = child
 
-    def _add_edge(self, source: tuple[int, int], target: tuple[int, int], weight: int = 1) -> None:
+    def _add_edge(self, source: tuple[int, int], target: tuple[int, int], weight: int = 1,
+                  pact: str = "Pipeline") -> None:
         self._check_open()
         self._edges.append((source, target, weight))
+        self._edge_pacts.append(pact)
 
     # -- scope inputs and outputs -----------------------------------------------------------
 
@@ -243,6 +246,7 @@ class Scope:
             to_o,
             summ,
             progcaster,
+            self._edge_pacts,
         )
         if worker.peers > 1:
             worker._register_progress_channel(self._progress_channel, subgraph)

@@ -133,7 +133,7 @@ class OperatorBuilder:
         for index, (stream, pact, _c, _i) in enumerate(self._inputs):
             push = pact.connect(worker, core.input_ports[index].push, self.name)
             weight = worker.peers if pact.weight_per_peer else 1
-            stream._connect((core.index, index), push, weight)
+            stream._connect((core.index, index), push, weight, repr(pact))
         caps = core.mint_initial()
         logic = constructor(caps, OperatorInfo(core))
         core._logic = logic
