@@ -9,6 +9,12 @@ and ``step_or_park`` sleeps on the communication layer when no dataflow is activ
 Every channel and every scope's progress exchange has an identifier allocated in construction
 order, so all workers that build the same dataflows in the same order agree on them.
 
+What the dataflow layer may ask of its worker — channels, progress exchanges, timed
+activations, input tracking — is the :class:`WorkerServices` protocol (timely's ``AsWorker``);
+scopes, pacts and operators use nothing else of the worker.  A progress batch from another
+worker goes straight to the scope's :class:`~pytimely.progress.broadcast.Progcaster`, which
+wakes the scope; the worker only routes it by channel.
+
 A computation that cannot finish raises :class:`StuckError` instead of hanging: on one worker as
 soon as nothing is active and no timer is pending; on several workers once *every* worker is
 idle and no message is in flight (:mod:`pytimely.termination`), about ``stuck_after`` seconds
@@ -27,15 +33,16 @@ import os
 import time as _time
 from collections.abc import Callable, Iterator
 from types import FrameType
-from typing import Any
+from typing import Any, Protocol
 
 from .communication.allocator import Allocator, ThreadAllocator
 from .errors import GraphError, StuckError, WorkerFailure
 from .order import domain_of
 from .progress.broadcast import Progcaster
+from .progress.reachability import Source
 from .termination import STUCK_AFTER, QuiescenceDetector, Status, Verdict
 
-__all__ = ["Worker", "StuckError", "activity", "STRICT_ENV"]
+__all__ = ["Worker", "WorkerServices", "StuckError", "activity", "STRICT_ENV"]
 
 #: Set to ``1`` to make every :class:`Worker` strict (see ``Worker.strict``).
 STRICT_ENV = "PYTIMELY_STRICT"
@@ -46,8 +53,46 @@ SLOW_STEP = 1.0
 _log = logging.getLogger(__name__)
 
 
+class WorkerServices(Protocol):
+    """What the dataflow layer (scopes, pacts, operators) may ask of its worker — an internal
+    interface, like timely's ``AsWorker`` trait in ``worker.rs``; user code has no need of it.
+
+    Channel identifiers are allocated in construction order, so every worker that builds the
+    same dataflows in the same order allocates the same identifiers (see the module docstring).
+    """
+
+    index: int
+    peers: int
+    strict: bool
+    allocator: Allocator
+
+    def allocate_channel(self) -> int:
+        """A new channel identifier (for a data exchange or a scope's progress)."""
+        ...
+
+    def register_data_channel(self, channel: int, push: Callable[[Any, Any], None]) -> None:
+        """Deliver the ``(time, batch)`` payloads other workers send on ``channel`` to
+        ``push`` (payloads that arrived earlier are delivered at once)."""
+        ...
+
+    def progcaster(self, channel: int) -> Progcaster:
+        """The progress exchange of one scope on ``channel``: its sends go to every other
+        worker, and what they send on ``channel`` is handed to its ``receive``."""
+        ...
+
+    def activate_after(self, activate: Callable[[], None], delay: float) -> None:
+        """Call ``activate()`` once, at the first step at least ``delay`` seconds from now."""
+        ...
+
+    def track_input(self, handle: Any) -> None:
+        """``handle.close()`` when the worker's inputs are closed (:meth:`Worker.close_inputs`,
+        what leaving :func:`pytimely.execute`'s function does)."""
+        ...
+
+
 class Worker:
-    """Owns dataflows on one thread; see the module docstring."""
+    """Owns dataflows on one thread; see the module docstring.  Implements
+    :class:`WorkerServices` for the dataflows it builds."""
 
     def __init__(
         self,
@@ -113,7 +158,7 @@ class Worker:
         # The first channel of every dataflow checks that all workers built the same graph:
         # channel ids are allocated in construction order, so a different graph on another
         # worker would otherwise cross-wire channels silently.
-        check_channel = self._allocate_channel()
+        check_channel = self.allocate_channel()
         scope = Scope(self, name, domain_of(timestamp), (index,))
         # Building allocates many long-lived objects and no garbage cycles; the cyclic
         # collector would rescan all of them again and again while we build, and then at every
@@ -124,19 +169,18 @@ class Worker:
         gc.disable()
         try:
             result = fn(scope)
-            subgraph: Subgraph = scope._build()
+            subgraph: Subgraph = scope.build_subgraph()
         finally:
             if collecting:
                 gc.enable()
         if self._freeze_gc:
             gc.freeze()
 
-        def activate() -> None:
-            self._active.add(index)
-
-        subgraph.set_parent_activator(activate)
+        # A dataflow asks to be stepped by adding its index to ``_active`` (cleared in place,
+        # so the bound method stays valid).
+        subgraph.attach(self._active.add, index)
         if self.peers > 1:
-            self._check_same_graph(check_channel, index, name, scope)
+            self._check_same_graph(check_channel, index, name, subgraph)
         self._dataflows[index] = subgraph
         self._names[index] = name
         self._active.add(index)
@@ -145,8 +189,8 @@ class Worker:
         _log.info("worker %d built dataflow %d (%r)", self.index, index, name)
         return result
 
-    def _check_same_graph(self, channel: int, index: int, name: str, scope: Any) -> None:
-        mine = _fingerprint(scope._subgraph)
+    def _check_same_graph(self, channel: int, index: int, name: str, subgraph: Any) -> None:
+        mine = _fingerprint(subgraph)
         me = self.index
 
         def compare(payload: Any) -> None:
@@ -162,16 +206,17 @@ class Worker:
             if w != me:
                 self.allocator.send(channel, w, (me, mine))
 
-    def _allocate_channel(self) -> int:
+    # -- WorkerServices ---------------------------------------------------------------------
+
+    def allocate_channel(self) -> int:
+        """See :class:`WorkerServices`."""
         channel = self._next_channel
         self._next_channel += 1
         return channel
 
-    def _register_data_channel(self, channel: int, push: Callable[[Any, Any], None]) -> None:
+    def register_data_channel(self, channel: int, push: Callable[[Any, Any], None]) -> None:
+        """See :class:`WorkerServices`."""
         self._register(channel, lambda payload: push(payload[0], payload[1]))
-
-    def _register_progress_channel(self, channel: int, subgraph: Any) -> None:
-        self._register(channel, subgraph.receive_progress)
 
     def _register(self, channel: int, handler: Callable[[Any], None]) -> None:
         self._handlers[channel] = handler
@@ -180,22 +225,28 @@ class Worker:
             for payload in waiting:
                 handler(payload)
 
-    def _progcaster(self, channel: int) -> Progcaster:
+    def progcaster(self, channel: int) -> Progcaster:
+        """See :class:`WorkerServices`."""
         allocator = self.allocator
 
         def send(target: int, batch: Any) -> None:
             allocator.send(channel, target, batch)
 
-        return Progcaster(send, [w for w in range(self.peers) if w != self.index])
+        progcaster = Progcaster(send, [w for w in range(self.peers) if w != self.index])
+        if self.peers > 1:
+            self._register(channel, progcaster.receive)
+        return progcaster
 
-    def _track_input(self, handle: Any) -> None:
+    def track_input(self, handle: Any) -> None:
+        """See :class:`WorkerServices`."""
         self._inputs.append(handle)
 
-    # -- activation -----------------------------------------------------------------------
-
-    def _activate_after(self, fn: Callable[[], None], delay: float) -> None:
-        heapq.heappush(self._timers, (_time.monotonic() + delay, next(self._timer_seq), fn))
+    def activate_after(self, activate: Callable[[], None], delay: float) -> None:
+        """See :class:`WorkerServices`."""
+        heapq.heappush(self._timers, (_time.monotonic() + delay, next(self._timer_seq), activate))
         self.allocator.wake()
+
+    # -- activation -----------------------------------------------------------------------
 
     def _fire_timers(self) -> None:
         timers = self._timers
@@ -391,6 +442,7 @@ class Worker:
     # -- introspection --------------------------------------------------------------------
 
     def installed_dataflows(self) -> list[int]:
+        """The indices of the dataflows this worker still runs."""
         return sorted(self._dataflows)
 
     def dataflow_scopes(self) -> list[tuple[int, str, Any]]:
@@ -418,9 +470,6 @@ class Worker:
                 self._step_observers.remove(observer)
 
         return stop
-
-    def has_dataflows(self) -> bool:
-        return bool(self._dataflows)
 
     def statistics(self) -> dict[str, Any]:
         return {
@@ -486,7 +535,7 @@ def _fingerprint(subgraph: Any) -> str:
         tracker = sg.tracker
         parts.append(f"scope {sg.name} {tracker.node_inputs} {tracker.node_outputs}")
         parts.append(repr(tracker.node_names))
-        parts.append(repr([[sorted(t for t, _w in o) for o in node] for node in sg._edge_targets]))
+        parts.append(repr(sg.edge_targets()))
         for child in sg.children:
             if isinstance(child, Subgraph):
                 walk(child)
@@ -506,7 +555,7 @@ def _describe_scope(sg: Any, indent: str, held_only: bool = False, worker: int =
     for loc, t, c in stamps:
         name = sg.tracker.node_names[loc.node]
         whose = ""
-        if type(loc).__name__ == "Source":
+        if isinstance(loc, Source):
             kind, port = "capability", f"output {loc.port}"
             if not held_only and sg.peers > 1:
                 mine = held.get((loc, t), 0)

@@ -482,9 +482,8 @@ def check_tracker(g: Graph, ops: list, propagate_mask: list) -> None:
         for loc in g.locations():
             assert got[loc] == brute_frontier(compiled, counts, loc), (k, loc)
         # ``pushed`` is exactly the implication frontier changes.
-        for loc_id, t, d in tracker.pushed:
+        for loc_id, t, d in tracker.drain_pushed():
             pushed[(tracker.location(loc_id), t)] += d
-        tracker.pushed.clear()
         want_pushed = {(loc, t): 1 for loc, f in got.items() for t in f}
         assert {k2: v for k2, v in pushed.items() if v} == want_pushed
         # Capability counters count pointstamp *frontier* elements.
@@ -658,7 +657,7 @@ def simulate(
     def snapshot(v: int, step: int) -> None:
         tr = trackers[v]
         tr.propagate_all()
-        tr.pushed.clear()
+        tr.drain_pushed()
         front = tracker_frontiers(tr, g)
         if compiled is not None:
             for loc in g.locations():

@@ -229,7 +229,7 @@ def _forward(cap, info):
 
     def logic(inp, out):
         for t, b in inp.drain_batches():
-            out._push(t, b)
+            out.forward(t, b)
 
     return logic
 

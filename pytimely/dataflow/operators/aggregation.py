@@ -1,12 +1,13 @@
 """Operators that wait for a time to complete: ``count``, ``accumulate``, ``aggregate``,
 ``delay`` and ``reclock``.
 
-They share one idiom (seed 004, §5): stash state per time together with a capability retained
-from the first message at that time, and when the input frontier no longer ``less_equal`` s the
-time — no more data at it can arrive — emit the result with that capability and drop it.  They
-declare ``IF_CAPABILITY`` interest: while they hold nothing, time passing is none of their
-business.  Pending times are released in the total order of times, so with partially ordered
-times results still appear in an order consistent with the partial order.
+They share one idiom (Lattuada, McSherry, Liagouris, "Timestamp tokens", SoCC 2022, section 5):
+stash state per time together with a capability retained from the first message at that time,
+and when the input frontier no longer ``less_equal`` s the time — no more data at it can
+arrive — emit the result with that capability and drop it.  They declare ``IF_CAPABILITY``
+interest: while they hold nothing, time passing is none of their business.  Pending times are
+released in the total order of times, so with partially ordered times results still appear in
+an order consistent with the partial order.
 """
 
 from __future__ import annotations

@@ -1,4 +1,6 @@
-"""Capturing a stream: everything it shows, as events (seed 002).
+"""Capturing a stream: everything it shows, as events (as timely-dataflow's ``capture_into``;
+see the "Capture and Replay" chapter of the timely-dataflow book,
+https://timelydataflow.github.io/timely-dataflow/).
 
 ``capture_into(writer)`` attaches a sink that pushes ``Progress`` events (changes of the input
 frontier) and ``Messages`` events (each received batch at its time) into ``writer``.  Progress
@@ -35,7 +37,7 @@ def capture_into(stream: Stream, writer: Any, name: str = "Capture", close: bool
     flush = getattr(writer, "flush", None)
 
     def logic(inp: Any) -> None:
-        now = list(inp._frontier.frontier_list())
+        now = list(inp.frontier_elements())
         shown = state["shown"]
         if now != shown:
             writer.push(Progress(frontier_changes(shown, now)))
