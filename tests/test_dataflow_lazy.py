@@ -6,9 +6,9 @@ The set-up of Frank McSherry's "Speeding up Timely Dataflow by 100x"
     input -> region { Stash -> Filter ^ LENGTH } -> probe
 
 where ``Stash`` is a frontier-driven operator (the user guide's "Writing an operator"; it holds
-a capability only while it has stashed records) and the filters never care about time.  Each round sends one
-record into one dataflow (round ``r`` feeds dataflow ``r % DATAFLOWS``), advances *every*
-input, and steps until every probe has passed the round.
+a capability only while it has stashed records) and the filters never care about time.  Each
+round sends one record into one dataflow (round ``r`` feeds dataflow ``r % DATAFLOWS``),
+advances *every* input, and steps until every probe has passed the round.
 
 We count operator invocations (``OperatorCore.invocations``, ``Subgraph.invocations``) per
 round instead of timing anything:
