@@ -28,6 +28,7 @@ import contextlib
 import gc
 import heapq
 import itertools
+import logging
 import os
 import time as _time
 from collections.abc import Callable, Iterator
@@ -50,6 +51,11 @@ __all__ = ["Worker", "WorkerServices", "StuckError", "activity", "STRICT_ENV"]
 
 #: Set to ``1`` to make every :class:`Worker` strict (see ``Worker.strict``).
 STRICT_ENV = "PYTIMELY_STRICT"
+
+#: A step that schedules for longer than this many seconds is logged (``Worker.slow_step``).
+SLOW_STEP = 1.0
+
+_log = logging.getLogger(__name__)
 
 
 class WorkerServices(Protocol):
@@ -129,15 +135,20 @@ class Worker:
         self._timers: list[tuple[float, int, Callable[[], None]]] = []
         self._timer_seq = itertools.count()
         self._inputs: list[Any] = []
+        self._step_observers: list[Callable[[], None]] = []
         self.steps = 0
+        self.slow_step = SLOW_STEP
+        """Seconds of scheduling in one step above which the step is logged as slow (a
+        warning on the ``pytimely.worker`` logger)."""
 
     def __repr__(self) -> str:
         return f"<Worker {self.index} of {self.peers}, {len(self._dataflows)} dataflows>"
 
     # -- building -------------------------------------------------------------------------
 
-    def dataflow(self, fn: Callable[[Scope], T], name: str | None = None,
-                 timestamp: Any = int) -> T:
+    def dataflow(
+        self, fn: Callable[[Scope], T], name: str | None = None, timestamp: Any = int
+    ) -> T:
         """Build a dataflow with ``fn(scope)``; returns what ``fn`` returns.
 
         ``timestamp`` is the type of the dataflow's times: ``int`` (default) or a user type
@@ -180,6 +191,7 @@ class Worker:
         self._active.add(index)
         # Peers that finish learn what we built, so that one that built more can say so.
         self.allocator.set_farewell({"dataflows": [self._names[i] for i in range(index + 1)]})
+        _log.info("worker %d built dataflow %d (%r)", self.index, index, name)
         return result
 
     def _check_same_graph(self, channel: int, index: int, name: str, subgraph: Any) -> None:
@@ -287,13 +299,22 @@ class Worker:
             active = sorted(self._active)
             self._active.clear()
             dataflows = self._dataflows
+            started = _time.monotonic()
             for index in active:
                 subgraph = dataflows.get(index)
                 if subgraph is not None and not subgraph.schedule():
                     del dataflows[index]
+                    _log.info("worker %d completed dataflow %d (%r)", self.index, index,
+                              self._names[index])
                     if self._freeze_gc:
                         gc.unfreeze()  # let the collector reclaim the completed graph
+            elapsed = _time.monotonic() - started
+            if elapsed > self.slow_step:
+                _log.warning("worker %d: slow step %d took %.3f s scheduling dataflows %s",
+                             self.index, self.steps, elapsed, active)
         self.allocator.flush()
+        for observe in self._step_observers:
+            observe()
         return bool(self._dataflows)
 
     def step_while(self, condition: Callable[[], bool], timeout: float | None = None) -> None:
@@ -378,11 +399,15 @@ class Worker:
         """Nothing is active and no timer is pending: stuck if this is the only worker; else
         take part in global quiescence detection, raising its verdict."""
         if self._quiescence is None:
-            raise StuckError(alone + "\n" + self.describe())
-        self._check_departed_peers()
-        verdict = self._quiescence.tend(self._status)
-        if verdict is not None:
-            raise _verdict_error(verdict)
+            error: Exception = StuckError(alone + "\n" + self.describe())
+        else:
+            self._check_departed_peers()
+            verdict = self._quiescence.tend(self._status)
+            if verdict is None:
+                return
+            error = _verdict_error(verdict)
+        _log.error("worker %d: %s: %s", self.index, type(error).__name__, error)
+        raise error
 
     def _status(self) -> Status:
         self._receive()  # messages to ourselves, or just arrived, make us busy, not idle
@@ -420,6 +445,36 @@ class Worker:
             handle.close()
 
     # -- introspection --------------------------------------------------------------------
+
+    def installed_dataflows(self) -> list[int]:
+        """The indices of the dataflows this worker still runs."""
+        return sorted(self._dataflows)
+
+    def dataflow_scopes(self) -> list[tuple[int, str, Any]]:
+        """``(index, name, subgraph)`` of every installed dataflow, for introspection
+        (:mod:`pytimely.graph`, the dashboard).  Read them only on this worker's thread."""
+        return [(i, self._names[i], sg) for i, sg in sorted(self._dataflows.items())]
+
+    def graph(self, format: str = "json") -> str:
+        """The graph of every installed dataflow: operators with names and addresses, nested
+        scopes, edges with their pact and feedback edges marked.  ``format``: ``"json"`` (a
+        text of the dict :func:`pytimely.graph.describe` returns), ``"dot"`` (Graphviz),
+        ``"mermaid"`` or ``"svg"``."""
+        from . import graph
+
+        return graph.render(graph.describe(self.dataflow_scopes()), format)
+
+    def observe_steps(self, observer: Callable[[], None]) -> Callable[[], None]:
+        """Call ``observer()`` on this worker's thread at the end of every step (e.g. to publish
+        a snapshot of its state); returns a function that stops it.  Observers must be cheap:
+        they run once per step."""
+        self._step_observers.append(observer)
+
+        def stop() -> None:
+            if observer in self._step_observers:
+                self._step_observers.remove(observer)
+
+        return stop
 
     def statistics(self) -> dict[str, Any]:
         return {

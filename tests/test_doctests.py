@@ -17,6 +17,7 @@ MODULES = [
     "pytimely.dataflow.operators.windowing",
     "pytimely.dataflow.operators.keyed",
     "pytimely.dataflow.operators.join",
+    "pytimely.testing",
 ]
 
 # Modules whose examples run, although not every public name in them has one (their builder

@@ -1,4 +1,5 @@
-"""Property tests of the progress layer against brute force, and the SAFETY PROPERTY (seed 000).
+"""Property tests of the progress layer against brute force, and the SAFETY PROPERTY (of
+timely-dataflow's "Progress Tracking" chapter, mdbook/src/chapter_5/chapter_5_1.md).
 
 a. ``Builder.compile()`` equals brute-force walk enumeration on random small graphs, for ``int``,
    ``Product(int, int)`` and ``Product(Product(int, int), int)`` times; ``check_cycles`` raises

@@ -56,6 +56,7 @@ class Scope:
         self.index_in_parent = index_in_parent
         self._children: list[Operate | None] = [None]
         self._edges: list[tuple[tuple[int, int], tuple[int, int], int]] = []
+        self._edge_pacts: list[str] = []  # per edge, its channel's name (for pytimely.graph)
         self._ingress_tees: list[Tee] = []  # per scope input: fan-out of Source(0, p)
         self._egress_tees: list[Tee] = []  # per scope output: the parent-side fan-out
         self._subgraph: Subgraph | None = None
@@ -99,11 +100,14 @@ class Scope:
         before the scope is built."""
         self._children[index] = child
 
-    def add_edge(self, source: tuple[int, int], target: tuple[int, int], weight: int = 1) -> None:
+    def add_edge(self, source: tuple[int, int], target: tuple[int, int], weight: int = 1,
+                 pact: str = "Pipeline") -> None:
         """An edge from ``(node, output)`` to ``(node, input)``, counted ``weight`` times (see
-        ``Pact.weight_per_peer``).  Streams call this when connected."""
+        ``Pact.weight_per_peer``); ``pact`` names its channel, to describe the graph
+        (:mod:`pytimely.graph`).  Streams call this when connected."""
         self._check_open()
         self._edges.append((source, target, weight))
+        self._edge_pacts.append(pact)
 
     # -- scope inputs and outputs -----------------------------------------------------------
 
@@ -338,6 +342,7 @@ class Scope:
             outer_time,
             outer_summary,
             worker.progcaster(self._progress_channel),
+            self._edge_pacts,
         )
         self._subgraph = subgraph
         self._built = True

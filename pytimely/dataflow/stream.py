@@ -56,8 +56,9 @@ class Stream:
         self.tee = tee
 
     def _connect(self, target: tuple[int, int], push: Callable[[Any, Any], None],
-                 weight: int = 1) -> None:
-        self.scope.add_edge(self.source, target, weight)
+                 weight: int = 1, pact: str = "Pipeline") -> None:
+        """``pact`` names the channel for describing the graph (see :mod:`pytimely.graph`)."""
+        self.scope.add_edge(self.source, target, weight, pact)
         self.tee.consumers.append(push)
 
     def _check_scope(self, scope: Scope, what: str) -> None:

@@ -96,7 +96,10 @@ class Subgraph:
         to_outer: Callable[[Any], Any],
         summarize: Callable[[Any], Any],
         progcaster: Progcaster | None = None,
+        pacts: list[str] | None = None,
     ) -> None:
+        """``pacts``: per edge, the name of its channel (``Pipeline``, ``Exchange``,
+        ``Broadcast``, ``Feedback``), kept only to describe the graph (:meth:`edges`)."""
         self.name = name
         self.path = path
         self.children = children  # index 0 is None: the boundary
@@ -121,6 +124,10 @@ class Subgraph:
             tl = tracker.target_loc[tnode][tport]
             self._edge_targets[snode][sport].append((tl, weight))
         self._input_targets = self._edge_targets[0]  # targets fed by scope input p
+        names = pacts if pacts is not None else ["Pipeline"] * len(edges)
+        self._described_edges = [(s, t, p) for (s, t, _w), p in zip(edges, names)]
+        # Nested scopes by child index, kept after they retire so the graph stays describable.
+        self._nested = {i: c for i, c in enumerate(children) if isinstance(c, Subgraph)}
         self._ingress = [ChangeBatch() for _ in range(self.inputs)]
         self._output_capabilities = [MutableAntichain() for _ in range(self.outputs)]
         self._local = ChangeBatch()  # this worker's counts, to be exchanged
@@ -496,6 +503,15 @@ class Subgraph:
         workers."""
         location = self.tracker.location
         return [(location(loc), t, c) for (loc, t), c in self._held if c > 0]
+
+    def edges(self) -> list[tuple[tuple[int, int], tuple[int, int], str]]:
+        """Every edge as built: ``((node, output), (node, input), channel name)``; node 0 is
+        this scope's boundary (its inputs as sources, its outputs as targets)."""
+        return list(self._described_edges)
+
+    def nested_scopes(self) -> dict[int, Subgraph]:
+        """The nested scopes by child index, including those that have already retired."""
+        return dict(self._nested)
 
     def statistics(self) -> dict[str, Any]:
         """What this scope is doing: live children, pending activations, held pointstamps."""

@@ -19,6 +19,7 @@ from ...naming import operator_name
 from ...order import less_equal
 from ...progress.operate import FrontierInterest
 from ..channels import Exchange, Pipeline
+from ..idioms import TimeStash
 from ..stream import Stream
 from .generic import binary_frontier, unary_frontier
 
@@ -47,23 +48,19 @@ def accumulate(
     fold: Callable[[Any, Any], Any],
     name: str | None = None,
 ) -> Stream:
-    """Per time: ``acc = fold(acc, batch)`` from ``init()``; emit ``acc`` when the time completes."""
+    """Per time: ``acc = fold(acc, batch)`` from ``init()``; emit ``acc`` when the time
+    completes."""
     name = operator_name(name, "Accumulate", fold)
 
     def ctor(cap: Capability, info: OperatorInfo) -> Callable[..., None]:
         cap.drop()
-        pending: dict[Any, list[Any]] = {}
+        stash = TimeStash(init)
 
         def logic(inp: InputPort, out: OutputPort) -> None:
             for ref, batch in inp:
-                entry = pending.get(ref.time)
-                if entry is None:
-                    entry = pending[ref.time] = [ref.retain(), init()]
-                entry[1] = fold(entry[1], batch)
-            for t in release_ready(pending, inp.frontier):
-                held, acc = pending.pop(t)
+                stash.fold(ref, fold, batch)
+            for held, acc in stash.ready(inp.frontier):
                 out.give(held, acc)
-                held.drop()
 
         return logic
 
@@ -93,20 +90,15 @@ def aggregate(
 
     def ctor(cap: Capability, info: OperatorInfo) -> Callable[..., None]:
         cap.drop()
-        pending: dict[Any, list[Any]] = {}
+        stash: TimeStash[dict[Any, Any]] = TimeStash(dict)
 
         def logic(inp: InputPort, out: OutputPort) -> None:
             for ref, batch in inp:
-                entry = pending.get(ref.time)
-                if entry is None:
-                    entry = pending[ref.time] = [ref.retain(), {}]
-                aggs = entry[1]
+                aggs = stash.at(ref)
                 for k, v in batch:
                     aggs[k] = fold(k, v, aggs[k] if k in aggs else init())
-            for t in release_ready(pending, inp.frontier):
-                held, aggs = pending.pop(t)
+            for held, aggs in stash.ready(inp.frontier):
                 out.give_batch(held, [emit(k, a) for k, a in aggs.items()])
-                held.drop()
 
         return logic
 
@@ -120,20 +112,14 @@ def delay(stream: Stream, f: Callable[[Any, Any], Any], name: str | None = None)
 
     def ctor(cap: Capability, info: OperatorInfo) -> Callable[..., None]:
         cap.drop()
-        pending: dict[Any, list[Any]] = {}
+        stash: TimeStash[list[Any]] = TimeStash(list)
 
         def logic(inp: InputPort, out: OutputPort) -> None:
             for ref, batch in inp:
                 for x in batch:
-                    t2 = f(x, ref.time)
-                    entry = pending.get(t2)
-                    if entry is None:
-                        entry = pending[t2] = [ref.delayed(t2), []]
-                    entry[1].append(x)
-            for t in release_ready(pending, inp.frontier):
-                held, records = pending.pop(t)
+                    stash.at(ref, f(x, ref.time)).append(x)
+            for held, records in stash.ready(inp.frontier):
                 out.give_batch(held, records)
-                held.drop()
 
         return logic
 

@@ -15,12 +15,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ...capture.event import Messages, Progress
-from ...capture.event import extract as extract_events
 from ...progress.antichain import frontier_changes
 from ...progress.operate import FrontierInterest
 from ..channels import Pipeline
 from ..stream import Stream
+from .event import Messages, Progress
+from .event import extract as extract_events
 from .generic import sink
 
 if TYPE_CHECKING:

@@ -41,7 +41,8 @@ class LoopHandle:
         stream._check_scope(self._core.scope, "connect_loop()")
         self._connected = True
         core = self._core
-        stream._connect((core.index, 0), Pipeline.connect(core.scope.worker, core.input_ports[0].push))
+        push = Pipeline.connect(core.scope.worker, core.input_ports[0].push)
+        stream._connect((core.index, 0), push, pact="Feedback")  # the edge that closes a loop
 
 
 def feedback(scope: Scope, summary: Any = 1) -> tuple[LoopHandle, Stream]:

@@ -131,7 +131,9 @@ class OperatorBuilder:
             rows.append(row)
         return rows
 
-    def build(self, constructor: Callable[[list[Any], OperatorInfo], Callable[..., Any]]) -> list[Stream]:
+    def build(
+        self, constructor: Callable[[list[Any], OperatorInfo], Callable[..., Any]]
+    ) -> list[Stream]:
         """Create the operator; returns its output streams."""
         if self._built:
             raise GraphError(f"operator {self.name!r} was already built")
@@ -149,12 +151,14 @@ class OperatorBuilder:
         for index, (stream, pact, _c, _i) in enumerate(self._inputs):
             push = pact.connect(worker, core.input_ports[index].push, self.name)
             weight = worker.peers if pact.weight_per_peer else 1
-            stream._connect((core.index, index), push, weight)
+            stream._connect((core.index, index), push, weight, repr(pact))
         caps = core.mint_initial()
         logic = constructor(caps, OperatorInfo(core))
         core.set_logic(logic, (*core.input_ports, *core.output_ports))
         scope.install_child(core.index, core)
-        return [Stream(scope, (core.index, o), core.output_ports[o].tee) for o in range(self._outputs)]
+        return [
+            Stream(scope, (core.index, o), core.output_ports[o].tee) for o in range(self._outputs)
+        ]
 
     @staticmethod
     def raw(
@@ -244,7 +248,9 @@ def forward_batches(
     return unary(stream, pact, name, ctor)
 
 
-def _single(stream: Stream, pact: Pact, name: str, ctor: Callable, interest: FrontierInterest) -> Stream:
+def _single(
+    stream: Stream, pact: Pact, name: str, ctor: Callable, interest: FrontierInterest
+) -> Stream:
     b = OperatorBuilder(name, stream.scope)
     b.new_input(stream, pact, interest=interest)
     b.new_output()
@@ -269,7 +275,13 @@ def unary_frontier(
 
 
 def _double(
-    s1: Stream, s2: Stream, p1: Pact, p2: Pact, name: str, ctor: Callable, interest: FrontierInterest
+    s1: Stream,
+    s2: Stream,
+    p1: Pact,
+    p2: Pact,
+    name: str,
+    ctor: Callable,
+    interest: FrontierInterest,
 ) -> Stream:
     b = OperatorBuilder(name, s1.scope)
     b.new_input(s1, p1, interest=interest)

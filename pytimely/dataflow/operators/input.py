@@ -223,7 +223,9 @@ class UnorderedHandle:
         self._core.activate()
 
 
-def new_unordered_input(scope: Scope, name: str = "UnorderedInput") -> tuple[tuple[UnorderedHandle, ActivateCapability], Stream]:
+def new_unordered_input(
+    scope: Scope, name: str = "UnorderedInput"
+) -> tuple[tuple[UnorderedHandle, ActivateCapability], Stream]:
     """``((handle, capability), stream)``: the caller manages times with the capability and
     must drop it (and every capability derived from it) to let the dataflow finish."""
     core = OperatorBuilder.raw(scope, name)

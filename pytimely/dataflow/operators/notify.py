@@ -218,4 +218,6 @@ def binary_notify(
 
         return run
 
-    return binary_frontier(stream, other, pact1, pact2, name, ctor, interest=FrontierInterest.ALWAYS)
+    return binary_frontier(
+        stream, other, pact1, pact2, name, ctor, interest=FrontierInterest.ALWAYS
+    )

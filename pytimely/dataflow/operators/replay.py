@@ -31,10 +31,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from ...capture.event import Messages, Progress
 from ...errors import CaptureError, TimelyError, TruncatedCapture
 from ...progress.change_batch import ChangeBatch
 from ..stream import Stream
+from .event import Messages, Progress
 from .generic import OperatorBuilder
 
 if TYPE_CHECKING:

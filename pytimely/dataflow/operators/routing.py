@@ -72,7 +72,8 @@ def concat(stream: Stream, other: Stream, name: str = "Concat") -> Stream:
 def partition(
     stream: Stream, parts: int, route: Callable[[Any], tuple[int, Any]], name: str | None = None
 ) -> list[Stream]:
-    """``parts`` streams; ``route(record) -> (index, value)`` sends ``value`` to stream ``index``."""
+    """``parts`` streams; ``route(record) -> (index, value)`` sends ``value`` to stream
+    ``index``."""
     name = operator_name(name, "Partition", route)
     if parts < 1:
         raise GraphError("partition(): parts must be at least 1")

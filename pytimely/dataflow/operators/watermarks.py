@@ -277,7 +277,9 @@ class WStream:
     def map(self, f: Callable[[Any], Any], key: Any = None, name: str = "WMap") -> WStream:
         return self.process(lambda batch: [f(x) for x in batch], None, key, name)
 
-    def map_batch(self, f: Callable[[Any], Any], key: Any = None, name: str = "WMapBatch") -> WStream:
+    def map_batch(
+        self, f: Callable[[Any], Any], key: Any = None, name: str = "WMapBatch"
+    ) -> WStream:
         """``f(batch) -> batch`` (may return an empty batch)."""
         return self.process(f, None, key, name)
 
