@@ -25,7 +25,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+if TYPE_CHECKING:
+    from .capability import Capability, CapabilityRef
+    from .operator import Frontier
 
 __all__ = ["MinToken", "TimeStash"]
 
@@ -74,7 +78,7 @@ class TimeStash(Generic[S]):
         self._init = init
         self._pending: dict[Any, list[Any]] = {}
 
-    def at(self, ref: Any, time: Any = None) -> S:
+    def at(self, ref: CapabilityRef, time: Any = None) -> S:
         """The state of ``time`` (default: ``ref.time``), for the caller to update in place.
 
         On the first use of a time the stash takes a capability from the message's ``ref``:
@@ -83,7 +87,7 @@ class TimeStash(Generic[S]):
         """
         return self._entry(ref, time)[1]
 
-    def fold(self, ref: Any, f: Callable[[S, X], S], x: X, time: Any = None) -> S:
+    def fold(self, ref: CapabilityRef, f: Callable[[S, X], S], x: X, time: Any = None) -> S:
         """Replace the state of ``time`` (default ``ref.time``) by ``f(state, x)``; return it.
 
         For immutable states (numbers, tuples); capabilities are taken as by :meth:`at`.
@@ -92,7 +96,7 @@ class TimeStash(Generic[S]):
         entry[1] = state = f(entry[1], x)
         return state
 
-    def _entry(self, ref: Any, time: Any) -> list[Any]:
+    def _entry(self, ref: CapabilityRef, time: Any) -> list[Any]:
         """``[capability, state]`` of ``time`` (default ``ref.time``), made on first use."""
         t = ref.time if time is None else time
         entry = self._pending.get(t)
@@ -101,7 +105,7 @@ class TimeStash(Generic[S]):
             entry = self._pending[t] = [cap, self._init()]
         return entry
 
-    def ready(self, frontier: Any) -> Iterable[tuple[Any, S]]:
+    def ready(self, frontier: Frontier) -> Iterable[tuple[Any, S]]:
         """Pop the times ``frontier`` has passed, in time order, as ``(capability, state)``.
 
         Iterate it at once: each capability is valid in the loop body that receives it and is
@@ -174,10 +178,10 @@ class MinToken:
     __slots__ = ("cap", "time")
 
     def __init__(self) -> None:
-        self.cap: Any = None
+        self.cap: Capability | None = None
         self.time: Any = math.inf
 
-    def cover(self, ref: Any, t: Any) -> None:
+    def cover(self, ref: CapabilityRef, t: Any) -> None:
         """Hold a token at ``t`` or earlier, taking it from the message ``ref`` if needed."""
         if t < self.time:
             new = ref.delayed(t)
