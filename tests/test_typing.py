@@ -72,9 +72,23 @@ def _mypy(tmp_path: Path, *files: str) -> dict[str, list[str]]:
     assert importlib.util.find_spec("mypy"), "mypy is missing: install the dev extra (.[dev])"
     env = dict(os.environ, MYPYPATH=str(REPO))
     proc = subprocess.run(
-        [sys.executable, "-m", "mypy", "--strict", "--follow-imports=silent", "--show-error-codes",
-         "--no-error-summary", "--cache-dir", str(tmp_path / ".mypy_cache"), *files],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=110,
+        [
+            sys.executable,
+            "-m",
+            "mypy",
+            "--strict",
+            "--follow-imports=silent",
+            "--show-error-codes",
+            "--no-error-summary",
+            "--cache-dir",
+            str(tmp_path / ".mypy_cache"),
+            *files,
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=110,
     )
     assert proc.returncode in (0, 1), f"mypy itself failed:\n{proc.stdout}\n{proc.stderr}"
     errors: dict[str, list[str]] = {f: [] for f in files}
@@ -107,8 +121,15 @@ def test_the_package_says_it_is_typed_and_exports_what_it_names():
     assert (REPO / "pytimely" / "py.typed").is_file()
     missing = [name for name in pytimely.__all__ if not hasattr(pytimely, name)]
     assert not missing, f"pytimely.__all__ names what it does not define: {missing}"
-    used_by_the_job = {"Stream", "Scope", "Worker", "InputHandle", "ProbeHandle", "CaptureHandle",
-                       "execute"}
+    used_by_the_job = {
+        "Stream",
+        "Scope",
+        "Worker",
+        "InputHandle",
+        "ProbeHandle",
+        "CaptureHandle",
+        "execute",
+    }
     assert used_by_the_job <= set(pytimely.__all__)
 
 

@@ -55,8 +55,13 @@ class Stream:
         self.source = source
         self.tee = tee
 
-    def _connect(self, target: tuple[int, int], push: Callable[[Any, Any], None],
-                 weight: int = 1, pact: str = "Pipeline") -> None:
+    def _connect(
+        self,
+        target: tuple[int, int],
+        push: Callable[[Any, Any], None],
+        weight: int = 1,
+        pact: str = "Pipeline",
+    ) -> None:
         """``pact`` names the channel for describing the graph (see :mod:`pytimely.graph`)."""
         self.scope.add_edge(self.source, target, weight, pact)
         self.tee.consumers.append(push)
@@ -191,8 +196,12 @@ class Stream:
 
     # -- routing (operators/routing.py) ----------------------------------------------------
 
-    def exchange(self, key: Callable[[Any], Any] | None = None, name: str | None = None,
-                 column: str | int | None = None) -> Stream:
+    def exchange(
+        self,
+        key: Callable[[Any], Any] | None = None,
+        name: str | None = None,
+        column: str | int | None = None,
+    ) -> Stream:
         """Re-partition across workers by ``key(record)`` (the record itself without ``key``;
         column ``column`` of Arrow or structured numpy batches); see :class:`~pytimely.Exchange`.
 
@@ -232,8 +241,9 @@ class Stream:
         """
         return _routing.concatenate(self.scope, [self, *others], name)
 
-    def partition(self, parts: int, route: Callable[[Any], tuple[int, Any]],
-                  name: str | None = None) -> list[Stream]:
+    def partition(
+        self, parts: int, route: Callable[[Any], tuple[int, Any]], name: str | None = None
+    ) -> list[Stream]:
         """``parts`` streams: ``route(record) -> (index, value)`` sends ``value`` to stream
         ``index``.
 
@@ -246,8 +256,9 @@ class Stream:
         """
         return _routing.partition(self, parts, route, name)
 
-    def branch(self, condition: Callable[[Any, Any], bool],
-               name: str | None = None) -> tuple[Stream, Stream]:
+    def branch(
+        self, condition: Callable[[Any, Any], bool], name: str | None = None
+    ) -> tuple[Stream, Stream]:
         """``(false_stream, true_stream)``, split by ``condition(time, record)``.
 
         >>> import pytimely as pt
@@ -259,8 +270,9 @@ class Stream:
         """
         return _routing.branch(self, condition, name)
 
-    def ok_err(self, logic: Callable[[Any], tuple[bool, Any]],
-               name: str | None = None) -> tuple[Stream, Stream]:
+    def ok_err(
+        self, logic: Callable[[Any], tuple[bool, Any]], name: str | None = None
+    ) -> tuple[Stream, Stream]:
         """``(oks, errs)``: ``logic(record) -> (is_ok, value)`` decides where ``value`` goes.
 
         >>> import pytimely as pt
@@ -274,8 +286,9 @@ class Stream:
 
     # -- per-time aggregation (operators/aggregation.py) -----------------------------------
 
-    def accumulate(self, init: Callable[[], Any], fold: Callable[[Any, Any], Any],
-                   name: str | None = None) -> Stream:
+    def accumulate(
+        self, init: Callable[[], Any], fold: Callable[[Any, Any], Any], name: str | None = None
+    ) -> Stream:
         """Per time, ``acc = fold(acc, batch)`` from ``init()``; ``acc`` is emitted when the
         time completes.
 
@@ -296,9 +309,14 @@ class Stream:
         """
         return _aggregation.count(self, name)
 
-    def aggregate(self, fold: Callable[[Any, Any, Any], Any], emit: Callable[[Any, Any], Any],
-                  init: Callable[[], Any] = int, key: Callable[[Any], Any] | None = None,
-                  name: str | None = None) -> Stream:
+    def aggregate(
+        self,
+        fold: Callable[[Any, Any, Any], Any],
+        emit: Callable[[Any, Any], Any],
+        init: Callable[[], Any] = int,
+        key: Callable[[Any], Any] | None = None,
+        name: str | None = None,
+    ) -> Stream:
         """Keyed per-time aggregation of ``(key, value)`` records, exchanged by key: per time
         and key ``agg = fold(key, value, agg)`` from ``init()``; once the time completes, each
         key emits ``emit(key, agg)``.
@@ -336,10 +354,15 @@ class Stream:
         """
         return _aggregation.reclock(self, clock, name)
 
-    def tumbling_average(self, width: int, key: Callable[[Any], Any] | None = None,
-                         value: Callable[[Any], Any] | None = None,
-                         event_time: Callable[[Any], int] | None = None, offset: int = 0,
-                         name: str = "TumblingAverage") -> Stream:
+    def tumbling_average(
+        self,
+        width: int,
+        key: Callable[[Any], Any] | None = None,
+        value: Callable[[Any], Any] | None = None,
+        event_time: Callable[[Any], int] | None = None,
+        offset: int = 0,
+        name: str = "TumblingAverage",
+    ) -> Stream:
         """The average of each tumbling window of ``width`` time units, at the window's end
         (per key with ``key``); see :mod:`pytimely.dataflow.operators.window`.
 
@@ -415,8 +438,13 @@ class Stream:
         """
         return _generic.unary(self, pact, name, constructor)
 
-    def unary_frontier(self, pact: Pact, name: str, constructor: Callable[..., Any],
-                       interest: FrontierInterest | None = None) -> Stream:
+    def unary_frontier(
+        self,
+        pact: Pact,
+        name: str,
+        constructor: Callable[..., Any],
+        interest: FrontierInterest | None = None,
+    ) -> Stream:
         """Like :meth:`unary`, also woken when the input frontier changes (per ``interest``,
         default ``FrontierInterest.ALWAYS``).
 
@@ -439,8 +467,9 @@ class Stream:
             return _generic.unary_frontier(self, pact, name, constructor)
         return _generic.unary_frontier(self, pact, name, constructor, interest)
 
-    def binary(self, other: Stream, pact1: Pact, pact2: Pact, name: str,
-               constructor: Callable[..., Any]) -> Stream:
+    def binary(
+        self, other: Stream, pact1: Pact, pact2: Pact, name: str, constructor: Callable[..., Any]
+    ) -> Stream:
         """A custom operator reading this stream and ``other``, woken by data only:
         ``constructor(capability, info)`` returns ``logic(input1, input2, output)``.
 
@@ -461,9 +490,15 @@ class Stream:
         """
         return _generic.binary(self, other, pact1, pact2, name, constructor)
 
-    def binary_frontier(self, other: Stream, pact1: Pact, pact2: Pact, name: str,
-                        constructor: Callable[..., Any],
-                        interest: FrontierInterest | None = None) -> Stream:
+    def binary_frontier(
+        self,
+        other: Stream,
+        pact1: Pact,
+        pact2: Pact,
+        name: str,
+        constructor: Callable[..., Any],
+        interest: FrontierInterest | None = None,
+    ) -> Stream:
         """Like :meth:`binary`, also woken when an input frontier changes (per ``interest``,
         default ``FrontierInterest.ALWAYS``).
 
@@ -487,8 +522,13 @@ class Stream:
             return _generic.binary_frontier(self, other, pact1, pact2, name, constructor)
         return _generic.binary_frontier(self, other, pact1, pact2, name, constructor, interest)
 
-    def sink(self, pact: Pact, name: str, logic: Callable[..., Any],
-             interest: FrontierInterest | None = None) -> None:
+    def sink(
+        self,
+        pact: Pact,
+        name: str,
+        logic: Callable[..., Any],
+        interest: FrontierInterest | None = None,
+    ) -> None:
         """End the stream in a custom operator with no output, given its ``logic(input)``
         directly (a sink holds no capability); woken per ``interest`` (default ``ALWAYS``).
 
@@ -504,9 +544,14 @@ class Stream:
         else:
             _generic.sink(self, pact, name, logic, interest)
 
-    def unary_notify(self, pact: Pact, name: str, init: Iterable[Any],
-                     logic: Callable[[Any, Any, Notificator], Any],
-                     per_call: int | None = None) -> Stream:
+    def unary_notify(
+        self,
+        pact: Pact,
+        name: str,
+        init: Iterable[Any],
+        logic: Callable[[Any, Any, Notificator], Any],
+        per_call: int | None = None,
+    ) -> Stream:
         """A custom operator with Naiad-style notifications: ``logic(input, output,
         notificator)``; ``init`` are times to be notified at from the start.
 
@@ -524,9 +569,16 @@ class Stream:
         """
         return _notify.unary_notify(self, pact, name, init, logic, per_call)
 
-    def binary_notify(self, other: Stream, pact1: Pact, pact2: Pact, name: str,
-                      init: Iterable[Any], logic: Callable[[Any, Any, Any, Notificator], Any],
-                      per_call: int | None = None) -> Stream:
+    def binary_notify(
+        self,
+        other: Stream,
+        pact1: Pact,
+        pact2: Pact,
+        name: str,
+        init: Iterable[Any],
+        logic: Callable[[Any, Any, Any, Notificator], Any],
+        per_call: int | None = None,
+    ) -> Stream:
         """Like :meth:`unary_notify` with two inputs: ``logic(input1, input2, output,
         notificator)``, notified once both input frontiers have passed a time.
 
@@ -547,8 +599,9 @@ class Stream:
 
     # -- event time, keyed state, joins and windows -------------------------------------------
 
-    def assign_watermarks(self, name: str = "AssignWatermarks",
-                          stats: WatermarkStats | None = None) -> WStream:
+    def assign_watermarks(
+        self, name: str = "AssignWatermarks", stats: WatermarkStats | None = None
+    ) -> WStream:
         """This stream as a watermarked one (data unchanged, the input frontier emitted as
         watermarks); see :mod:`pytimely.dataflow.operators.watermarks`.
 
@@ -558,9 +611,14 @@ class Stream:
         """
         return _watermarks.assign_watermarks(self, name, stats)
 
-    def stateful_map(self, init: Callable[[], Any], f: Callable[[Any, Any], tuple[Any, Any]],
-                     key: Callable[[Any], Any] | None = None, name: str = "StatefulMap",
-                     stats: StateStats | None = None) -> Stream:
+    def stateful_map(
+        self,
+        init: Callable[[], Any],
+        f: Callable[[Any, Any], tuple[Any, Any]],
+        key: Callable[[Any], Any] | None = None,
+        name: str = "StatefulMap",
+        stats: StateStats | None = None,
+    ) -> Stream:
         """Per key, ``state, out = f(state, value)`` from ``init()``, in time order; ``(key,
         out)`` records (see :func:`~pytimely.dataflow.operators.keyed.stateful_map`).
 
@@ -574,10 +632,14 @@ class Stream:
         """
         return _keyed.stateful_map(self, init, f, key, name, stats)
 
-    def keyed_process(self, process: Callable[[KeyedContext, Any, Any], None],
-                      on_timer: Callable[[KeyedContext, Any, Any], None] | None = None,
-                      key: Callable[[Any], Any] | None = None, name: str = "KeyedProcess",
-                      stats: StateStats | None = None) -> Stream:
+    def keyed_process(
+        self,
+        process: Callable[[KeyedContext, Any, Any], None],
+        on_timer: Callable[[KeyedContext, Any, Any], None] | None = None,
+        key: Callable[[Any], Any] | None = None,
+        name: str = "KeyedProcess",
+        stats: StateStats | None = None,
+    ) -> Stream:
         """Per key, ``process(ctx, key, value)`` with keyed state, output and timers in ``ctx``
         (see :func:`~pytimely.dataflow.operators.keyed.keyed_process`).
 
@@ -592,9 +654,15 @@ class Stream:
         """
         return _keyed.keyed_process(self, process, on_timer, key, name, stats)
 
-    def join(self, other: Stream, key: Callable[[Any], Any] | None = None,
-             other_key: Callable[[Any], Any] | None = None, within: int | None = None,
-             name: str = "Join", stats: StateStats | None = None) -> Stream:
+    def join(
+        self,
+        other: Stream,
+        key: Callable[[Any], Any] | None = None,
+        other_key: Callable[[Any], Any] | None = None,
+        within: int | None = None,
+        name: str = "Join",
+        stats: StateStats | None = None,
+    ) -> Stream:
         """Equi-join with ``other`` on the key: ``(key, left, right)`` for every matching pair
         (see :func:`~pytimely.dataflow.operators.join.join`).
 
@@ -607,10 +675,17 @@ class Stream:
         """
         return _join.join(self, other, key, other_key, within, name, stats)
 
-    def window_fold(self, windower: Windower, init: Callable[[], Any],
-                    fold: Callable[[Any, Any], Any], key: Any = None, event_time: Any = None,
-                    lateness: int = 0, value: str | None = None,
-                    name: str = "WindowFold") -> Windowed:
+    def window_fold(
+        self,
+        windower: Windower,
+        init: Callable[[], Any],
+        fold: Callable[[Any, Any], Any],
+        key: Any = None,
+        event_time: Any = None,
+        lateness: int = 0,
+        value: str | None = None,
+        name: str = "WindowFold",
+    ) -> Windowed:
         """Per key and window, ``acc = fold(acc, value)`` from ``init()``: ``(key, start, end,
         acc)`` at timestamp ``end + lateness`` (see
         :func:`~pytimely.dataflow.operators.windowing.window_fold`).
@@ -622,11 +697,18 @@ class Stream:
         >>> pt.example(build).extract()
         [(10, [('ann', 0, 10, 7)])]
         """
-        return _windowing.window_fold(self, windower, init, fold, key, event_time, lateness,
-                                      value, name)
+        return _windowing.window_fold(
+            self, windower, init, fold, key, event_time, lateness, value, name
+        )
 
-    def window_count(self, windower: Windower, key: Any = None, event_time: Any = None,
-                     lateness: int = 0, name: str = "WindowCount") -> Windowed:
+    def window_count(
+        self,
+        windower: Windower,
+        key: Any = None,
+        event_time: Any = None,
+        lateness: int = 0,
+        name: str = "WindowCount",
+    ) -> Windowed:
         """Per key and window, the number of records: ``(key, start, end, count)``.
 
         >>> import pytimely as pt
@@ -638,8 +720,14 @@ class Stream:
         """
         return _windowing.window_count(self, windower, key, event_time, lateness, name)
 
-    def window_collect(self, windower: Windower, key: Any = None, event_time: Any = None,
-                       lateness: int = 0, name: str = "WindowCollect") -> Windowed:
+    def window_collect(
+        self,
+        windower: Windower,
+        key: Any = None,
+        event_time: Any = None,
+        lateness: int = 0,
+        name: str = "WindowCollect",
+    ) -> Windowed:
         """Per key and window, the values in event-time order: ``(key, start, end, values)``.
 
         >>> import pytimely as pt
@@ -651,10 +739,17 @@ class Stream:
         """
         return _windowing.window_collect(self, windower, key, event_time, lateness, name)
 
-    def window_join(self, other: Stream, windower: Windower, key: Any = None,
-                    other_key: Any = None, event_time: Any = None,
-                    other_event_time: Any = None, lateness: int = 0,
-                    name: str = "WindowJoin") -> WindowJoined:
+    def window_join(
+        self,
+        other: Stream,
+        windower: Windower,
+        key: Any = None,
+        other_key: Any = None,
+        event_time: Any = None,
+        other_event_time: Any = None,
+        lateness: int = 0,
+        name: str = "WindowJoin",
+    ) -> WindowJoined:
         """Per key and window, every pair of a record of this stream and one of ``other``:
         ``(key, start, end, left, right)``.
 
@@ -665,8 +760,9 @@ class Stream:
         >>> pt.example(build).extract()
         [(10, [('ann', 0, 10, 'x', 'y')])]
         """
-        return _windowing.window_join(self, other, windower, key, other_key, event_time,
-                                      other_event_time, lateness, name)
+        return _windowing.window_join(
+            self, other, windower, key, other_key, event_time, other_event_time, lateness, name
+        )
 
     def __repr__(self) -> str:
         return f"<Stream from {self.source} in {self.scope.name!r}>"
@@ -686,4 +782,3 @@ from .operators import routing as _routing  # noqa: E402
 from .operators import watermarks as _watermarks  # noqa: E402
 from .operators import window as _window  # noqa: E402
 from .operators import windowing as _windowing  # noqa: E402
-
