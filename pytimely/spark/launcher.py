@@ -23,8 +23,14 @@ the job), and :func:`run` raises ``WorkerFailure`` naming the worker that failed
 message and traceback.  If the job has not ended ``grace`` seconds after the failure, or on
 timeout, ``KeyboardInterrupt`` or any other error in the caller, the job group is cancelled
 (Spark kills the tasks' Python processes about two seconds later), and a worker whose control
-connection to the driver breaks interrupts itself.  ``attempts > 1`` resubmits the whole stage
-after a failure (every worker restarts from scratch).
+connection to the driver breaks interrupts itself.  A worker whose process dies without a word
+(killed, crashed, executor lost) is named by the driver, which sees its control connection end.
+
+``attempts > 1`` resubmits the whole stage after any worker failure (every worker restarts from
+scratch), but not after a timeout or the caller's interrupt.  The sinks stage their files per
+attempt and the driver commits the successful attempt's (:mod:`pytimely.spark.staging`).
+Spark's exception stays out of the traceback printed for the error: its JVM frames are the
+error's ``jvm_frames`` attribute.
 
 Before anything is submitted, :func:`check_deployable` fails fast when the cluster has fewer
 task slots than workers (Spark itself would retry for up to ten minutes by default) or when
@@ -35,6 +41,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import sys
@@ -68,7 +75,21 @@ class NotEnoughSlots(SparkSetupError):
 
 class SparkJobFailed(TimelyError):
     """The Spark job hosting the workers failed for a reason no worker reported (cancelled,
-    executor lost, barrier sync timeout, ...)."""
+    executor lost, barrier sync timeout, ...).
+
+    The message holds Spark's reason in full, with the Python traceback of the task that
+    failed, but without the JVM's stack frames: those are in :attr:`jvm_frames`.  ``worker`` is
+    the index of the worker whose task failed when Spark says which, else None.  ``retryable``
+    is False when the run was stopped on purpose (its timeout, or workers that never started):
+    ``attempts`` does not resubmit those.
+    """
+
+    def __init__(self, message: str, *, worker: int | None = None, jvm_frames: str = "",
+                 retryable: bool = True) -> None:
+        super().__init__(message)
+        self.worker = worker
+        self.jvm_frames = jvm_frames
+        self.retryable = retryable
 
 
 # --- checks ----------------------------------------------------------------------------------
@@ -185,6 +206,10 @@ class TaskSpec:
     connect_timeout: float
     python: tuple[int, int]
     run_id: str
+    #: Stage the sinks' files for the driver to commit when the run succeeds
+    #: (:mod:`pytimely.spark.staging`); False for the streaming bridge, whose epochs must
+    #: appear as they complete.
+    stage_outputs: bool = True
 
 
 def _report(index: int, exc: BaseException) -> dict[str, Any]:
@@ -248,6 +273,7 @@ def worker_task(
     from ..communication.tcp import TcpAllocator
     from ..worker import Worker
     from ._control import ControlClient
+    from .staging import staged
 
     ctx = BarrierTaskContext.get()
     index = ctx.partitionId()
@@ -299,7 +325,11 @@ def worker_task(
         allocator = TcpAllocator(index, spec.workers, rendezvous, timeout=spec.connect_timeout)
         inbox.wake = allocator.wake
         worker = Worker(allocator)
-        result = body(worker, control, inbox)
+        if spec.stage_outputs:
+            with staged(spec.run_id, lambda directory: control.send(("output", directory))):
+                result = body(worker, control, inbox)
+        else:
+            result = body(worker, control, inbox)
         payload = _pickle_result(index, result)
         allocator.close()
         control.send(("done", {"steps": worker.steps}))
@@ -376,15 +406,38 @@ def _parse_marker(text: str) -> dict[str, Any] | None:
     return None
 
 
-def _spark_reason(exc: BaseException) -> str:
+_FAILED_TASK = re.compile(r"barrier task ResultTask\(\d+, (\d+)\)|Exception in task (\d+)\.\d+ ")
+
+
+def _spark_reason(exc: BaseException) -> tuple[str, str]:
+    """``(reason, jvm_frames)`` from a failed Spark job's exception: the reason is Spark's whole
+    message (with the failing task's Python traceback) without the JVM's stack frames, which
+    are the second part."""
     text = str(exc)
     for needle in ("Job aborted due to stage failure: ", "SparkException: "):
         at = text.find(needle)
         if at >= 0:
             text = text[at + len(needle) :]
             break
-    lines = [line for line in text.splitlines() if line.strip() and not line.startswith("\tat ")]
-    return "\n".join(lines[:12])
+    text, _sep, driver_stack = text.partition("Driver stacktrace:")
+    reason: list[str] = []
+    frames: list[str] = []
+    for line in text.splitlines():
+        if line.startswith(("\tat ", "\t... ")):
+            frames.append(line)
+        elif line.strip():
+            reason.append(line)
+    if driver_stack.strip():
+        frames.append("Driver stacktrace:" + driver_stack)
+    return "\n".join(reason), "\n".join(frames)
+
+
+def _failed_task(reason: str) -> int | None:
+    """The partition (= worker index) of the task Spark names as the one that failed."""
+    match = _FAILED_TASK.search(reason)
+    if match is None:
+        return None
+    return int(match.group(1) or match.group(2))
 
 
 class Launch:
@@ -405,6 +458,7 @@ class Launch:
         description: str = "pytimely workers",
         on_message: Callable[[int, Any, Any], None] | None = None,
         slot_wait: float | None = None,
+        stage_outputs: bool = True,
     ) -> None:
         from ._control import Coordinator
 
@@ -442,11 +496,13 @@ class Launch:
             connect_timeout=connect_timeout,
             python=tuple(sys.version_info[:2]),
             run_id=self.run_id,
+            stage_outputs=stage_outputs,
         )
         self._thread: threading.Thread | None = None
         self._rows: list[Any] | None = None
         self._error: BaseException | None = None
         self._cancelled: str | None = None
+        self._cancel_retryable = True
         self._started_at = 0.0
 
     # -- running ---------------------------------------------------------------------------
@@ -473,9 +529,12 @@ class Launch:
     def alive(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
 
-    def cancel(self, reason: str) -> None:
+    def cancel(self, reason: str, *, retryable: bool = True) -> None:
+        """Cancel the job group; ``retryable=False`` when the run was stopped on purpose (a
+        timeout), which ``attempts`` must not resubmit."""
         if self._cancelled is None:
             self._cancelled = reason
+            self._cancel_retryable = retryable
         try:
             self.sc.cancelJobGroup(self.group)
         except Exception:  # noqa: BLE001, S110 - the context may already be stopped
@@ -498,10 +557,12 @@ class Launch:
         ):
             self.cancel(
                 f"only {len(coord.hellos)} of {self.workers} workers started within "
-                f"{self.start_timeout:g} s (are other jobs holding the task slots?)"
+                f"{self.start_timeout:g} s (are other jobs holding the task slots?)",
+                retryable=False,
             )
         elif self.timeout is not None and now - self._started_at > self.timeout:
-            self.cancel(f"the run did not finish within its {self.timeout:g} s timeout")
+            self.cancel(f"the run did not finish within its {self.timeout:g} s timeout",
+                        retryable=False)
 
     def wait(self, until: Callable[[], bool] | None = None, timeout: float | None = None) -> bool:
         """Supervise until the job ends (or ``until()`` holds, or ``timeout``); returns whether
@@ -533,44 +594,63 @@ class Launch:
         return _decode_results(self._rows or [], self.workers)
 
     def failure_exception(self) -> BaseException | None:
+        """What the run's failure is, or None if it succeeded.  A deliberate stop (timeout)
+        wins over what the workers reported while being stopped; then a worker's own report
+        (over the control connection, or the marker in its task's exception); then Spark's."""
         coord = self.coordinator
-        report = coord.failure
         spark_error = self._error
+        reason, frames = _spark_reason(spark_error) if spark_error is not None else ("", "")
+        if self._cancelled is not None and not self._cancel_retryable:
+            return SparkJobFailed(f"the run was cancelled: {self._cancelled}",
+                                  jvm_frames=frames, retryable=False)
+        report = coord.failure
         if report is None and spark_error is not None:
             report = _parse_marker(str(spark_error))
         if report is not None:
-            return self._worker_failure(report, spark_error)
+            return self._worker_failure(report, spark_error, frames)
         if spark_error is not None:
             text = str(spark_error)
             if "BarrierJobSlotsNumberCheckFailed" in text:
                 return NotEnoughSlots(
                     f"Spark refused the barrier stage of {self.workers} workers for lack of task "
-                    f"slots: {_spark_reason(spark_error)}"
+                    f"slots: {reason}"
                 )
             if "BarrierJobRunWithDynamicAllocationException" in text:
                 return SparkSetupError(
                     "barrier stages do not run with dynamic allocation; set "
                     "spark.dynamicAllocation.enabled=false"
                 )
-            why = self._cancelled or _spark_reason(spark_error)
-            return SparkJobFailed(f"the Spark job running the pytimely workers failed: {why}")
+            why = self._cancelled or reason
+            return SparkJobFailed(f"the Spark job running the pytimely workers failed: {why}",
+                                  worker=_failed_task(reason), jvm_frames=frames)
         if self._cancelled is not None:
             return SparkJobFailed(f"the run was cancelled: {self._cancelled}")
         return None
 
-    def _worker_failure(self, report: dict[str, Any], cause: BaseException | None) -> WorkerFailure:
+    def _worker_failure(
+        self, report: dict[str, Any], spark_error: BaseException | None, jvm_frames: str
+    ) -> WorkerFailure:
         coord = self.coordinator
         origin = report.get("origin")
         if report.get("relayed"):
             head = f"{report['summary']} (reported by worker {report['worker']})"
+        elif report.get("lost"):
+            head = report["summary"]
         else:
             head = f"worker {origin} failed: {report['summary']}"
         lines = []
         errors = {e["worker"]: e for e in coord.errors}
         for i in range(self.workers):
-            if i in errors:
+            if i in errors and errors[i].get("lost") and i != origin:
+                lines.append(f"  worker {i}: stopped by Spark")
+            elif i in errors:
                 e = errors[i]
-                state = "stopped by WorkerFailure" if e.get("relayed") else "raised"
+                if e.get("lost"):
+                    state = "lost"
+                elif e.get("relayed"):
+                    state = "stopped by WorkerFailure"
+                else:
+                    state = "raised"
                 lines.append(f"  worker {i}: {state}: {e['summary'].splitlines()[0]}")
             elif i in coord.done:
                 lines.append(f"  worker {i}: finished")
@@ -584,9 +664,25 @@ class Launch:
             text += f"\n\nworker {report['worker']}'s traceback:\n{detail.rstrip()}"
         failure = WorkerFailure(text, worker=origin)
         failure.outcomes = lines  # type: ignore[attr-defined]
-        if cause is not None:
-            failure.__cause__ = cause
+        # Spark's own exception repeats the traceback under hundreds of JVM frames: keep it
+        # (and the frames) as attributes instead of chaining it into every printed traceback.
+        failure.spark_error = spark_error  # type: ignore[attr-defined]
+        failure.jvm_frames = jvm_frames  # type: ignore[attr-defined]
         return failure
+
+    def commit_outputs(self) -> None:
+        """Move what the workers staged into their output directories (the run succeeded)."""
+        from .staging import commit
+
+        for directory in sorted(self.coordinator.outputs):
+            commit(directory, self.run_id)
+
+    def discard_outputs(self) -> None:
+        """Remove what the workers of this attempt staged (the attempt failed)."""
+        from .staging import discard
+
+        for directory in sorted(self.coordinator.outputs):
+            discard(directory, self.run_id)
 
     def close(self) -> None:
         """Cancel the job if it still runs, wait for its thread briefly, close the control
@@ -598,6 +694,15 @@ class Launch:
         self.coordinator.close()
 
 
+def _retryable(exc: BaseException) -> bool:
+    """Whether ``attempts`` resubmits after ``exc``: any worker failure -- an exception, a
+    killed worker process or executor, a lost barrier task -- but not a deliberate stop
+    (timeout, the caller's interrupt) nor a cluster that cannot host the workers."""
+    if isinstance(exc, WorkerFailure):
+        return True
+    return isinstance(exc, SparkJobFailed) and exc.retryable
+
+
 def _submit(
     launch_args: dict[str, Any],
     spark: Any,
@@ -605,19 +710,40 @@ def _submit(
     build_action: Callable[[Launch], Callable[[], list[Any]]],
     attempts: int,
 ) -> list[Any]:
+    """Submit the stage up to ``attempts`` times, each attempt from scratch; the files of a
+    failed attempt are discarded and those of the successful one committed (see
+    :mod:`pytimely.spark.staging`), so the outputs equal those of a clean run."""
     if attempts < 1:
         raise ValueError("attempts must be at least 1")
+    failed: list[Launch] = []
+    earlier: list[str] = []
     for attempt in range(attempts):
         launch = Launch(spark, workers, **launch_args)
+        committed = False
         try:
             launch.start(build_action(launch))
             launch.wait()
-            return launch.finish()
-        except WorkerFailure:
-            if attempt + 1 == attempts:
+            results = launch.finish()
+            launch.commit_outputs()
+            committed = True
+            return results
+        except (WorkerFailure, SparkJobFailed) as exc:
+            if attempt + 1 == attempts or not _retryable(exc):
+                for note in earlier:
+                    exc.add_note(note)
                 raise
+            earlier.append(f"attempt {attempt + 1} of {attempts} failed: "
+                           f"{str(exc).splitlines()[0]}")
         finally:
             launch.close()
+            if not committed:
+                launch.discard_outputs()
+                failed.append(launch)
+            else:
+                # A task of a failed attempt that outlived its cancellation may have written
+                # after the discard: sweep once more.
+                for old in failed:
+                    old.discard_outputs()
     raise AssertionError("unreachable")
 
 
@@ -650,10 +776,16 @@ def run(
     * ``timeout`` bounds the whole run; ``start_timeout`` bounds how long the N tasks may take
       to start (they wait for free slots); ``grace`` is how long a failed run may take to wind
       down before its job group is cancelled.
-    * ``attempts``: how many times to submit the stage when a worker fails (from scratch).
+    * ``attempts``: how many times to submit the stage when a worker fails (from scratch):
+      any failure of a worker (its exception, its process or executor killed, its barrier task
+      lost) resubmits; a ``timeout`` or the caller's interrupt does not.  Files written with
+      :func:`pytimely.spark.write_parquet` / :func:`~pytimely.spark.capture_parquet` are staged
+      per attempt and moved into place only when an attempt succeeds, so the outputs equal a
+      clean run's.  The error of the last attempt carries notes about the earlier ones.
 
     Raises :class:`~pytimely.errors.WorkerFailure` (naming the worker that failed first, with
-    its message and traceback) when a worker fails, :class:`NotEnoughSlots` or
+    its message and traceback; a worker whose process died without a word is named by the
+    driver, which saw its control connection end) when a worker fails, :class:`NotEnoughSlots` or
     :class:`~pytimely.spark.session.SparkSetupError` before submitting when the cluster cannot
     host the workers, and :class:`SparkJobFailed` when the job fails otherwise.
     """

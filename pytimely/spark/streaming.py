@@ -207,7 +207,8 @@ class StreamingBridge:
         self._closed_at: dict[int, float] = {}
         self.latencies: dict[int, float] = {}  # epoch -> seconds from foreach_batch to complete
         options.setdefault("description", "pytimely workers fed by a stream")
-        self._launch = Launch(spark, workers, extra_slots=1, on_message=self._message, **options)
+        self._launch = Launch(spark, workers, extra_slots=1, on_message=self._message,
+                              stage_outputs=False, **options)
         launch = self._launch
         spec = launch.spec
         bind_host = launch.bind_host
