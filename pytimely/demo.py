@@ -564,11 +564,14 @@ def run_demo(
     epochs: int | None = None,
     out: str = os.path.join("out", "demo"),
     spark: Any = None,
+    master: str | None = None,
+    conf: dict[str, str] | None = None,
     say: Callable[[str], Any] = print,
 ) -> dict[str, Any]:
     """Run ``workload`` (module docstring) on ``workers`` Spark-placed workers over ``rows``
     input rows in ``epochs`` epochs (None: the workload's defaults), writing into ``out``
-    (replaced); ``spark``: a session to use (None: start ``local[workers + 2]``).  Returns the
+    (replaced); ``spark``: a session to use (None: :func:`pytimely.spark.connect` to ``master``
+    with ``conf``, or start ``local[workers + 2]`` when ``master`` is None too).  Returns the
     workload's summary dict with ``timings`` and ``out``; ``ok`` says if all checks passed."""
     from pytimely import spark as ps
 
@@ -577,9 +580,12 @@ def run_demo(
     if os.path.exists(out):
         shutil.rmtree(out)
     os.makedirs(out)
-    if spark is None:
+    if spark is None and master is not None:
+        say(f"connecting to Spark at {master} ...")
+        spark = ps.connect(master, app_name="pytimely-demo", conf=conf)
+    elif spark is None:
         say(f"starting Spark (local[{workers + 2}]) ...")
-        spark = ps.local_session(cores=workers + 2, app_name="pytimely-demo")
+        spark = ps.local_session(cores=workers + 2, app_name="pytimely-demo", conf=conf)
     ctx = Context(spark=spark, out=out, workers=workers,
                   rows=workload.rows if rows is None else rows,
                   epochs=workload.epochs if epochs is None else epochs, say=say, _mark=t0)
@@ -614,7 +620,14 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"epochs the input is cut into (defaults {NEXMARK.epochs} / "
                              f"{WORDCOUNT.epochs})")
     parser.add_argument("--out", default=os.path.join("out", "demo"),
-                        help="output directory (replaced)")
+                        help="output directory (replaced; on a cluster, a path every executor "
+                             "and the driver see)")
+    parser.add_argument("--master", default=None,
+                        help="Spark master URL, e.g. spark://host:7077 (default: an embedded "
+                             "local[workers + 2]); the secret of spark.authenticate comes from "
+                             "SPARK_AUTHENTICATE_SECRET or --conf spark.authenticate.secret=...")
+    parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                        help="a Spark setting (repeatable)")
     nx = parser.add_argument_group("nexmark")
     nx.add_argument("--queries", default=",".join(NEXMARK.queries),
                     help="queries to run (default all of q1-q8)")
@@ -643,8 +656,9 @@ def main(argv: list[str] | None = None) -> int:
     from pytimely.spark import JavaUnavailable
 
     try:
+        conf = dict(item.split("=", 1) for item in args.conf)
         summary = run_demo(workload, workers=args.workers, rows=args.rows, epochs=args.epochs,
-                           out=args.out)
+                           out=args.out, master=args.master, conf=conf or None)
     except JavaUnavailable as exc:
         print(f"pytimely demo: {exc}", file=sys.stderr)
         return 2

@@ -54,7 +54,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import TimelyError, WorkerFailure
-from .session import SparkSetupError, _same_python
+from .session import SparkSetupError, _same_python, package_fingerprint, package_location
 
 __all__ = [
     "NotEnoughSlots",
@@ -113,7 +113,7 @@ def _parse_local_master(master: str) -> int | None:
             inner = master[len(prefix) : -1].split(",")
             if prefix == "local[":
                 first = inner[0].strip()
-                return os.cpu_count() or 1 if first == "*" else int(first)
+                return (os.cpu_count() or 1) if first == "*" else int(first)
             return int(inner[0]) * int(inner[1])
     return None
 
@@ -192,6 +192,23 @@ def check_deployable(
     )
 
 
+def listen_addresses(master: str, conf: Any, bind_host: str | None) -> tuple[str, str, str]:
+    """``(workers' bind host, driver's bind host, driver's advertised host)`` for a run.
+
+    ``bind_host`` applies to every listener of the run: the workers' mesh and feed listeners
+    and the driver's control server.  Default: loopback for ``local`` masters (the executors
+    live in the driver's JVM); otherwise every interface, with the driver advertising
+    ``spark.driver.host`` (or its host name) and each worker its executor's host.
+    """
+    wildcard = ("0.0.0.0", "::", "")
+    if bind_host is None:
+        bind_host = "127.0.0.1" if master.startswith("local") else "0.0.0.0"
+    if bind_host not in wildcard:
+        return bind_host, bind_host, bind_host
+    driver_host = conf.get("spark.driver.host", None) or socket.gethostname()
+    return bind_host, bind_host or "0.0.0.0", driver_host
+
+
 # --- what travels to the tasks ----------------------------------------------------------------
 
 
@@ -206,6 +223,9 @@ class TaskSpec:
     connect_timeout: float
     python: tuple[int, int]
     run_id: str
+    #: :func:`~pytimely.spark.session.package_fingerprint` and location of the driver's pytimely.
+    fingerprint: str = ""
+    package: str = ""
     #: Stage the sinks' files for the driver to commit when the run succeeds
     #: (:mod:`pytimely.spark.staging`); False for the streaming bridge, whose epochs must
     #: appear as they complete.
@@ -226,6 +246,7 @@ def _report(index: int, exc: BaseException) -> dict[str, Any]:
         "worker": index,
         "origin": index if blamed is None else blamed.worker,
         "relayed": blamed is not None,
+        "setup": isinstance(exc, SparkSetupError),
         "summary": summary,
         "traceback": "".join(traceback.format_exception(exc)),
     }
@@ -237,7 +258,7 @@ class _TaskFailed(RuntimeError):
 
 
 def _failed(report: dict[str, Any]) -> _TaskFailed:
-    brief = {k: report[k] for k in ("worker", "origin", "relayed", "summary")}
+    brief = {k: report[k] for k in ("worker", "origin", "relayed", "setup", "summary")}
     return _TaskFailed(f"{_MARK_OPEN}{json.dumps(brief)}{_MARK_CLOSE}")
 
 
@@ -309,6 +330,7 @@ def worker_task(
     )
     allocator = None
     try:
+        _check_same_package(spec, index)
         control.send(("hello", {
             "pid": os.getpid(),
             "host": socket.gethostname(),
@@ -343,6 +365,18 @@ def worker_task(
     finally:
         finished.set()
         control.close()
+
+
+def _check_same_package(spec: TaskSpec, index: int) -> None:
+    """Refuse to run another pytimely than the driver's: the driver's closures and the
+    executor's package would disagree in ways no error message could explain."""
+    if spec.fingerprint and package_fingerprint() != spec.fingerprint:
+        raise SparkSetupError(
+            f"worker {index} imports pytimely from {package_location()}, whose code differs from "
+            f"the driver's ({spec.package}): ship the driver's package with "
+            "pytimely.spark.ship_package(spark) (pytimely.spark.connect does it) or install the "
+            "same pytimely on the executors"
+        )
 
 
 def _check_lost(inbox_items: list[Any]) -> None:
@@ -473,14 +507,9 @@ class Launch:
             secret = secret.encode()
         self.secret = secret
         master = self.sc.master or ""
-        local = master.startswith("local")
-        self.bind_host = bind_host or ("127.0.0.1" if local else "0.0.0.0")
-        if local:  # executors live in this driver's JVM: everything stays on loopback
-            coordinator_bind = driver_host = "127.0.0.1"
-        else:
-            conf = self.sc.getConf()
-            driver_host = conf.get("spark.driver.host", None) or socket.gethostname()
-            coordinator_bind = "0.0.0.0"
+        self.bind_host, coordinator_bind, driver_host = listen_addresses(
+            master, self.sc.getConf(), bind_host
+        )
         self.coordinator = Coordinator(secret, workers, coordinator_bind, driver_host, on_message)
         self.run_id = uuid.uuid4().hex[:12]
         self.group = f"pytimely-{self.run_id}"
@@ -495,6 +524,8 @@ class Launch:
             bind_host=self.bind_host,
             connect_timeout=connect_timeout,
             python=tuple(sys.version_info[:2]),
+            fingerprint=package_fingerprint(),
+            package=package_location(),
             run_id=self.run_id,
             stage_outputs=stage_outputs,
         )
@@ -606,6 +637,8 @@ class Launch:
         report = coord.failure
         if report is None and spark_error is not None:
             report = _parse_marker(str(spark_error))
+        if report is not None and report.get("setup"):
+            return SparkSetupError(report["summary"].split(": ", 1)[-1])
         if report is not None:
             return self._worker_failure(report, spark_error, frames)
         if spark_error is not None:
