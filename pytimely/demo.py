@@ -104,7 +104,8 @@ class Workload:
     * ``build(results_dir, capture_dir)`` -- returns ``build(scope, stream)`` for
       :func:`pytimely.spark.run_on_dataframe`; it must write the results with
       :func:`pytimely.spark.write_parquet` and capture them with
-      :func:`pytimely.spark.capture_parquet`;
+      :func:`pytimely.spark.capture_parquet`, and return :func:`worker_placement` (the
+      summary's ``placement``: where each worker ran);
     * ``reference(df)`` -- Spark's own answer, with the columns the results have (incl. epoch);
     * ``columns`` -- the result columns, ``describe(rows)`` -- a line about a few result rows;
     * ``rows``, ``epochs`` -- the default input size.
@@ -142,7 +143,7 @@ class Workload:
 
         say(f"running '{self.name}' on {ctx.workers} pytimely workers in one Spark barrier "
             "stage ...")
-        ps.run_on_dataframe(
+        placement = ps.run_on_dataframe(
             df,
             self.build(results_dir, capture_dir),
             time=self.time,
@@ -189,6 +190,7 @@ class Workload:
             "missing": missing,
             "extra": extra,
             "replay_ok": replay_ok,
+            "placement": placement,
         }
 
 
@@ -202,6 +204,15 @@ def _words_dataset(spark: Any, rows: int, epochs: int) -> Any:
         (F.col("id") * epochs / rows).cast("long").alias("epoch"),
         F.element_at(words, pick).alias("word"),
     )
+
+
+def worker_placement() -> dict[str, Any]:
+    """Where the calling pytimely worker runs (inside its Spark barrier task): its process id
+    and its executor's address (distinct executors have distinct addresses)."""
+    from pyspark import BarrierTaskContext
+
+    ctx = BarrierTaskContext.get()
+    return {"pid": os.getpid(), "executor": ctx.getTaskInfos()[ctx.partitionId()].address}
 
 
 def _wordcount_build(results_dir: str, capture_dir: str) -> Callable[[Any, Any], Any]:
@@ -223,7 +234,8 @@ def _wordcount_build(results_dir: str, capture_dir: str) -> Callable[[Any, Any],
             lambda word, n, total: total + n, lambda word, total: (word, total), name="Count"
         )
         ps.capture_parquet(counts, capture_dir)
-        return ps.write_parquet(counts, results_dir, columns=["word", "count"])
+        ps.write_parquet(counts, results_dir, columns=["word", "count"])
+        return worker_placement()
 
     return build
 
@@ -280,7 +292,8 @@ def _nexmark_build(queries: tuple[str, ...], capture: tuple[str, ...], epoch_ns:
         from pytimely.nexmark.queries import build_query
 
         stats: dict[str, Any] = {"worker": scope.index, "events": 0, "first": None,
-                                 "last": None, "rows": dict.fromkeys(queries, 0)}
+                                 "last": None, "rows": dict.fromkeys(queries, 0),
+                                 "placement": worker_placement()}
 
         def to_events(batch: Any) -> Any:
             if stats["first"] is None:
@@ -515,6 +528,7 @@ class NexmarkWorkload:
             "dataflow": {"stage_s": round(stage_s, 3), "busy_s": round(busy_s, 3),
                          "events_per_s": round(n / busy_s) if busy_s else None},
             "latency": latency,
+            "placement": [s["placement"] for s in stats],
         }
 
     def _latency(self, ctx: Context) -> dict[str, Any]:
