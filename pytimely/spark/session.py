@@ -25,7 +25,7 @@ import tempfile
 import zipfile
 from typing import Any
 
-from ..errors import TimelyError
+from .errors import JavaUnavailable, SparkSetupError
 
 __all__ = [
     "FAST_START_JAVA_OPTIONS",
@@ -40,14 +40,6 @@ __all__ = [
     "prepare_environment",
     "ship_package",
 ]
-
-
-class SparkSetupError(TimelyError):
-    """Spark cannot host pytimely workers as configured (the message says what to change)."""
-
-
-class JavaUnavailable(SparkSetupError):
-    """No Java 17+ to run Spark 4 (``scripts/ensure-java.sh`` installs one on Debian/Ubuntu)."""
 
 
 #: JVM flags that halve Spark's start-up (C1 only, serial GC).  They cost about a third of the

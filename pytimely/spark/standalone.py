@@ -26,7 +26,8 @@ import tempfile
 import time
 from typing import Any
 
-from .session import FAST_START_JAVA_OPTIONS, SparkSetupError, _check_java
+from .errors import SparkSetupError
+from .session import FAST_START_JAVA_OPTIONS, _check_java
 
 __all__ = ["StandaloneCluster", "spark_home"]
 

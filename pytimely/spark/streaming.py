@@ -45,7 +45,8 @@ from typing import Any
 
 from ..errors import TimelyError
 from .dataframe import RECORD_FORMATS, arrow_to_records
-from .launcher import Launch, TaskInbox, _check_lost, _portable, _result_row, worker_task
+from .executor import TaskInbox, _check_lost, _portable, _result_row, worker_task
+from .launcher import Launch
 
 __all__ = ["StreamingBridge"]
 
