@@ -1,6 +1,6 @@
 """Running pytimely on Spark: Spark places the workers, feeds them and stores their output.
 
-Deployment model (see ``docs/spark.md``): N pytimely workers are the N tasks of **one barrier
+Deployment model: N pytimely workers are the N tasks of **one barrier
 stage**, each a long-running task holding one task slot.  The tasks find each other once via
 ``BarrierTaskContext.allGather`` and then talk over pytimely's own authenticated TCP mesh; the
 driver keeps a control connection to each.

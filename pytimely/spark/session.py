@@ -1,7 +1,7 @@
 """Building a Spark session that can host pytimely workers, and checking one that exists.
 
 :func:`local_session` starts an embedded Spark (``local[cores]``) with the lean, fast-starting
-configuration measured in ``spark.md`` (UI off, loopback only, few shuffle partitions, barrier
+configuration (UI off, loopback only, few shuffle partitions, barrier
 slot checks that fail in seconds instead of ten minutes).  Most importantly it makes Spark's
 Python workers run **this** interpreter: ``PYSPARK_PYTHON`` must name ``sys.executable`` before
 the JVM starts, otherwise the workers run whatever ``python3`` is on the PATH, which usually
@@ -46,7 +46,8 @@ __all__ = [
 #: JVM's throughput: good for tests and demos, not for benchmarks.
 FAST_START_JAVA_OPTIONS = "-XX:+UseSerialGC -XX:TieredStopAtLevel=1"
 
-#: The configuration :func:`local_session` starts from (see spark.md, "Recommended test config").
+#: The configuration :func:`local_session` starts from (Spark's settings are described in
+#: https://spark.apache.org/docs/latest/configuration.html).
 LOCAL_CONF: dict[str, str] = {
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
