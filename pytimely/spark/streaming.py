@@ -12,7 +12,8 @@ input, and a feed listener.  Its :meth:`~StreamingBridge.foreach_batch` is a
 2. sends every worker "close epoch ``b``: you got ``k`` pushes" over its control connection.
 
 A worker holds the pushed batches of epoch ``b`` until the close (data of a later epoch may
-overtake it), then sends them at time ``b`` and advances its input to ``b + 1``.  Input of an
+overtake it), then sends them at the batch's time and advances its input (see **Times**
+below; by default time ``b``, then ``b + 1``).  Input of an
 epoch that is never closed -- its micro-batch was interrupted, e.g. by stopping the query -- is
 dropped when the bridge stops (Spark delivers that batch again after a restart).  When
 its dataflow has finished epoch ``b`` -- the streams ``build`` returned (default: the input
@@ -22,7 +23,20 @@ Per-epoch results are best written with :func:`pytimely.spark.write_parquet` (re
 stream from ``build``: when epoch ``b`` is reported complete, every worker's file for ``b`` is
 on disk).
 
-Micro-batch ids are the epochs.  A batch id at or below the last closed epoch (Spark re-runs
+**Times.**  By default the micro-batch ids are the epochs (processing time): batch ``b``'s rows
+are sent at time ``b`` and the input then advances to ``b + 1``.  With ``event_time=column``
+(an integer column, e.g. ``F.unix_millis(ts)``) the times are event time, following the
+watermark rule of Spark's ``withWatermark`` ("Handling Late Data and Watermarking" in the
+Structured Streaming guide): the watermark is the largest event time seen so far minus
+``delay``, never decreasing; batch ``b``'s rows are sent at the watermark in force when it
+started, and the input then advances to the watermark after it.  An event-time window operator
+(``window_count(..., event_time=...)``, :mod:`pytimely.dataflow.operators.windowing`) treats
+that timestamp as the watermark: window ``[s, e)`` is emitted once the watermark reaches
+``e + lateness``, and a row whose window was already emitted goes to ``.late``.  Batch ``b`` is
+reported complete once the dataflow has passed both its rows' time and the watermark after it
+(so with an unchanged watermark, when a later batch moves it).
+
+Micro-batch ids still name the batches.  A batch id at or below the last closed one (Spark re-runs
 the last batch after a restart from its checkpoint) is skipped: delivery into one bridge is
 exactly-once per batch id.  The workers hold N task slots for the bridge's whole life, and each
 micro-batch needs at least one more: the bridge insists on ``N + 1`` slots.
@@ -98,10 +112,11 @@ def _bridge_body(
         )
         try:
             control.send(("ready", {"feed": (advertise, feed.port)}))
-            held: dict[int, list[Any]] = {}  # epoch -> payloads received, not yet closed
+            held: dict[int, list[Any]] = {}  # batch -> payloads received, not yet closed
             received: dict[int, int] = {}
-            closes: list[tuple[int, int]] = []
-            closed: list[int] = []  # epochs closed, not yet reported complete
+            closes: list[tuple[int, int, int, int]] = []  # (batch, pushes, at, advance to)
+            closed: list[tuple[int, int, int]] = []  # (batch, at, then): not yet reported
+            last_batch = -1  # the last batch closed
             stopping = False
             epochs = 0
             rows = 0
@@ -113,46 +128,55 @@ def _bridge_body(
                     kind = item[0]
                     if kind == "data":
                         epoch, payload = item[1], item[2]
-                        if epoch < handle.time:
+                        if epoch <= last_batch:
                             raise TimelyError(
-                                f"worker {worker.index}: input for epoch {epoch} arrived after "
-                                "the epoch was closed"
+                                f"worker {worker.index}: input for micro-batch {epoch} arrived "
+                                "after the batch was closed"
                             )
                         received[epoch] = received.get(epoch, 0) + 1
                         held.setdefault(epoch, []).append(payload)
                     elif kind == "close":
-                        closes.append((item[1], item[2]))
+                        closes.append(tuple(item[1:5]))
                     elif kind == "stop":
                         stopping = True
                     elif kind == "feed-error":
                         raise TimelyError(f"worker {worker.index}: {item[1]}")
-                # An epoch enters the dataflow when the driver closes it (its micro-batch was
-                # delivered completely) and every push it counted has arrived.
+                # A micro-batch enters the dataflow when the driver closes it (it was delivered
+                # completely) and every push it counted has arrived.  Its rows are sent at time
+                # ``at`` and the input then advances to ``then`` (see the module docstring).
                 while closes and received.get(closes[0][0], 0) >= closes[0][1]:
-                    epoch, expected = closes.pop(0)
+                    epoch, expected, at, then = closes.pop(0)
                     if received.pop(epoch, 0) != expected:
                         raise TimelyError(
-                            f"worker {worker.index}: epoch {epoch}: more pushes arrived than "
-                            f"the driver counted ({expected})"
+                            f"worker {worker.index}: micro-batch {epoch}: more pushes arrived "
+                            f"than the driver counted ({expected})"
                         )
-                    if epoch < handle.time:
-                        raise TimelyError(f"worker {worker.index}: epoch {epoch} closed twice")
-                    if epoch > handle.time:
-                        handle.advance_to(epoch)
+                    if epoch <= last_batch or at < handle.time:
+                        raise TimelyError(
+                            f"worker {worker.index}: micro-batch {epoch} closed twice, or at "
+                            f"time {at} after {handle.time}"
+                        )
+                    last_batch = epoch
+                    if at > handle.time:
+                        handle.advance_to(at)
                     for payload in held.pop(epoch, []):
                         for batch in _read_ipc(payload):
                             if batch.num_rows:
                                 handle.send_batch(arrow_to_records(batch, records))
                                 rows += batch.num_rows
-                    handle.advance_to(epoch + 1)
-                    closed.append(epoch)
+                    if then > handle.time:
+                        handle.advance_to(then)
+                    closed.append((epoch, at, then))
                     epochs += 1
                 if stopping and not closes:
                     break
                 worker.step_or_park(0.5)
+                # A batch is complete when the dataflow has passed its rows' time and every
+                # time before the one the input advanced to after it.
                 last = None
-                while closed and not any(p.less_equal(closed[0]) for p in probes):
-                    last = closed.pop(0)
+                while closed and not any(p.less_equal(closed[0][1]) or p.less_than(closed[0][2])
+                                         for p in probes):
+                    last = closed.pop(0)[0]
                 if last is not None:
                     control.send(("epoch", last))
             # Input of epochs never closed (a micro-batch interrupted by stopping the query) is
@@ -161,13 +185,26 @@ def _bridge_body(
             handle.close()
             worker.run()
             if closed:
-                control.send(("epoch", closed[-1]))
+                control.send(("epoch", closed[-1][0]))
             return {"result": _portable(out), "epochs": epochs, "rows": rows,
                     "dropped_pushes": dropped}
         finally:
             feed.close()
 
     return body
+
+
+def _check_event_time(df: Any, column: str) -> None:
+    from pyspark.sql.types import IntegralType
+
+    if column not in df.columns:
+        raise ValueError(f"event-time column {column!r} is not among the columns {df.columns}")
+    dtype = df.schema[column].dataType
+    if not isinstance(dtype, IntegralType):
+        raise TypeError(
+            f"event-time column {column!r} is {dtype.simpleString()}; it must be an integer "
+            "type (e.g. F.unix_millis(ts), or F.col('ts').cast('long') for seconds)"
+        )
 
 
 class StreamingBridge:
@@ -191,10 +228,21 @@ class StreamingBridge:
         on_epoch: Callable[[int], Any] | None = None,
         wait: bool = False,
         ready_timeout: float = 120.0,
+        event_time: str | None = None,
+        delay: int = 0,
         **options: Any,
     ) -> None:
         if records not in RECORD_FORMATS:
             raise ValueError(f"records must be one of {RECORD_FORMATS}, not {records!r}")
+        if delay < 0:
+            raise ValueError("delay must be >= 0")
+        self.event_time = event_time
+        self.delay = int(delay)
+        #: The time the next micro-batch's rows are sent at: its batch id, or with
+        #: ``event_time`` the watermark (max event time so far - ``delay``, never decreasing).
+        self.watermark = 0
+        #: Micro-batch id -> the time the input advanced to after it (the watermark).
+        self.watermarks: dict[int, int] = {}
         self.spark = spark
         self.workers = workers
         self.records = records
@@ -291,19 +339,28 @@ class StreamingBridge:
         secret = self._launch.secret
         n = self.workers
         df = batch_df.repartition(n, *self.key) if self.key else batch_df
+        event_time = self.event_time
+        if event_time is not None:
+            _check_event_time(batch_df, event_time)
         schema = pa.schema([("worker", pa.int64()), ("pushes", pa.int64()),
-                            ("rows", pa.int64())])
+                            ("rows", pa.int64()), ("max_time", pa.int64())])
 
         def push(batches: Iterator[Any]) -> Iterator[Any]:
+            import pyarrow.compute as pc
             from pyspark import TaskContext
 
             w = TaskContext.get().partitionId() % n
-            counted = {"rows": 0}
+            counted: dict[str, Any] = {"rows": 0, "max": None}
 
             def payloads() -> Iterator[Any]:
                 for b in batches:
                     if b.num_rows:
                         counted["rows"] += b.num_rows
+                        if event_time is not None:
+                            top = pc.max(b.column(event_time)).as_py()
+                            if top is not None and (counted["max"] is None
+                                                    or top > counted["max"]):
+                                counted["max"] = top
                         yield _ipc_bytes(b)
 
             it = payloads()
@@ -317,21 +374,30 @@ class StreamingBridge:
                 pushes = push_batches(feeds[w], secret, w, epoch, chain())
             yield pa.RecordBatch.from_arrays(
                 [pa.array([w], pa.int64()), pa.array([pushes], pa.int64()),
-                 pa.array([counted["rows"]], pa.int64())], schema=schema,
+                 pa.array([counted["rows"]], pa.int64()),
+                 pa.array([counted["max"]], pa.int64())], schema=schema,
             )
 
-        stats = df.mapInArrow(push, "worker long, pushes long, rows long").collect()
+        stats = df.mapInArrow(push, "worker long, pushes long, rows long, max_time long"
+                              ).collect()
         counts = [0] * n
         for row in stats:
             counts[row["worker"]] += row["pushes"]
+        at = self.watermark if event_time is not None else epoch
+        then = at + 1
+        if event_time is not None:
+            tops = [row["max_time"] for row in stats if row["max_time"] is not None]
+            then = max(at, max(tops) - self.delay) if tops else at
         with self._epoch_lock:
             self._closed_at[epoch] = started
         coord = self._launch.coordinator
         for w in range(n):
-            if not coord.send(w, ("close", epoch, counts[w])):
+            if not coord.send(w, ("close", epoch, counts[w], at, then)):
                 self._check_running()
                 raise TimelyError(f"worker {w} is not connected; cannot close epoch {epoch}")
         self._last_closed = epoch
+        self.watermark = then
+        self.watermarks[epoch] = then
         if self.wait:
             self.wait_for(epoch)
 
