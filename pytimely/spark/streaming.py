@@ -36,6 +36,15 @@ that timestamp as the watermark: window ``[s, e)`` is emitted once the watermark
 reported complete once the dataflow has passed both its rows' time and the watermark after it
 (so with an unchanged watermark, when a later batch moves it).
 
+**Restarts.**  With ``checkpoint=`` (the query's ``checkpointLocation``), every micro-batch's
+rows are logged there by the workers before they enter the dataflow, and committed by the
+driver before ``foreach_batch`` returns (before Spark commits the batch).  A bridge started
+again on the same checkpoint replays the committed batches into its new workers -- possibly
+fewer or more of them -- before the query's first batch, so the dataflow's state (windows,
+keyed state, joins) is what it was, and the outputs after a kill and restart equal a clean
+run's (:mod:`pytimely.spark.recovery`; :func:`pytimely.spark.write_parquet` rewrites an epoch's
+file whole, so replayed epochs are written again identically).
+
 Micro-batch ids still name the batches.  A batch id at or below the last closed one (Spark re-runs
 the last batch after a restart from its checkpoint) is skipped: delivery into one bridge is
 exactly-once per batch id.  The workers hold N task slots for the bridge's whole life, and each
@@ -61,6 +70,7 @@ from ..errors import TimelyError
 from .dataframe import RECORD_FORMATS, arrow_to_records
 from .executor import TaskInbox, _check_lost, _portable, _result_row, worker_task
 from .launcher import Launch
+from .recovery import InputLog
 
 __all__ = ["StreamingBridge"]
 
@@ -93,7 +103,8 @@ def _as_streams(out: Any, default: Any) -> list[Any]:
 
 
 def _bridge_body(
-    build: Callable[[Any, Any], Any], records: str, secret: bytes, bind_host: str, advertise: str
+    build: Callable[[Any, Any], Any], records: str, secret: bytes, bind_host: str, advertise: str,
+    checkpoint: str | None = None,
 ) -> Callable[[Any, Any, TaskInbox], Any]:
     def body(worker: Any, control: Any, inbox: TaskInbox) -> Any:
         from ._control import FeedListener
@@ -105,6 +116,7 @@ def _bridge_body(
             return handle, out, probes
 
         handle, out, probes = worker.dataflow(dataflow)
+        log = InputLog(checkpoint) if checkpoint is not None else None
         feed = FeedListener(
             secret, worker.index, bind_host,
             on_batch=lambda e, payload: inbox.put(("data", e, payload)),
@@ -114,7 +126,8 @@ def _bridge_body(
             control.send(("ready", {"feed": (advertise, feed.port)}))
             held: dict[int, list[Any]] = {}  # batch -> payloads received, not yet closed
             received: dict[int, int] = {}
-            closes: list[tuple[int, int, int, int]] = []  # (batch, pushes, at, advance to)
+            # (batch, pushes, at, advance to, replayed part files or None)
+            closes: list[tuple[Any, ...]] = []
             closed: list[tuple[int, int, int]] = []  # (batch, at, then): not yet reported
             last_batch = -1  # the last batch closed
             stopping = False
@@ -136,7 +149,9 @@ def _bridge_body(
                         received[epoch] = received.get(epoch, 0) + 1
                         held.setdefault(epoch, []).append(payload)
                     elif kind == "close":
-                        closes.append(tuple(item[1:5]))
+                        closes.append((*item[1:5], None))
+                    elif kind == "replay":  # a committed batch from the input log
+                        closes.append((item[1], 0, item[3], item[4], item[2]))
                     elif kind == "stop":
                         stopping = True
                     elif kind == "feed-error":
@@ -145,7 +160,7 @@ def _bridge_body(
                 # completely) and every push it counted has arrived.  Its rows are sent at time
                 # ``at`` and the input then advances to ``then`` (see the module docstring).
                 while closes and received.get(closes[0][0], 0) >= closes[0][1]:
-                    epoch, expected, at, then = closes.pop(0)
+                    epoch, expected, at, then, files = closes.pop(0)
                     if received.pop(epoch, 0) != expected:
                         raise TimelyError(
                             f"worker {worker.index}: micro-batch {epoch}: more pushes arrived "
@@ -157,9 +172,15 @@ def _bridge_body(
                             f"time {at} after {handle.time}"
                         )
                     last_batch = epoch
+                    payloads = held.pop(epoch, [])
+                    if files is not None:
+                        payloads = [p for f in files for p in InputLog.read_part(f)]
+                    elif log is not None:  # durable before it can change any state
+                        log.write_part(epoch, worker.index, payloads)
+                        control.send(("logged", epoch))
                     if at > handle.time:
                         handle.advance_to(at)
-                    for payload in held.pop(epoch, []):
+                    for payload in payloads:
                         for batch in _read_ipc(payload):
                             if batch.num_rows:
                                 handle.send_batch(arrow_to_records(batch, records))
@@ -214,7 +235,10 @@ class StreamingBridge:
     ``"rows"``, ``"tuples"`` or ``"arrow"``).  ``on_epoch(epoch)`` is called on the driver when
     every worker has finished an epoch.  ``wait=True`` makes ``foreach_batch`` return only once
     its epoch is complete (back-pressure on the query; per-epoch latency is then what Spark
-    reports as batch duration).  Other options as for :func:`pytimely.spark.run`.
+    reports as batch duration).  ``event_time`` / ``delay``: times from an event-time column
+    and the watermark (module docstring, **Times**); ``checkpoint``: the input log that lets a
+    restarted bridge rebuild its state (**Restarts**).  Other options as for
+    :func:`pytimely.spark.run`.
     """
 
     def __init__(
@@ -230,12 +254,19 @@ class StreamingBridge:
         ready_timeout: float = 120.0,
         event_time: str | None = None,
         delay: int = 0,
+        checkpoint: str | None = None,
         **options: Any,
     ) -> None:
         if records not in RECORD_FORMATS:
             raise ValueError(f"records must be one of {RECORD_FORMATS}, not {records!r}")
         if delay < 0:
             raise ValueError("delay must be >= 0")
+        self.checkpoint = checkpoint
+        self._log = InputLog(checkpoint) if checkpoint is not None else None
+        self._recovered = checkpoint is None
+        self._logged: dict[int, set[int]] = {}
+        #: Micro-batches replayed from the input log when the bridge started (see ``checkpoint``).
+        self.replayed: list[int] = []
         self.event_time = event_time
         self.delay = int(delay)
         #: The time the next micro-batch's rows are sent at: its batch id, or with
@@ -270,7 +301,7 @@ class StreamingBridge:
                 advertise = ctx.getTaskInfos()[index].address.rsplit(":", 1)[0].strip("[]")
             else:
                 advertise = bind_host
-            body = _bridge_body(build, records, spec.secret, bind_host, advertise)
+            body = _bridge_body(build, records, spec.secret, bind_host, advertise, checkpoint)
             i, result = worker_task(spec, body)
             yield _result_row(i, result)
 
@@ -294,6 +325,11 @@ class StreamingBridge:
     # -- driver-side bookkeeping ------------------------------------------------------------
 
     def _message(self, index: int, header: Any, payload: Any) -> None:
+        if header[0] == "logged":
+            with self._epoch_lock:
+                self._logged.setdefault(header[1], set()).add(index)
+                self._epoch_lock.notify_all()
+            return
         if header[0] != "epoch":
             return
         coord = self._launch.coordinator
@@ -332,6 +368,8 @@ class StreamingBridge:
 
         self._check_running()
         epoch = int(batch_id)
+        if not self._recovered:
+            self._recover(epoch)
         if epoch <= self._last_closed:
             return  # a re-run of a batch we already delivered
         started = _time.monotonic()
@@ -395,11 +433,48 @@ class StreamingBridge:
             if not coord.send(w, ("close", epoch, counts[w], at, then)):
                 self._check_running()
                 raise TimelyError(f"worker {w} is not connected; cannot close epoch {epoch}")
+        if self._log is not None:
+            self._wait_logged(epoch)
+            self._log.commit(epoch, at, then, n)
         self._last_closed = epoch
         self.watermark = then
         self.watermarks[epoch] = then
         if self.wait:
             self.wait_for(epoch)
+
+    # -- the input log (``checkpoint``) -----------------------------------------------------------
+
+    def _recover(self, first: int) -> None:
+        """Before Spark's first batch ``first`` of this run: replay every committed batch
+        ``< first`` from the input log (Spark committed them; their state must be rebuilt) and
+        discard the log from ``first`` on (Spark delivers those batches again)."""
+        assert self._log is not None
+        self._recovered = True
+        self._log.discard_from(first)
+        coord = self._launch.coordinator
+        for batch, meta in self._log.committed():
+            for w in range(self.workers):
+                files = self._log.parts(batch, meta, w, self.workers)
+                if not coord.send(w, ("replay", batch, files, meta["at"], meta["then"])):
+                    self._check_running()
+                    raise TimelyError(f"worker {w} is not connected; cannot replay batch {batch}")
+            self._last_closed = batch
+            self.watermark = meta["then"]
+            self.watermarks[batch] = meta["then"]
+            self.replayed.append(batch)
+
+    def _wait_logged(self, epoch: int, timeout: float = 120.0) -> None:
+        """Block until every worker has written its part of ``epoch`` to the input log."""
+        deadline = _time.monotonic() + timeout
+        while True:
+            with self._epoch_lock:
+                if len(self._logged.get(epoch, ())) == self.workers:
+                    del self._logged[epoch]
+                    return
+                self._epoch_lock.wait(0.25)
+            self._check_running()
+            if _time.monotonic() > deadline:
+                raise TimeoutError(f"micro-batch {epoch} was not logged within {timeout:g} s")
 
     # -- observing and stopping --------------------------------------------------------------
 
@@ -431,6 +506,11 @@ class StreamingBridge:
         self.results = [r["result"] for r in outcome]
         self.stats = [{k: v for k, v in r.items() if k != "result"} for r in outcome]
         return self.results
+
+    def worker_processes(self) -> dict[int, tuple[str, int]]:
+        """``{worker: (host, pid)}`` of the running workers, as they reported when starting."""
+        hellos = self._launch.coordinator.hellos
+        return {i: (h["host"], h["pid"]) for i, h in sorted(hellos.items())}
 
     def cancel(self) -> None:
         """Stop the workers now (cancels their Spark job)."""
