@@ -8,6 +8,8 @@ from __future__ import annotations
 import os
 import sys
 
+from tqdm import tqdm
+
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import granularity  # noqa: E402
@@ -17,8 +19,13 @@ import scaling  # noqa: E402
 
 
 def main() -> None:
-    for experiment in (granularity, scaling, idle_chain, nexmark_latency):
-        print(f"== {experiment.__name__}", file=sys.stderr)
+    experiments = (granularity, scaling, idle_chain, nexmark_latency)
+    # A bar over the experiments on a terminal (tqdm's disable=None: none in logs or pipes).
+    bar = tqdm(experiments, desc="experiments", unit="experiment", file=sys.stderr, disable=None)
+    for experiment in bar:
+        bar.set_postfix_str(experiment.__name__)
+        if bar.disable:
+            print(f"== {experiment.__name__}", file=sys.stderr)
         experiment.main([])
 
 

@@ -17,12 +17,12 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import harness  # noqa: E402
 import idioms  # noqa: E402
 import numpy as np  # noqa: E402
 import plotting  # noqa: E402
 
 import pytimely as pt  # noqa: E402
+from pytimely.openloop import merge_results, run_open_loop  # noqa: E402
 
 
 def words(first: int, count: int, times: np.ndarray) -> list[int]:
@@ -32,10 +32,10 @@ def words(first: int, count: int, times: np.ndarray) -> list[int]:
 def measure(idiom: str, rate: float, q: int, duration: float, workers: int = 1) -> dict:
     build = idioms.rolling_count(idiom)
     results = pt.execute(
-        lambda w: harness.run_open_loop(w, build, rate, duration, q, make_batch=words),
+        lambda w: run_open_loop(w, build, rate, duration, q, make_batch=words),
         workers=workers,
     )
-    out = harness.merge_results(results)
+    out = merge_results(results)
     out.update({"idiom": idiom, "rate": rate, "quantum_log2": q, "workers": workers})
     return out
 

@@ -120,7 +120,9 @@ def noop_chain(idiom: str, length: int):
 
         def build(scope: Any, stream: Any) -> Any:
             for _ in range(length):
-                stream = stream.unary_notify(pt.Exchange(lambda x: x), "NoopNotify", [], _notify_noop)
+                stream = stream.unary_notify(
+                    pt.Exchange(lambda x: x), "NoopNotify", [], _notify_noop
+                )
             return stream
 
         return build

@@ -19,20 +19,20 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import harness  # noqa: E402
 import idioms  # noqa: E402
 import plotting  # noqa: E402
 
 import pytimely as pt  # noqa: E402
+from pytimely.openloop import merge_results, run_open_loop  # noqa: E402
 
 CHAIN_IDIOMS = ("tokens", "notifications", "watermarks-X", "watermarks-P")
 
 
 def measure(idiom: str, length: int, workers: int, rate: float, q: int, duration: float) -> dict:
     build = idioms.noop_chain(idiom, length)
-    results = pt.execute(lambda w: harness.run_open_loop(w, build, rate, duration, q),
+    results = pt.execute(lambda w: run_open_loop(w, build, rate, duration, q),
                          workers=workers)
-    out = harness.merge_results(results)
+    out = merge_results(results)
     out.update({"idiom": idiom, "length": length, "workers": workers, "rate": rate,
                 "quantum_log2": q})
     return out

@@ -55,7 +55,9 @@ def build_flows(worker, dataflows: int, length: int, interest):
             inp, stream = scope.new_input()
 
             def region(inner):
-                s = stream.enter(inner).unary_frontier(pt.Pipeline, "Stash", stash, interest=interest)
+                s = stream.enter(inner).unary_frontier(
+                    pt.Pipeline, "Stash", stash, interest=interest
+                )
                 for _ in range(length - 1):
                     s = s.filter(lambda x: True)
                 return s.leave()
@@ -86,7 +88,9 @@ def run(worker, dataflows: int, length: int, rounds: int, interest) -> dict:
         for inp in inputs:
             inp.advance_to(r + 1)
         target = probes[r % dataflows]
-        worker.step_while(lambda: target.less_than(r + 1) or any(p.less_than(r + 1) for p in probes))
+        worker.step_while(
+            lambda: target.less_than(r + 1) or any(p.less_than(r + 1) for p in probes)
+        )
         times.append(time.perf_counter() - start)
         steps.append(worker.steps - s0)
     for inp in inputs:

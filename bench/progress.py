@@ -119,7 +119,6 @@ def nested_loop(body: int) -> tuple[Tracker, int]:
 def run(tracker: Tracker, step: Callable[[int], int], seconds: float) -> dict:
     """Call ``step(round)`` (which submits updates and returns how many) then
     ``propagate_all`` until ``seconds`` have passed; count pushed changes."""
-    pushed = tracker.pushed
     rounds = updates = changes = 0
     prop_time = 0.0
     clock = time.perf_counter
@@ -130,8 +129,7 @@ def run(tracker: Tracker, step: Callable[[int], int], seconds: float) -> dict:
         t0 = clock()
         tracker.propagate_all()
         prop_time += clock() - t0
-        changes += len(pushed)
-        pushed.clear()
+        changes += len(tracker.drain_pushed())
         for batch in tracker.output_changes:
             batch.clear()
         rounds += 1
@@ -156,7 +154,7 @@ def bench_chain(n: int, seconds: float) -> dict:
     head = n + 1
     tr.update_source(head, 0, 0, 1)
     tr.propagate_all()
-    tr.pushed.clear()
+    tr.drain_pushed()
 
     def step(r: int) -> int:
         tr.update_source(head, 0, r, -1)
@@ -173,7 +171,7 @@ def bench_chain_noop(n: int, seconds: float) -> dict:
     head = n + 1
     tr.update_source(head, 0, 0, 1)
     tr.propagate_all()
-    tr.pushed.clear()
+    tr.drain_pushed()
 
     def step(r: int) -> int:
         tr.update_source(head, 0, 5 + r, 1)
@@ -190,7 +188,7 @@ def bench_loop_inner(body: int, seconds: float) -> dict:
     tr, _inp, head = loop(body)
     tr.update_source(head, 0, P(0, 0), 1)
     tr.propagate_all()
-    tr.pushed.clear()
+    tr.drain_pushed()
 
     def step(r: int) -> int:
         tr.update_source(head, 0, P(0, r), -1)
@@ -207,7 +205,7 @@ def bench_loop_outer(body: int, seconds: float) -> dict:
     tr, inp, head = loop(body)
     tr.update_source(inp, 0, P(0, 0), 1)
     tr.propagate_all()
-    tr.pushed.clear()
+    tr.drain_pushed()
 
     def step(r: int) -> int:
         tr.update_source(inp, 0, P(r, 0), -1)
@@ -225,7 +223,7 @@ def bench_nested(body: int, seconds: float) -> dict:
     state = {"t": P(P(0, 0), 0)}
     tr.update_source(holder, 0, state["t"], 1)
     tr.propagate_all()
-    tr.pushed.clear()
+    tr.drain_pushed()
 
     def step(r: int) -> int:
         old = state["t"]

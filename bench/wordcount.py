@@ -127,7 +127,7 @@ def _forward(cap, info):
 
     def logic(inp, out):
         for t, b in inp.drain_batches():
-            out._push(t, b)
+            out.forward(t, b)
 
     return logic
 
@@ -142,7 +142,9 @@ def main(argv: list[str] | None = None) -> dict:
     results = [run(args.words, args.batch, args.columnar, int(w)) for w in args.workers.split(",")]
     out = {"benchmark": "wordcount", "python": sys.version.split()[0], "results": results}
     if len(results) >= 2:
-        out["speedup_2_over_1"] = round(results[1]["records_per_s"] / results[0]["records_per_s"], 2)
+        out["speedup_2_over_1"] = round(
+            results[1]["records_per_s"] / results[0]["records_per_s"], 2
+        )
     out["targets"] = {"records_per_s_1_worker": 3_000_000, "speedup_2_over_1": 1.7}
     print(json.dumps(out, indent=2))
     return out

@@ -14,65 +14,40 @@ With several workers, each round is a barrier between them.
     $ python examples/barrier.py 100000 -w 2
 """
 
-from __future__ import annotations
-
-import sys
 import time
-from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytimely as pt
-from pytimely.communication.launch import parse_args
 
 
-def run(
-    iterations: int = 100,
-    workers: int = 1,
-    argv: Sequence[str] | None = None,
-    out: Callable[[str], Any] | None = None,
-) -> list[dict[str, Any]]:
-    """Returns, per worker: ``notified`` (the times, in delivery order), ``most_per_call`` (the
-    most notifications delivered in one invocation) and ``invocations``."""
+def barrier(worker: pt.Worker, iterations: int) -> None:
+    delivered = most_per_call = 0
 
-    def work(worker: pt.Worker) -> dict[str, Any]:
-        stats: dict[str, Any] = {"notified": [], "most_per_call": 0, "invocations": 0}
+    def logic(input: Any, output: Any, notificator: pt.Notificator) -> None:
+        nonlocal delivered, most_per_call
+        now = 0
+        for cap in notificator:
+            now += 1
+            if cap.time + 1 < iterations:
+                notificator.notify_at(cap.delayed(cap.time + 1))
+            cap.drop()
+        delivered += now
+        most_per_call = max(most_per_call, now)
 
-        def barrier(input: Any, output: Any, notificator: pt.Notificator) -> None:
-            stats["invocations"] += 1
-            delivered = 0
-            for cap in notificator:
-                delivered += 1
-                t = cap.time
-                stats["notified"].append(t)
-                if t + 1 < iterations:
-                    notificator.notify_at(cap.delayed(t + 1))
-                cap.drop()
-            stats["most_per_call"] = max(stats["most_per_call"], delivered)
+    def build(scope: pt.Scope) -> None:
+        handle, stream = scope.feedback(1)
+        initial = [t for t in (0, 1) if t < iterations]
+        stream.unary_notify(pt.Pipeline, "Barrier", initial, logic).connect_loop(handle)
 
-        def build(scope: pt.Scope) -> None:
-            handle, stream = scope.feedback(1)
-            initial = [t for t in (0, 1) if t < iterations]
-            stream.unary_notify(pt.Pipeline, "Barrier", initial, barrier).connect_loop(handle)
-
-        start = time.perf_counter()
-        worker.dataflow(build)
-        worker.run()
-        if out is not None:
-            elapsed = time.perf_counter() - start
-            out(f"worker {worker.index}: {iterations} iterations in {elapsed:.3f}s "
-                f"({1e6 * elapsed / max(iterations, 1):.1f} us/iteration)")
-        return stats
-
-    if argv is not None:
-        return pt.execute_from_args(work, argv)
-    return pt.execute(work, workers=workers)
-
-
-def main(argv: Sequence[str] | None = None) -> list[dict[str, Any]]:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    free = parse_args(argv, usage=__doc__).free
-    return run(int(free[0]) if free else 100, argv=argv, out=print)
+    start = time.perf_counter()
+    worker.dataflow(build)
+    worker.run()
+    elapsed = time.perf_counter() - start
+    print(f"worker {worker.index}: {delivered} notifications, at most {most_per_call} per call, "
+          f"in {elapsed:.3f}s ({1e6 * elapsed / max(iterations, 1):.1f} us/iteration)")
 
 
 if __name__ == "__main__":
-    main()
+    words = pt.args()
+    iterations = int(words[0]) if words else 100
+    pt.execute_from_args(lambda worker: barrier(worker, iterations))

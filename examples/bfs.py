@@ -17,15 +17,11 @@ loop drains when a depth proposes only visited nodes.
     $ python examples/bfs.py 100000 200000 -w 2
 """
 
-from __future__ import annotations
-
 import random
-import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import pytimely as pt
-from pytimely.communication.launch import parse_args
 
 
 def random_edges(nodes: int, edges: int, seed: int = 0) -> list[tuple[int, int]]:
@@ -87,49 +83,26 @@ def _bfs_logic() -> Callable:
     return logic
 
 
-def run(
-    nodes: int = 1000,
-    edges: int = 2000,
-    root: int = 0,
-    seed: int = 0,
-    workers: int = 1,
-    argv: Sequence[str] | None = None,
-    out: Callable[[str], Any] | None = None,
-) -> dict[int, int]:
-    """Returns ``{node: depth}`` for the nodes reachable from ``root`` (all workers merged)."""
-    graph = random_edges(nodes, edges, seed)
+def main() -> None:
+    words = pt.args()
+    nodes = int(words[0]) if words else 1000
+    graph = random_edges(nodes, int(words[1]) if len(words) > 1 else 2 * nodes)
 
     def work(worker: pt.Worker) -> list[tuple[int, int]]:
         found: list[tuple[int, int]] = []
 
         def build(scope: pt.Scope) -> None:
             mine = scope.to_stream(graph[worker.index :: worker.peers])
-            roots = scope.to_stream([root] if worker.index == 0 else [])
+            roots = scope.to_stream([0] if worker.index == 0 else [])
             bfs(scope, mine, roots).inspect(found.append)
 
         worker.dataflow(build)
         return found
 
-    per_worker = pt.execute_from_args(work, argv) if argv is not None else pt.execute(
-        work, workers=workers
-    )
-    depths = dict(pair for found in per_worker for pair in found)
-    if out is not None:
-        by_depth: dict[int, int] = {}
-        for depth in depths.values():
-            by_depth[depth] = by_depth.get(depth, 0) + 1
-        for depth in sorted(by_depth):
-            out(f"depth {depth}:\t{by_depth[depth]} nodes")
-        out(f"reached {len(depths)} of {nodes} nodes")
-    return depths
-
-
-def main(argv: Sequence[str] | None = None) -> dict[int, int]:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    free = parse_args(argv, usage=__doc__).free
-    nodes = int(free[0]) if free else 1000
-    edges = int(free[1]) if len(free) > 1 else 2 * nodes
-    return run(nodes, edges, argv=argv, out=print)
+    depths = [depth for found in pt.execute_from_args(work) for _node, depth in found]
+    for depth in sorted(set(depths)):
+        print(f"depth {depth}:\t{depths.count(depth)} nodes")
+    print(f"reached {len(depths)} of {nodes} nodes")
 
 
 if __name__ == "__main__":

@@ -13,14 +13,10 @@ forget the sets of completed times; see ``wordcount.py`` for the frontier-driven
     $ python examples/distinct.py 3 -w 2   # three rounds (times 0, 1, 2)
 """
 
-from __future__ import annotations
-
-import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import pytimely as pt
-from pytimely.communication.launch import parse_args
 
 INPUTS = ([0, 1, 2, 2, 2, 3, 3, 4], [0, 0, 3, 4, 4, 5, 7, 7])
 
@@ -49,47 +45,25 @@ def distinct(stream: pt.Stream) -> pt.Stream:
     return stream.unary(pt.Exchange(lambda x: x), "Distinct", constructor)
 
 
-def run(
-    rounds: int = 1,
-    workers: int = 1,
-    argv: Sequence[str] | None = None,
-    out: Callable[[str], Any] | None = None,
-) -> list[dict[int, list[int]]]:
-    """Returns, per worker, ``{time: sorted distinct values that worker emitted}``."""
+def work(worker: pt.Worker, rounds: int) -> None:
+    index = worker.index
 
-    def work(worker: pt.Worker) -> dict[int, list[int]]:
-        index = worker.index
-        emitted: dict[int, list[int]] = {}
+    def build(scope: pt.Scope) -> tuple[pt.InputHandle, pt.ProbeHandle]:
+        handle, stream = scope.new_input()
+        shown = distinct(stream).inspect_time(
+            lambda t, x: print(f"worker {index}:\tvalue {x} at time {t}")
+        )
+        return handle, shown.probe()
 
-        def show(t: int, x: int) -> None:
-            emitted.setdefault(t, []).append(x)
-            if out is not None:
-                out(f"worker {index}:\tvalue {x} at time {t}")
-
-        def build(scope: pt.Scope) -> tuple[pt.InputHandle, pt.ProbeHandle]:
-            handle, stream = scope.new_input()
-            probe = distinct(stream).inspect_time(show).probe()
-            return handle, probe
-
-        handle, probe = worker.dataflow(build)
-        for round_ in range(rounds):
-            if index < len(INPUTS):
-                handle.send_batch(list(INPUTS[index]))
-            handle.advance_to(round_ + 1)
-            worker.step_while(lambda: probe.less_than(handle.time))
-        return {t: sorted(xs) for t, xs in emitted.items()}
-
-    if argv is not None:
-        return pt.execute_from_args(work, argv)
-    return pt.execute(work, workers=workers)
-
-
-def main(argv: Sequence[str] | None = None) -> list[dict[int, list[int]]]:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    free = parse_args(argv, usage=__doc__).free
-    rounds = int(free[0]) if free else 1
-    return run(rounds, argv=argv, out=print)
+    handle, probe = worker.dataflow(build)
+    for round_ in range(rounds):
+        if index < len(INPUTS):
+            handle.send_batch(list(INPUTS[index]))
+        handle.advance_to(round_ + 1)
+        worker.step_while(lambda: probe.less_than(handle.time))
 
 
 if __name__ == "__main__":
-    main()
+    words = pt.args()
+    rounds = int(words[0]) if words else 1
+    pt.execute_from_args(lambda worker: work(worker, rounds))

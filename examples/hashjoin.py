@@ -15,16 +15,12 @@ the probe between rounds.
     $ python examples/hashjoin.py 100000 1000000 10000 -w 2
 """
 
-from __future__ import annotations
-
 import random
-import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import pytimely as pt
-from pytimely.communication.launch import parse_args
 
 
 def hash_join(left: pt.Stream, right: pt.Stream) -> pt.Stream:
@@ -59,7 +55,10 @@ def hash_join(left: pt.Stream, right: pt.Stream) -> pt.Stream:
     return left.binary(right, by_key, by_key, "HashJoin", constructor)
 
 
-def generate(keys: int, vals: int, seed: int) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+Pairs = list[tuple[int, int]]
+
+
+def generate(keys: int, vals: int, seed: int) -> tuple[Pairs, Pairs]:
     """The two sides: ``vals`` pairs each, keys drawn from ``range(keys)``."""
     rng = random.Random(seed)
     left = [(rng.randrange(keys), rng.randrange(1 << 30)) for _ in range(vals)]
@@ -67,57 +66,38 @@ def generate(keys: int, vals: int, seed: int) -> tuple[list[tuple[int, int]], li
     return left, right
 
 
-def run(
-    keys: int = 1000,
-    vals: int = 10000,
-    batch: int = 1000,
-    seed: int = 0,
-    workers: int = 1,
-    argv: Sequence[str] | None = None,
-    out: Callable[[str], Any] | None = None,
-) -> list[tuple[int, int, int]]:
-    """Returns every join result ``(key, left value, right value)``, all workers merged."""
-    left_all, right_all = generate(keys, vals, seed)
+def main() -> None:
+    words = [int(word) for word in pt.args()]
+    keys, vals, batch = (words + [1000, 10000, 1000][len(words):])[:3]
+    left_all, right_all = generate(keys, vals, seed=0)
 
-    def work(worker: pt.Worker) -> list[tuple[int, int, int]]:
-        results: list[tuple[int, int, int]] = []
+    def work(worker: pt.Worker) -> int:
+        results = 0
 
-        def build(scope: pt.Scope) -> tuple[Any, Any, pt.ProbeHandle]:
+        def count(_t: int, batch: list[Any]) -> None:
+            nonlocal results
+            results += len(batch)
+
+        def build(scope: pt.Scope) -> tuple[pt.InputHandle, pt.InputHandle, pt.ProbeHandle]:
             in1, left = scope.new_input()
             in2, right = scope.new_input()
-            probe = hash_join(left, right).inspect_batch(lambda t, b: results.extend(b)).probe()
-            return in1, in2, probe
+            return in1, in2, hash_join(left, right).inspect_batch(count).probe()
 
         in1, in2, probe = worker.dataflow(build)
-        left, right = left_all[worker.index :: worker.peers], right_all[worker.index :: worker.peers]
+        left = left_all[worker.index :: worker.peers]
+        right = right_all[worker.index :: worker.peers]
         start = time.perf_counter()
-        offsets = range(0, max(len(left), len(right)), batch)
-        for round_, offset in enumerate(offsets, start=1):
+        for round_, offset in enumerate(range(0, max(len(left), len(right)), batch), start=1):
             in1.send_batch(left[offset : offset + batch])
             in2.send_batch(right[offset : offset + batch])
             in1.advance_to(round_)
             in2.advance_to(round_)
             worker.step_while(lambda: probe.less_than(in1.time))
-            if out is not None:
-                out(f"{time.perf_counter() - start:.3f}s\tworker {worker.index} batch {round_} "
-                    f"complete ({len(results)} results so far)")
+            print(f"{time.perf_counter() - start:.3f}s\tworker {worker.index} batch {round_} "
+                  f"complete ({results} results so far)")
         return results
 
-    per_worker = pt.execute_from_args(work, argv) if argv is not None else pt.execute(
-        work, workers=workers
-    )
-    return [r for got in per_worker for r in got]
-
-
-def main(argv: Sequence[str] | None = None) -> list[tuple[int, int, int]]:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    free = parse_args(argv, usage=__doc__).free
-    keys = int(free[0]) if free else 1000
-    vals = int(free[1]) if len(free) > 1 else 10000
-    batch = int(free[2]) if len(free) > 2 else 1000
-    results = run(keys, vals, batch, argv=argv, out=print)
-    print(f"{len(results)} join results")
-    return results
+    print(f"{sum(pt.execute_from_args(work))} join results")
 
 
 if __name__ == "__main__":

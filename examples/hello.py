@@ -10,57 +10,26 @@ complete everywhere — the pattern of every interactive timely program.
     $ python examples/hello.py 100 -w 2   # 100 rounds
 """
 
-from __future__ import annotations
-
-import sys
-from collections.abc import Callable, Sequence
-from typing import Any
-
 import pytimely as pt
-from pytimely.communication.launch import parse_args
 
 
-def run(
-    rounds: int = 10,
-    workers: int = 1,
-    argv: Sequence[str] | None = None,
-    out: Callable[[str], Any] | None = None,
-) -> list[list[tuple[int, int]]]:
-    """Returns, per worker, the ``(round, record)`` pairs it saw, in the order it saw them."""
+def hello(worker: pt.Worker, rounds: int) -> None:
+    index = worker.index
 
-    def work(worker: pt.Worker) -> list[tuple[int, int]]:
-        index = worker.index
-        seen: list[tuple[int, int]] = []
+    def build(scope: pt.Scope) -> tuple[pt.InputHandle, pt.ProbeHandle]:
+        handle, stream = scope.new_input()
+        shown = stream.exchange(lambda x: x).inspect(lambda x: print(f"worker {index}:\thello {x}"))
+        return handle, shown.probe()
 
-        def hello(t: int, x: int) -> None:
-            seen.append((t, x))
-            if out is not None:
-                out(f"worker {index}:\thello {x}")
-
-        def build(scope: pt.Scope) -> tuple[pt.InputHandle, pt.ProbeHandle]:
-            handle, stream = scope.new_input()
-            probe = stream.exchange(lambda x: x).inspect_time(hello).probe()
-            return handle, probe
-
-        handle, probe = worker.dataflow(build)
-        for round_ in range(rounds):
-            if index == 0:
-                handle.send(round_)
-            handle.advance_to(round_ + 1)
-            worker.step_while(lambda: probe.less_than(handle.time))
-        return seen
-
-    if argv is not None:
-        return pt.execute_from_args(work, argv)
-    return pt.execute(work, workers=workers)
-
-
-def main(argv: Sequence[str] | None = None) -> list[list[tuple[int, int]]]:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    free = parse_args(argv, usage=__doc__).free
-    rounds = int(free[0]) if free else 10
-    return run(rounds, argv=argv, out=print)
+    handle, probe = worker.dataflow(build)
+    for round_ in range(rounds):
+        if index == 0:
+            handle.send(round_)
+        handle.advance_to(round_ + 1)
+        worker.step_while(lambda: probe.less_than(handle.time))
 
 
 if __name__ == "__main__":
-    main()
+    words = pt.args()
+    rounds = int(words[0]) if words else 10
+    pt.execute_from_args(lambda worker: hello(worker, rounds))

@@ -14,14 +14,10 @@ says the round left the loop.
     $ python examples/loopdemo.py 3 1000 -w 2   # 3 rounds of 1000 numbers on 2 workers
 """
 
-from __future__ import annotations
-
-import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import pytimely as pt
-from pytimely.communication.launch import parse_args
 
 
 def collatz_steps(scope: pt.Scope, starts: pt.Stream) -> pt.Stream:
@@ -53,52 +49,30 @@ def _with_iteration(capability: pt.Capability, info: pt.OperatorInfo) -> Callabl
     return logic
 
 
-def run(
-    rounds: int = 5,
-    per_round: int = 20,
-    workers: int = 1,
-    argv: Sequence[str] | None = None,
-    out: Callable[[str], Any] | None = None,
-) -> list[list[tuple[int, int, int]]]:
-    """Round ``r`` sends ``r*per_round+1 .. (r+1)*per_round`` (split between workers).
-    Returns, per worker, the ``(round, start, steps)`` it saw leave the loop."""
+def work(worker: pt.Worker, rounds: int, per_round: int) -> None:
+    index, peers = worker.index, worker.peers
+    steps: dict[int, list[int]] = {}  # round -> steps of the numbers that finished
 
-    def work(worker: pt.Worker) -> list[tuple[int, int, int]]:
-        index, peers = worker.index, worker.peers
-        seen: list[tuple[int, int, int]] = []
+    def build(scope: pt.Scope) -> tuple[pt.InputHandle, pt.ProbeHandle]:
+        handle, starts = scope.new_input()
+        finished = collatz_steps(scope, starts).inspect_time(
+            lambda t, pair: steps.setdefault(t, []).append(pair[1])
+        )
+        return handle, finished.probe()
 
-        def show(t: int, pair: tuple[int, int]) -> None:
-            seen.append((t, pair[0], pair[1]))
-
-        def build(scope: pt.Scope) -> tuple[pt.InputHandle, pt.ProbeHandle]:
-            handle, starts = scope.new_input()
-            probe = collatz_steps(scope, starts).inspect_time(show).probe()
-            return handle, probe
-
-        handle, probe = worker.dataflow(build)
-        for round_ in range(rounds):
-            first = round_ * per_round + 1
-            handle.send_batch(list(range(first + index, first + per_round, peers)))
-            handle.advance_to(round_ + 1)
-            worker.step_while(lambda: probe.less_than(handle.time))
-            if out is not None:
-                mine = [s for t, _n, s in seen if t == round_]
-                longest = max(mine, default=0)
-                out(f"worker {index}:\tround {round_}: {len(mine)} numbers, longest {longest} steps")
-        return seen
-
-    if argv is not None:
-        return pt.execute_from_args(work, argv)
-    return pt.execute(work, workers=workers)
-
-
-def main(argv: Sequence[str] | None = None) -> list[list[tuple[int, int, int]]]:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    free = parse_args(argv, usage=__doc__).free
-    rounds = int(free[0]) if free else 5
-    per_round = int(free[1]) if len(free) > 1 else 20
-    return run(rounds, per_round, argv=argv, out=print)
+    handle, probe = worker.dataflow(build)
+    for round_ in range(rounds):
+        first = round_ * per_round + 1
+        handle.send_batch(list(range(first + index, first + per_round, peers)))
+        handle.advance_to(round_ + 1)
+        worker.step_while(lambda: probe.less_than(handle.time))
+        mine = steps.pop(round_, [])
+        longest = max(mine, default=0)
+        print(f"worker {index}:\tround {round_}: {len(mine)} numbers, longest {longest} steps")
 
 
 if __name__ == "__main__":
-    main()
+    words = pt.args()
+    rounds = int(words[0]) if words else 5
+    per_round = int(words[1]) if len(words) > 1 else 20
+    pt.execute_from_args(lambda worker: work(worker, rounds, per_round))

@@ -20,15 +20,11 @@ that is what lets the loop, and then the dataflow, complete.
     $ python examples/pagerank.py 10000 40000 10 -w 2
 """
 
-from __future__ import annotations
-
 import random
-import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import pytimely as pt
-from pytimely.communication.launch import parse_args
 
 DAMPING = 0.85
 
@@ -110,17 +106,11 @@ def _pagerank_constructor(iterations: int) -> Callable:
     return constructor
 
 
-def run(
-    nodes: int = 1000,
-    edges: int = 4000,
-    iterations: int = 20,
-    seed: int = 0,
-    workers: int = 1,
-    argv: Sequence[str] | None = None,
-    out: Callable[[str], Any] | None = None,
-) -> dict[int, float]:
-    """Returns ``{node: rank}`` for every node (all workers merged)."""
-    graph = random_edges(nodes, edges, seed)
+def main() -> None:
+    words = pt.args()
+    nodes = int(words[0]) if words else 1000
+    graph = random_edges(nodes, int(words[1]) if len(words) > 1 else 4 * nodes)
+    iterations = int(words[2]) if len(words) > 2 else 20
 
     def work(worker: pt.Worker) -> list[tuple[int, float]]:
         ranks: list[tuple[int, float]] = []
@@ -132,26 +122,11 @@ def run(
         worker.dataflow(build)
         return ranks
 
-    per_worker = pt.execute_from_args(work, argv) if argv is not None else pt.execute(
-        work, workers=workers
-    )
-    ranks = dict(pair for got in per_worker for pair in got)
-    if out is not None:
-        top = sorted(ranks.items(), key=lambda kv: -kv[1])[:5]
-        out(f"{len(ranks)} nodes after {iterations} iterations; total rank "
-            f"{sum(ranks.values()):.3f}")
-        for node, rank in top:
-            out(f"node {node}:\t{rank:.4f}")
-    return ranks
-
-
-def main(argv: Sequence[str] | None = None) -> dict[int, float]:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    free = parse_args(argv, usage=__doc__).free
-    nodes = int(free[0]) if free else 1000
-    edges = int(free[1]) if len(free) > 1 else 4 * nodes
-    iterations = int(free[2]) if len(free) > 2 else 20
-    return run(nodes, edges, iterations, argv=argv, out=print)
+    ranks = [pair for got in pt.execute_from_args(work) for pair in got]
+    print(f"{len(ranks)} nodes after {iterations} iterations; total rank "
+          f"{sum(rank for _node, rank in ranks):.3f}")
+    for node, rank in sorted(ranks, key=lambda pair: (-pair[1], pair[0]))[:5]:
+        print(f"node {node}:\t{rank:.4f}")
 
 
 if __name__ == "__main__":

@@ -14,15 +14,10 @@ memory is bounded by the users active within the last ``gap``.
     $ python examples/sessionization.py 5000 50 8 -w 2  # on two workers
 """
 
-from __future__ import annotations
-
 import random
-import sys
-from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytimely as pt
-from pytimely.communication.launch import parse_args
 
 Session = tuple[Any, int, int, int]  # (user, start, end, clicks)
 
@@ -68,73 +63,26 @@ def make_clicks(events: int, users: int, seed: int = 0) -> list[tuple[int, int]]
     return clicks
 
 
-def plain_sessions(clicks: Sequence[tuple[int, int]], gap: int) -> list[Session]:
-    """The sessions computed directly (for the tests)."""
-    open_: dict[int, list[int]] = {}
-    done = []
-    for t, user in sorted(clicks, key=lambda c: c[0]):
-        s = open_.get(user)
-        if s is not None and t - s[1] >= gap:
-            done.append((user, s[0], s[1] + gap, s[2]))
-            s = None
-        if s is None:
-            open_[user] = [t, t, 1]
-        else:
-            s[1], s[2] = t, s[2] + 1
-    done.extend((user, s[0], s[1] + gap, s[2]) for user, s in open_.items())
-    return sorted(done)
+def work(worker: pt.Worker, clicks: list[tuple[int, int]], gap: int) -> None:
+    def show(t: int, session: Session) -> None:
+        user, start, end, count = session
+        print(f"user {user}: [{start}, {end}) {count} clicks, at {t}")
 
+    def build(scope: pt.Scope) -> pt.InputHandle:
+        handle, stream = scope.new_input()
+        sessionize(stream, gap).inspect_time(show)
+        return handle
 
-def run(
-    events: int = 1000,
-    users: int = 20,
-    gap: int = 10,
-    workers: int = 1,
-    argv: Sequence[str] | None = None,
-    out: Callable[[str], Any] | None = None,
-    clicks: Sequence[tuple[int, Any]] | None = None,
-) -> list[list[tuple[int, Session]]]:
-    """Worker ``w`` sends clicks ``w, w + W, ...`` of ``clicks`` (default
-    :func:`make_clicks`), ``(time, user)`` in time order, at their times.  Returns, per worker,
-    the ``(time, session)`` records it emitted."""
-    if clicks is None:
-        clicks = make_clicks(events, users)
-
-    def work(worker: pt.Worker) -> list[tuple[int, Session]]:
-        seen: list[tuple[int, Session]] = []
-
-        def show(t: int, session: Session) -> None:
-            seen.append((t, session))
-            if out is not None:
-                out(f"user {session[0]}: [{session[1]}, {session[2]}) {session[3]} clicks")
-
-        def build(scope: pt.Scope) -> tuple[pt.InputHandle, pt.ProbeHandle]:
-            handle, clicks = scope.new_input()
-            probe = sessionize(clicks, gap).inspect_time(show).probe()
-            return handle, probe
-
-        handle, probe = worker.dataflow(build)
-        mine = clicks[worker.index :: worker.peers]
-        for t, user in mine:
-            if t > handle.time:
-                handle.advance_to(t)
-                worker.step()
-            handle.send((user, t))
-        handle.close()
-        worker.run()
-        return seen
-
-    if argv is not None:
-        return pt.execute_from_args(work, argv)
-    return pt.execute(work, workers=workers)
-
-
-def main(argv: Sequence[str] | None = None) -> list[list[tuple[int, Session]]]:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    free = [int(word) for word in parse_args(argv, usage=__doc__).free]
-    events, users, gap = (free + [1000, 20, 10][len(free):])[:3]
-    return run(events, users, gap, argv=argv, out=print)
+    handle = worker.dataflow(build)
+    for t, user in clicks[worker.index :: worker.peers]:
+        if t > handle.time:
+            handle.advance_to(t)
+            worker.step()
+        handle.send((user, t))
 
 
 if __name__ == "__main__":
-    main()
+    words = [int(word) for word in pt.args()]
+    events, users, gap = (words + [1000, 20, 10][len(words):])[:3]
+    clicks = make_clicks(events, users)
+    pt.execute_from_args(lambda worker: work(worker, clicks, gap))

@@ -8,37 +8,9 @@ record as it flows past.
     $ python examples/simple.py 20       # seen: 0 ... seen: 19
 """
 
-from __future__ import annotations
-
-import argparse
-import sys
-from collections.abc import Callable, Sequence
-from typing import Any
-
 import pytimely as pt
 
-
-def run(count: int = 10, out: Callable[[str], Any] | None = None) -> list[int]:
-    """Inspect ``range(count)``; returns the records in the order they were seen."""
-    seen: list[int] = []
-
-    def look(x: int) -> None:
-        seen.append(x)
-        if out is not None:
-            out(f"seen: {x}")
-
-    pt.example(lambda scope: scope.to_stream(range(count)).inspect(look))
-    return seen
-
-
-def main(argv: Sequence[str] | None = None) -> list[int]:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("count", nargs="?", type=int, default=10, help="numbers to inspect")
-    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
-    return run(args.count, out=print)
-
-
 if __name__ == "__main__":
-    main()
+    words = pt.args()
+    count = int(words[0]) if words else 10
+    pt.example(lambda scope: scope.to_stream(range(count)).inspect(lambda x: print(f"seen: {x}")))

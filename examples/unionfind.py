@@ -11,15 +11,11 @@ which the components follow.
     $ python examples/unionfind.py 100000 150000 -w 2
 """
 
-from __future__ import annotations
-
 import random
-import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytimely as pt
-from pytimely.communication.launch import parse_args
 
 
 def random_edges(nodes: int, edges: int, seed: int = 0) -> list[tuple[int, int]]:
@@ -89,16 +85,10 @@ def components(forest: Sequence[tuple[int, int]], nodes: int) -> list[int]:
     return label
 
 
-def run(
-    nodes: int = 1000,
-    edges: int = 1500,
-    seed: int = 0,
-    workers: int = 1,
-    argv: Sequence[str] | None = None,
-    out: Callable[[str], Any] | None = None,
-) -> list[tuple[int, int]]:
-    """Returns the spanning forest found (all of it ends up on worker 0)."""
-    graph = random_edges(nodes, edges, seed)
+def main() -> None:
+    words = pt.args()
+    nodes = int(words[0]) if words else 1000
+    graph = random_edges(nodes, int(words[1]) if len(words) > 1 else nodes * 3 // 2)
 
     def work(worker: pt.Worker) -> list[tuple[int, int]]:
         forest: list[tuple[int, int]] = []
@@ -110,22 +100,9 @@ def run(
         worker.dataflow(build)
         return forest
 
-    per_worker = pt.execute_from_args(work, argv) if argv is not None else pt.execute(
-        work, workers=workers
-    )
-    forest = [edge for got in per_worker for edge in got]
-    if out is not None:
-        count = len(set(components(forest, nodes)))
-        out(f"{len(forest)} spanning edges; {count} components among {nodes} nodes")
-    return forest
-
-
-def main(argv: Sequence[str] | None = None) -> list[tuple[int, int]]:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    free = parse_args(argv, usage=__doc__).free
-    nodes = int(free[0]) if free else 1000
-    edges = int(free[1]) if len(free) > 1 else nodes * 3 // 2
-    return run(nodes, edges, argv=argv, out=print)
+    forest = [edge for got in pt.execute_from_args(work) for edge in got]
+    count = len(set(components(forest, nodes)))
+    print(f"{len(forest)} spanning edges; {count} components among {nodes} nodes")
 
 
 if __name__ == "__main__":

@@ -18,14 +18,10 @@ changes only then (``FrontierInterest.IF_CAPABILITY``).
     $ python examples/wordcount.py 5            # five rounds
 """
 
-from __future__ import annotations
-
-import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import pytimely as pt
-from pytimely.communication.launch import parse_args
 
 
 def word_count(stream: pt.Stream) -> pt.Stream:
@@ -66,49 +62,21 @@ def word_count(stream: pt.Stream) -> pt.Stream:
     )
 
 
-def run(
-    rounds: int = 10,
-    lines: Sequence[str] = ("round",),
-    workers: int = 1,
-    argv: Sequence[str] | None = None,
-    out: Callable[[str], Any] | None = None,
-) -> list[list[tuple[int, str, int]]]:
-    """Every worker sends ``lines[r % len(lines)]`` in round ``r``.  Returns, per worker, the
-    ``(time, word, count)`` records it emitted, in emission order."""
+def work(worker: pt.Worker, rounds: int, lines: list[str]) -> None:
+    def build(scope: pt.Scope) -> tuple[pt.InputHandle, pt.ProbeHandle]:
+        handle, text = scope.new_input()
+        words = text.flat_map(lambda line: [(word, 1) for word in line.split()])
+        shown = word_count(words).inspect_time(lambda t, pair: print(f"seen: {pair!r} at {t}"))
+        return handle, shown.probe()
 
-    def work(worker: pt.Worker) -> list[tuple[int, str, int]]:
-        seen: list[tuple[int, str, int]] = []
-
-        def show(t: int, pair: tuple[str, int]) -> None:
-            seen.append((t, pair[0], pair[1]))
-            if out is not None:
-                out(f"seen: {pair!r}")
-
-        def build(scope: pt.Scope) -> tuple[pt.InputHandle, pt.ProbeHandle]:
-            handle, text = scope.new_input()
-            words = text.flat_map(lambda line: [(word, 1) for word in line.split()])
-            probe = word_count(words).inspect_time(show).probe()
-            return handle, probe
-
-        handle, probe = worker.dataflow(build)
-        for round_ in range(rounds):
-            handle.send(lines[round_ % len(lines)])
-            handle.advance_to(round_ + 1)
-            worker.step_while(lambda: probe.less_than(handle.time))
-        return seen
-
-    if argv is not None:
-        return pt.execute_from_args(work, argv)
-    return pt.execute(work, workers=workers)
-
-
-def main(argv: Sequence[str] | None = None) -> list[list[tuple[int, str, int]]]:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    free = parse_args(argv, usage=__doc__).free
-    rounds = int(free[0]) if free else 10
-    lines = free[1:] or ["round"]
-    return run(rounds, lines, argv=argv, out=print)
+    handle, probe = worker.dataflow(build)
+    for round_ in range(rounds):
+        handle.send(lines[round_ % len(lines)])
+        handle.advance_to(round_ + 1)
+        worker.step_while(lambda: probe.less_than(handle.time))
 
 
 if __name__ == "__main__":
-    main()
+    words = pt.args()
+    rounds = int(words[0]) if words else 10
+    pt.execute_from_args(lambda worker: work(worker, rounds, words[1:] or ["round"]))

@@ -1,9 +1,17 @@
 """pytimely: timely dataflow for Python.
 
 Data carry logical timestamps; operators coordinate through timestamp tokens (capabilities) and
-learn from progress tracking which times may still arrive at their inputs.  See the README for
-a tour, DESIGN.md for the architecture.
+learn from progress tracking which times may still arrive at their inputs, as in Naiad ("Naiad:
+a timely dataflow system", SOSP 2013) and the Rust timely-dataflow crate
+(https://github.com/TimelyDataflow/timely-dataflow).  The user guide is ``docs/`` in the source
+distribution, starting at ``docs/index.md``.
+
+Importing this package imports only numpy (pyarrow when a feature needs it).  Spark support
+(:mod:`pytimely.spark`) and plots need the extras ``pytimely[spark]`` and ``pytimely[plot]``
+and say so when they are missing.
 """
+
+import logging as _logging
 
 from . import errors
 from .dataflow import (
@@ -27,19 +35,34 @@ from .dataflow import (
     UnorderedHandle,
 )
 from .dataflow.operators.keyed import KeyedContext, StateStats
-from .execute import example, execute, execute_from_args
+from .execute import args, example, execute, execute_from_args
 from .order import Product, ProductSummary
 from .progress.operate import FrontierInterest
 from .windows import Session, Sliding, Tumbling
 from .worker import StuckError, Worker
 
+# The one place the version is written: pyproject.toml reads it from here.
 __version__ = "0.1.0"
 
+# Library convention: silent unless the application configures logging ("pytimely.*" loggers:
+# mesh formed, dataflow built / completed, worker failure, stuck, slow steps).
+_logging.getLogger(__name__).addHandler(_logging.NullHandler())
+
+
+def serve_dashboard(worker: Worker, port: int = 8080, host: str = "127.0.0.1",
+                    interval: float = 0.2) -> object:
+    """Serve a live web dashboard of ``worker``; see :func:`pytimely.dashboard.serve_dashboard`
+    (imported on first use: ``http.server`` is not needed otherwise)."""
+    from .dashboard import serve_dashboard as serve
+
+    return serve(worker, port=port, host=host, interval=interval)
+
+
 __all__ = [
-    "errors", "example", "execute", "execute_from_args", "Worker", "StuckError",
+    "args", "errors", "example", "execute", "execute_from_args", "Worker", "StuckError",
     "Product", "ProductSummary", "FrontierInterest",
     "Scope", "Stream", "Capability", "CapabilityRef", "CapabilitySet", "ActivateCapability",
     "Pipeline", "Exchange", "Broadcast", "OperatorBuilder", "OperatorInfo", "Activator",
     "InputHandle", "UnorderedHandle", "ProbeHandle", "CaptureHandle", "LoopHandle", "Notificator",
-    "KeyedContext", "StateStats", "Tumbling", "Sliding", "Session",
+    "KeyedContext", "StateStats", "Tumbling", "Sliding", "Session", "serve_dashboard",
 ]

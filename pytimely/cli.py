@@ -1,15 +1,18 @@
 """The ``pytimely`` command line.
 
     pytimely replay FILE [--inspect] [--no-progress]   inspect or replay a capture file
-    pytimely bench NAME [ARGS...]                      run a benchmark from bench/
-    pytimely demo                                      the main job (see README)
+    pytimely demo [ARGS...]                            the main job (needs pytimely[spark])
+    pytimely graph SCRIPT [-o OUT] [-- ARGS...]        draw the dataflow graph SCRIPT builds
+    pytimely --version
+
+The benchmarks are not part of the installed package: they live in ``bench/`` of a source
+checkout and run with ``make bench`` (or ``python bench/NAME.py``).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import runpy
 import sys
 
 __all__ = ["main"]
@@ -63,31 +66,59 @@ def _replay_and_print(path: str) -> str | None:
     return None
 
 
-def _bench(args: argparse.Namespace) -> int:
-    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    path = os.path.join(here, "bench", f"{args.name}.py")
-    if not os.path.exists(path):
-        names = sorted(f[:-3] for f in os.listdir(os.path.join(here, "bench")) if f.endswith(".py"))
-        print(f"pytimely bench: unknown benchmark {args.name!r}; have: {', '.join(names)}",
-              file=sys.stderr)
+def _graph(args: argparse.Namespace) -> int:
+    """Write a picture of the dataflows ``args.script`` builds (see :mod:`pytimely.graph_tool`)."""
+    from .graph import operators
+    from .graph_tool import graph_of_script, write_picture
+
+    if not os.path.exists(args.script):
+        print(f"pytimely graph: no such file: {args.script}", file=sys.stderr)
         return 2
-    sys.argv = [path, *args.args]
-    runpy.run_path(path, run_name="__main__")
+    out = args.output or os.path.splitext(os.path.basename(args.script))[0] + ".svg"
+    try:
+        description = graph_of_script(args.script, args.function, args.args)
+        made_by = write_picture(description, out, use_graphviz=not args.no_graphviz)
+    except (ValueError, RuntimeError) as exc:
+        print(f"pytimely graph: {exc}", file=sys.stderr)
+        return 2
+    ops = len(operators(description))
+    print(f"pytimely graph: wrote {out} ({ops} operators; {made_by})", file=sys.stderr)
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the ``pytimely`` command with ``argv`` (default: the process' arguments); returns the
+    exit status."""
+    from . import __version__
+
     parser = argparse.ArgumentParser(prog="pytimely", description="timely dataflow for Python")
+    parser.add_argument("--version", action="version", version=f"pytimely {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     rp = sub.add_parser("replay", help="inspect or replay a capture file")
     rp.add_argument("file")
     rp.add_argument("--inspect", action="store_true", help="print events/records per time")
     rp.add_argument("--no-progress", action="store_true", help="no progress bar")
-    bp = sub.add_parser("bench", help="run a benchmark from bench/")
-    bp.add_argument("name")
-    bp.add_argument("args", nargs=argparse.REMAINDER)
-    sub.add_parser("demo", help="run the main job")
-    args = parser.parse_args(argv)
+    sub.add_parser(
+        "demo",
+        help="run the main job (needs pytimely[spark])",
+        description="The main job; any further options are the demo's own "
+        "(python -m pytimely.demo --help lists them).",
+    )
+    gp = sub.add_parser(
+        "graph", help="draw the dataflow graph a script builds (without running it)"
+    )
+    gp.add_argument("script")
+    gp.add_argument("-o", "--output", help="out.svg|png|html|dot|json|mmd (default: SCRIPT.svg)")
+    gp.add_argument(
+        "--function",
+        help="build one dataflow with this function of the script "
+        "(taking a scope) instead of running the script until its first step",
+    )
+    gp.add_argument("--no-graphviz", action="store_true", help="use pytimely's own SVG layout")
+    gp.add_argument("args", nargs="*", help="arguments for the script (after --)")
+    args, rest = parser.parse_known_args(argv)
+    if rest and args.command != "demo":
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
     if args.command == "replay":
         try:
             return _replay(args)
@@ -96,11 +127,24 @@ def main(argv: list[str] | None = None) -> int:
                 sys.stderr.close()
                 return 0
             raise
-    if args.command == "bench":
-        return _bench(args)
+    if args.command == "graph":
+        return _graph(args)
+    return _demo(rest)
+
+
+def _demo(args: list[str]) -> int:
+    """The main job with ``args`` (``pytimely demo --help`` lists them); without pyspark, one
+    line on stderr naming the extra to install, exit status 2."""
+    from ._extras import MissingExtraError, require
+
+    try:
+        require("pytimely demo", "pyspark", "pandas", extra="spark")
+    except MissingExtraError as exc:
+        print(f"pytimely demo: {exc}", file=sys.stderr)
+        return 2
     from .demo import main as demo_main
 
-    return demo_main()
+    return demo_main(args)
 
 
 if __name__ == "__main__":

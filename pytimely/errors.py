@@ -1,10 +1,18 @@
-"""The exceptions pytimely raises.  Everything derives from :class:`TimelyError`.
+"""The exceptions pytimely raises.  Everything derives from :class:`TimelyError`, except
+:class:`UnroutableKey`, which is a ``TypeError`` about the user's key.
 
 Messages name the operator (and its address in the dataflow) whenever one is involved, and say
-what to do about the problem where we can tell.
+what to do about the problem where we can tell.  :func:`failure_report` is how a supervisor
+(local processes or Spark tasks) learns which worker to blame for a :class:`WorkerFailure`.
+
+The exceptions stay importable from the modules that raise them (``pytimely.worker``,
+``pytimely.communication``, ...).
 """
 
 from __future__ import annotations
+
+import traceback
+from typing import Any
 
 __all__ = [
     "TimelyError",
@@ -21,6 +29,11 @@ __all__ = [
     "CaptureError",
     "TruncatedCapture",
     "CaptureFileExists",
+    "ConfigError",
+    "HandshakeRejected",
+    "HandshakeTimeout",
+    "UnroutableKey",
+    "failure_report",
 ]
 
 
@@ -69,12 +82,69 @@ class WorkerFailure(TimelyError):
         self.worker = worker
 
 
+def failure_report(index: int, exc: BaseException, prefix: str = "") -> dict[str, Any]:
+    """What worker ``index`` tells its supervisor about the exception ``exc`` that ended it.
+
+    A :class:`WorkerFailure` naming *another* worker anywhere in ``exc``'s chain (``__cause__``,
+    or ``__context__`` unless suppressed by ``raise ... from None``) means "not my fault": the
+    report is *relayed* and blames that worker.  A chain ended by ``from None`` (say a
+    :class:`StuckError` that replaces the failure it explains) is this worker's own error.
+
+    The keys (plain values, so the report pickles and serializes as JSON):
+
+    * ``worker`` -- ``index``; ``origin`` -- the worker to blame (``index`` unless relayed);
+    * ``relayed`` -- ``True`` when another worker's failure ended this one;
+    * ``stuck`` -- ``exc`` is a :class:`StuckError`;
+    * ``summary`` -- ``prefix`` + ``"Type: message"`` of ``exc``;
+    * ``blame`` -- the relayed failure's message, or ``summary`` when not relayed;
+    * ``traceback`` -- ``prefix`` + ``exc``'s formatted traceback.
+
+    >>> failure_report(1, WorkerFailure("worker 0 raised ValueError", worker=0))["origin"]
+    0
+    >>> failure_report(1, ValueError("bad"))["blame"]
+    'ValueError: bad'
+    """
+    blamed: WorkerFailure | None = None
+    link: BaseException | None = exc
+    while link is not None:
+        if isinstance(link, WorkerFailure) and link.worker is not None and link.worker != index:
+            blamed = link
+            break
+        link = link.__cause__ or (None if link.__suppress_context__ else link.__context__)
+    summary = f"{prefix}{type(exc).__name__}: {exc}"
+    return {
+        "worker": index,
+        "origin": index if blamed is None else blamed.worker,
+        "relayed": blamed is not None,
+        "stuck": isinstance(exc, StuckError),
+        "summary": summary,
+        "blame": summary if blamed is None else str(blamed),
+        "traceback": prefix + "".join(traceback.format_exception(exc)),
+    }
+
+
+class ConfigError(TimelyError, ValueError):
+    """Command-line flags or a host file that do not describe a valid set of workers."""
+
+
 class CommunicationError(TimelyError):
     """A connection between workers broke, or carried a malformed frame."""
 
 
 class AuthenticationError(CommunicationError):
     """A peer did not prove knowledge of the shared secret."""
+
+
+class HandshakeRejected(CommunicationError):
+    """The other side closed the connection or sent something that is not a pytimely hello."""
+
+
+class HandshakeTimeout(HandshakeRejected):
+    """The whole handshake did not complete before its deadline."""
+
+
+class UnroutableKey(TypeError):
+    """A key that no worker can route: equal keys could not be guaranteed to meet."""
 
 
 class SerializationError(CommunicationError, TypeError):

@@ -1,4 +1,4 @@
-"""Starting workers: ``example``, ``execute``, ``execute_from_args``.
+"""Starting workers: ``example``, ``execute``, ``execute_from_args``, and ``args``.
 
 ``execute(fn, workers=N)`` runs ``fn(worker)`` on ``N`` workers and returns their results in
 worker order.  One worker runs in the calling thread; several run one per OS process (the GIL
@@ -14,11 +14,28 @@ from typing import Any
 
 from .worker import Worker, activity
 
-__all__ = ["example", "execute", "execute_from_args", "run_worker"]
+__all__ = ["args", "example", "execute", "execute_from_args", "run_worker"]
 
 
-def run_worker(fn: Callable[[Worker], Any], worker: Worker) -> Any:
-    """Run ``fn(worker)``, then close its inputs and finish its dataflows."""
+def run_worker(fn: Callable[[Worker], Any], worker: Worker, dashboard: int | None = None) -> Any:
+    """Run ``fn(worker)``, then close its inputs and finish its dataflows.  ``dashboard``: a
+    port on which worker 0 serves a live dashboard (:func:`pytimely.serve_dashboard`), which
+    shows the error if the run fails."""
+    if dashboard is None or worker.index != 0:
+        return _run(fn, worker)
+    from .dashboard import serve_dashboard
+
+    board = serve_dashboard(worker, port=dashboard)
+    try:
+        result = _run(fn, worker)
+    except Exception as exc:
+        board.report_error(exc)
+        raise
+    board.publish()
+    return result
+
+
+def _run(fn: Callable[[Worker], Any], worker: Worker) -> Any:
     result = fn(worker)
     worker.close_inputs()
     worker.run()
@@ -42,6 +59,7 @@ def execute(
     timeout: float | None = None,
     stuck_after: float | None = None,
     heartbeat_timeout: float | None = None,
+    dashboard: int | None = None,
 ) -> list[Any]:
     """Run ``fn(worker)`` on ``workers`` workers; returns their results in worker order.
 
@@ -62,16 +80,20 @@ def execute(
     frontier on every worker, ``stuck_after`` seconds (default 2) after every worker went idle.
     A worker process that sends nothing for ``heartbeat_timeout`` seconds (default 20, or
     ``$PYTIMELY_HEARTBEAT_TIMEOUT``) — stopped, deadlocked — is a ``WorkerFailure`` naming it.
+
+    ``dashboard=PORT`` serves a live dashboard of worker 0 on ``http://127.0.0.1:PORT/`` (see
+    :func:`pytimely.serve_dashboard`); with one worker it keeps showing the final state, or the
+    error that stopped the run, until the process exits.
     """
     n = processes if processes is not None else workers
     if n < 1:
         raise ValueError("execute(): need at least one worker")
     if n == 1:
-        return [run_worker(fn, Worker())]
+        return [run_worker(fn, Worker(), dashboard)]
     from .communication.launch import run_processes
 
     def body(allocator: Any) -> Any:
-        return run_worker(fn, Worker(allocator, stuck_after=stuck_after))
+        return run_worker(fn, Worker(allocator, stuck_after=stuck_after), dashboard)
 
     return run_processes(
         body,
@@ -89,7 +111,8 @@ def execute_from_args(fn: Callable[[Worker], Any], argv: Sequence[str] | None = 
     started by hand), ``-h/--hostfile`` (one ``host:port`` per process), ``--secret`` (or
     ``PYTIMELY_SECRET``).  Other words are left for the program (``sys.argv`` is not changed).
 
-    In a cluster (``-n N -p I``) the result is ``[fn(worker)]`` for this process only.
+    In a cluster (``-n N -p I``) the result is ``[fn(worker)]`` for this process only.  The
+    program's own words are :func:`args`.
     """
     from .communication.launch import connect_from_config, parse_args
 
@@ -104,3 +127,20 @@ def execute_from_args(fn: Callable[[Worker], Any], argv: Sequence[str] | None = 
         allocator.close()
         return [result]
     return execute(fn, workers=config.workers, secret=config.secret)
+
+
+def args(argv: Sequence[str] | None = None) -> list[str]:
+    """The program's own command-line words: ``argv`` (default ``sys.argv[1:]``) without
+    timely's flags, which :func:`execute_from_args` reads, in their order.
+
+    ``--help`` prints the running program's docstring followed by timely's flags, and exits
+    with status 0 (note that ``-h`` is timely's host file flag, not help).  So a program reads
+    its arguments with ``pt.args()`` and starts its workers with ``pt.execute_from_args(fn)``:
+
+    >>> import pytimely as pt
+    >>> pt.args(["100", "-w", "2", "--secret", "s3cret", "words.txt"])
+    ['100', 'words.txt']
+    """
+    from .communication.launch import parse_args
+
+    return parse_args(argv).free

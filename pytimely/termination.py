@@ -1,4 +1,5 @@
-"""Global quiescence detection: telling a multi-worker computation that cannot finish from a slow one.
+"""Global quiescence detection: telling a multi-worker computation that cannot finish from a
+slow one.
 
 On one worker, "nothing is active, no timer is pending, and still the dataflow is incomplete"
 means it is stuck.  On several workers a worker with nothing to do may still be sent work by a

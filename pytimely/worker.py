@@ -9,6 +9,12 @@ and ``step_or_park`` sleeps on the communication layer when no dataflow is activ
 Every channel and every scope's progress exchange has an identifier allocated in construction
 order, so all workers that build the same dataflows in the same order agree on them.
 
+What the dataflow layer may ask of its worker — channels, progress exchanges, timed
+activations, input tracking — is the :class:`WorkerServices` protocol (timely's ``AsWorker``);
+scopes, pacts and operators use nothing else of the worker.  A progress batch from another
+worker goes straight to the scope's :class:`~pytimely.progress.broadcast.Progcaster`, which
+wakes the scope; the worker only routes it by channel.
+
 A computation that cannot finish raises :class:`StuckError` instead of hanging: on one worker as
 soon as nothing is active and no timer is pending; on several workers once *every* worker is
 idle and no message is in flight (:mod:`pytimely.termination`), about ``stuck_after`` seconds
@@ -22,26 +28,71 @@ import contextlib
 import gc
 import heapq
 import itertools
+import logging
 import os
 import time as _time
 from collections.abc import Callable, Iterator
 from types import FrameType
-from typing import Any
+from typing import Any, Protocol
 
 from .communication.allocator import Allocator, ThreadAllocator
 from .errors import GraphError, StuckError, WorkerFailure
 from .order import domain_of
 from .progress.broadcast import Progcaster
+from .progress.reachability import Source
 from .termination import STUCK_AFTER, QuiescenceDetector, Status, Verdict
 
-__all__ = ["Worker", "StuckError", "activity", "STRICT_ENV"]
+__all__ = ["Worker", "WorkerServices", "StuckError", "activity", "STRICT_ENV"]
 
 #: Set to ``1`` to make every :class:`Worker` strict (see ``Worker.strict``).
 STRICT_ENV = "PYTIMELY_STRICT"
 
+#: A step that schedules for longer than this many seconds is logged (``Worker.slow_step``).
+SLOW_STEP = 1.0
+
+_log = logging.getLogger(__name__)
+
+
+class WorkerServices(Protocol):
+    """What the dataflow layer (scopes, pacts, operators) may ask of its worker — an internal
+    interface, like timely's ``AsWorker`` trait in ``worker.rs``; user code has no need of it.
+
+    Channel identifiers are allocated in construction order, so every worker that builds the
+    same dataflows in the same order allocates the same identifiers (see the module docstring).
+    """
+
+    index: int
+    peers: int
+    strict: bool
+    allocator: Allocator
+
+    def allocate_channel(self) -> int:
+        """A new channel identifier (for a data exchange or a scope's progress)."""
+        ...
+
+    def register_data_channel(self, channel: int, push: Callable[[Any, Any], None]) -> None:
+        """Deliver the ``(time, batch)`` payloads other workers send on ``channel`` to
+        ``push`` (payloads that arrived earlier are delivered at once)."""
+        ...
+
+    def progcaster(self, channel: int) -> Progcaster:
+        """The progress exchange of one scope on ``channel``: its sends go to every other
+        worker, and what they send on ``channel`` is handed to its ``receive``."""
+        ...
+
+    def activate_after(self, activate: Callable[[], None], delay: float) -> None:
+        """Call ``activate()`` once, at the first step at least ``delay`` seconds from now."""
+        ...
+
+    def track_input(self, handle: Any) -> None:
+        """``handle.close()`` when the worker's inputs are closed (:meth:`Worker.close_inputs`,
+        what leaving :func:`pytimely.execute`'s function does)."""
+        ...
+
 
 class Worker:
-    """Owns dataflows on one thread; see the module docstring."""
+    """Owns dataflows on one thread; see the module docstring.  Implements
+    :class:`WorkerServices` for the dataflows it builds."""
 
     def __init__(
         self,
@@ -79,14 +130,20 @@ class Worker:
         self._timers: list[tuple[float, int, Callable[[], None]]] = []
         self._timer_seq = itertools.count()
         self._inputs: list[Any] = []
+        self._step_observers: list[Callable[[], None]] = []
         self.steps = 0
+        self.slow_step = SLOW_STEP
+        """Seconds of scheduling in one step above which the step is logged as slow (a
+        warning on the ``pytimely.worker`` logger)."""
 
     def __repr__(self) -> str:
         return f"<Worker {self.index} of {self.peers}, {len(self._dataflows)} dataflows>"
 
     # -- building -------------------------------------------------------------------------
 
-    def dataflow(self, fn: Callable[[Any], Any], name: str | None = None, timestamp: Any = int) -> Any:
+    def dataflow(
+        self, fn: Callable[[Any], Any], name: str | None = None, timestamp: Any = int
+    ) -> Any:
         """Build a dataflow with ``fn(scope)``; returns what ``fn`` returns.
 
         ``timestamp`` is the type of the dataflow's times: ``int`` (default) or a user type
@@ -101,7 +158,7 @@ class Worker:
         # The first channel of every dataflow checks that all workers built the same graph:
         # channel ids are allocated in construction order, so a different graph on another
         # worker would otherwise cross-wire channels silently.
-        check_channel = self._allocate_channel()
+        check_channel = self.allocate_channel()
         scope = Scope(self, name, domain_of(timestamp), (index,))
         # Building allocates many long-lived objects and no garbage cycles; the cyclic
         # collector would rescan all of them again and again while we build, and then at every
@@ -112,28 +169,28 @@ class Worker:
         gc.disable()
         try:
             result = fn(scope)
-            subgraph: Subgraph = scope._build()
+            subgraph: Subgraph = scope.build_subgraph()
         finally:
             if collecting:
                 gc.enable()
         if self._freeze_gc:
             gc.freeze()
 
-        def activate() -> None:
-            self._active.add(index)
-
-        subgraph.set_parent_activator(activate)
+        # A dataflow asks to be stepped by adding its index to ``_active`` (cleared in place,
+        # so the bound method stays valid).
+        subgraph.attach(self._active.add, index)
         if self.peers > 1:
-            self._check_same_graph(check_channel, index, name, scope)
+            self._check_same_graph(check_channel, index, name, subgraph)
         self._dataflows[index] = subgraph
         self._names[index] = name
         self._active.add(index)
         # Peers that finish learn what we built, so that one that built more can say so.
         self.allocator.set_farewell({"dataflows": [self._names[i] for i in range(index + 1)]})
+        _log.info("worker %d built dataflow %d (%r)", self.index, index, name)
         return result
 
-    def _check_same_graph(self, channel: int, index: int, name: str, scope: Any) -> None:
-        mine = _fingerprint(scope._subgraph)
+    def _check_same_graph(self, channel: int, index: int, name: str, subgraph: Any) -> None:
+        mine = _fingerprint(subgraph)
         me = self.index
 
         def compare(payload: Any) -> None:
@@ -149,16 +206,17 @@ class Worker:
             if w != me:
                 self.allocator.send(channel, w, (me, mine))
 
-    def _allocate_channel(self) -> int:
+    # -- WorkerServices ---------------------------------------------------------------------
+
+    def allocate_channel(self) -> int:
+        """See :class:`WorkerServices`."""
         channel = self._next_channel
         self._next_channel += 1
         return channel
 
-    def _register_data_channel(self, channel: int, push: Callable[[Any, Any], None]) -> None:
+    def register_data_channel(self, channel: int, push: Callable[[Any, Any], None]) -> None:
+        """See :class:`WorkerServices`."""
         self._register(channel, lambda payload: push(payload[0], payload[1]))
-
-    def _register_progress_channel(self, channel: int, subgraph: Any) -> None:
-        self._register(channel, subgraph.receive_progress)
 
     def _register(self, channel: int, handler: Callable[[Any], None]) -> None:
         self._handlers[channel] = handler
@@ -167,22 +225,28 @@ class Worker:
             for payload in waiting:
                 handler(payload)
 
-    def _progcaster(self, channel: int) -> Progcaster:
+    def progcaster(self, channel: int) -> Progcaster:
+        """See :class:`WorkerServices`."""
         allocator = self.allocator
 
         def send(target: int, batch: Any) -> None:
             allocator.send(channel, target, batch)
 
-        return Progcaster(send, [w for w in range(self.peers) if w != self.index])
+        progcaster = Progcaster(send, [w for w in range(self.peers) if w != self.index])
+        if self.peers > 1:
+            self._register(channel, progcaster.receive)
+        return progcaster
 
-    def _track_input(self, handle: Any) -> None:
+    def track_input(self, handle: Any) -> None:
+        """See :class:`WorkerServices`."""
         self._inputs.append(handle)
 
-    # -- activation -----------------------------------------------------------------------
-
-    def _activate_after(self, fn: Callable[[], None], delay: float) -> None:
-        heapq.heappush(self._timers, (_time.monotonic() + delay, next(self._timer_seq), fn))
+    def activate_after(self, activate: Callable[[], None], delay: float) -> None:
+        """See :class:`WorkerServices`."""
+        heapq.heappush(self._timers, (_time.monotonic() + delay, next(self._timer_seq), activate))
         self.allocator.wake()
+
+    # -- activation -----------------------------------------------------------------------
 
     def _fire_timers(self) -> None:
         timers = self._timers
@@ -230,13 +294,22 @@ class Worker:
             active = sorted(self._active)
             self._active.clear()
             dataflows = self._dataflows
+            started = _time.monotonic()
             for index in active:
                 subgraph = dataflows.get(index)
                 if subgraph is not None and not subgraph.schedule():
                     del dataflows[index]
+                    _log.info("worker %d completed dataflow %d (%r)", self.index, index,
+                              self._names[index])
                     if self._freeze_gc:
                         gc.unfreeze()  # let the collector reclaim the completed graph
+            elapsed = _time.monotonic() - started
+            if elapsed > self.slow_step:
+                _log.warning("worker %d: slow step %d took %.3f s scheduling dataflows %s",
+                             self.index, self.steps, elapsed, active)
         self.allocator.flush()
+        for observe in self._step_observers:
+            observe()
         return bool(self._dataflows)
 
     def step_while(self, condition: Callable[[], bool], timeout: float | None = None) -> None:
@@ -321,11 +394,15 @@ class Worker:
         """Nothing is active and no timer is pending: stuck if this is the only worker; else
         take part in global quiescence detection, raising its verdict."""
         if self._quiescence is None:
-            raise StuckError(alone + "\n" + self.describe())
-        self._check_departed_peers()
-        verdict = self._quiescence.tend(self._status)
-        if verdict is not None:
-            raise _verdict_error(verdict)
+            error: Exception = StuckError(alone + "\n" + self.describe())
+        else:
+            self._check_departed_peers()
+            verdict = self._quiescence.tend(self._status)
+            if verdict is None:
+                return
+            error = _verdict_error(verdict)
+        _log.error("worker %d: %s: %s", self.index, type(error).__name__, error)
+        raise error
 
     def _status(self) -> Status:
         self._receive()  # messages to ourselves, or just arrived, make us busy, not idle
@@ -365,10 +442,34 @@ class Worker:
     # -- introspection --------------------------------------------------------------------
 
     def installed_dataflows(self) -> list[int]:
+        """The indices of the dataflows this worker still runs."""
         return sorted(self._dataflows)
 
-    def has_dataflows(self) -> bool:
-        return bool(self._dataflows)
+    def dataflow_scopes(self) -> list[tuple[int, str, Any]]:
+        """``(index, name, subgraph)`` of every installed dataflow, for introspection
+        (:mod:`pytimely.graph`, the dashboard).  Read them only on this worker's thread."""
+        return [(i, self._names[i], sg) for i, sg in sorted(self._dataflows.items())]
+
+    def graph(self, format: str = "json") -> str:
+        """The graph of every installed dataflow: operators with names and addresses, nested
+        scopes, edges with their pact and feedback edges marked.  ``format``: ``"json"`` (a
+        text of the dict :func:`pytimely.graph.describe` returns), ``"dot"`` (Graphviz),
+        ``"mermaid"`` or ``"svg"``."""
+        from . import graph
+
+        return graph.render(graph.describe(self.dataflow_scopes()), format)
+
+    def observe_steps(self, observer: Callable[[], None]) -> Callable[[], None]:
+        """Call ``observer()`` on this worker's thread at the end of every step (e.g. to publish
+        a snapshot of its state); returns a function that stops it.  Observers must be cheap:
+        they run once per step."""
+        self._step_observers.append(observer)
+
+        def stop() -> None:
+            if observer in self._step_observers:
+                self._step_observers.remove(observer)
+
+        return stop
 
     def statistics(self) -> dict[str, Any]:
         return {
@@ -434,7 +535,7 @@ def _fingerprint(subgraph: Any) -> str:
         tracker = sg.tracker
         parts.append(f"scope {sg.name} {tracker.node_inputs} {tracker.node_outputs}")
         parts.append(repr(tracker.node_names))
-        parts.append(repr([[sorted(t for t, _w in o) for o in node] for node in sg._edge_targets]))
+        parts.append(repr(sg.edge_targets()))
         for child in sg.children:
             if isinstance(child, Subgraph):
                 walk(child)
@@ -454,7 +555,7 @@ def _describe_scope(sg: Any, indent: str, held_only: bool = False, worker: int =
     for loc, t, c in stamps:
         name = sg.tracker.node_names[loc.node]
         whose = ""
-        if type(loc).__name__ == "Source":
+        if isinstance(loc, Source):
             kind, port = "capability", f"output {loc.port}"
             if not held_only and sg.peers > 1:
                 mine = held.get((loc, t), 0)

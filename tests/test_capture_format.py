@@ -938,7 +938,12 @@ def test_parquet_flipped_byte_is_a_capture_error_or_harmless(tmp_path, value_typ
     never wrong events (page checksums) and never a bare TypeError or Arrow error."""
     from pytimely.capture import ParquetReader, ParquetWriter
 
-    evs = [Progress([(0, -1), (1, 1)]), Messages(1, [1, 2, 3]), Messages(1, [4]), Progress([(1, -1)])]
+    evs = [
+        Progress([(0, -1), (1, 1)]),
+        Messages(1, [1, 2, 3]),
+        Messages(1, [4]),
+        Progress([(1, -1)]),
+    ]
     src = tmp_path / "c.parquet"
     with ParquetWriter(src, value_type=value_type) as w:
         for e in evs:

@@ -270,7 +270,10 @@ def test_five_captured_streams_replayed_on_m_workers(five_worker_capture, replay
     results = pt.execute(work, workers=replayers)
     got = sorted((t, x) for res in results for t, recs in res for x in recs)
     expected = sorted(
-        (r, 2 * (x + 100 * r)) for r in range(4) for w in range(5) for x in range(w * 10, w * 10 + 5)
+        (r, 2 * (x + 100 * r))
+        for r in range(4)
+        for w in range(5)
+        for x in range(w * 10, w * 10 + 5)
     )
     assert got == expected
 
@@ -301,7 +304,14 @@ def test_capture_send_and_recv_over_sockets(tmp_path):
     base = next(b for b in (random.randrange(20000, 30000) for _ in range(100)) if free_run(b))
     env = dict(os.environ, PYTHONPATH=root, PYTIMELY_SECRET="capture-example-secret")
     recv = subprocess.Popen(
-        [sys.executable, os.path.join(root, "examples", "capture_recv.py"), "5", str(base), "-w", "3"],
+        [
+            sys.executable,
+            os.path.join(root, "examples", "capture_recv.py"),
+            "5",
+            str(base),
+            "-w",
+            "3",
+        ],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     send = subprocess.run(
         [sys.executable, os.path.join(root, "examples", "capture_send.py"), str(base), "-w", "5"],

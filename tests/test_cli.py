@@ -1,4 +1,4 @@
-"""The ``pytimely`` command line: replay/inspect a capture file, run a benchmark by name."""
+"""The ``pytimely`` command line: replay/inspect a capture file."""
 
 from __future__ import annotations
 
@@ -64,11 +64,9 @@ def test_replay_of_a_torn_file_reports_it(tmp_path):
     assert "trunc" in (done.stdout + done.stderr).lower()
 
 
-def test_missing_file_and_unknown_benchmark_are_clear_errors(tmp_path):
+def test_missing_file_is_a_clear_error(tmp_path):
     done = _cli("replay", str(tmp_path / "nope.ptc"))
     assert done.returncode == 2 and "no such file" in done.stderr
-    done = _cli("bench", "no-such-benchmark")
-    assert done.returncode == 2 and "unknown benchmark" in done.stderr
 
 
 def _frame_ends(path: str) -> list[int]:
@@ -143,7 +141,7 @@ def test_replay_command_exits_nonzero_without_traceback(tmp_path, where):
         assert done.stdout.splitlines() == [f"{r}\t('word', {r})" for r in range(3)]
 
 
-@pytest.mark.parametrize("command", [[], ["replay"], ["bench"], ["demo"]])
+@pytest.mark.parametrize("command", [[], ["replay"], ["demo"]])
 def test_every_subcommand_answers_help(command):
     done = _cli(*command, "--help")
     assert done.returncode == 0, done.stderr

@@ -29,12 +29,12 @@ from pytimely.communication import (
     TcpAllocator,
     ThreadAllocator,
     connect_from_config,
+    mesh,
     parse_args,
     read_hostfile,
     run_processes,
     stable_hash,
     stable_hash_array,
-    tcp,
 )
 from pytimely.communication.handshake import (
     _HELLO,
@@ -899,7 +899,7 @@ def test_mesh_forms_while_100_hostile_callers_hammer_the_listeners():
 
 
 def test_slow_handshake_is_cut_at_its_whole_deadline(monkeypatch):
-    monkeypatch.setattr(tcp, "HANDSHAKE_TIMEOUT", 1.0)
+    monkeypatch.setattr(mesh, "HANDSHAKE_TIMEOUT", 1.0)
     ports = free_ports(2)
     addresses = [("127.0.0.1", p) for p in ports]
     outcome = {}

@@ -1,13 +1,14 @@
-"""Seed 003 in counts, not time: idle regions are not visited when only time moves.
+"""Laziness in counts, not time: idle regions are not visited when only time moves.
 
-The set-up of the seed, scaled down: ``DATAFLOWS`` dataflows, each
+The set-up of Frank McSherry's "Speeding up Timely Dataflow by 100x"
+(https://github.com/frankmcsherry/blog), scaled down: ``DATAFLOWS`` dataflows, each
 
     input -> region { Stash -> Filter ^ LENGTH } -> probe
 
-where ``Stash`` is the frontier-driven operator of DESIGN §3.1 (it holds a capability only
-while it has stashed records) and the filters never care about time.  Each round sends one
-record into one dataflow (round ``r`` feeds dataflow ``r % DATAFLOWS``), advances *every*
-input, and steps until every probe has passed the round.
+where ``Stash`` is a frontier-driven operator (the user guide's "Writing an operator"; it holds
+a capability only while it has stashed records) and the filters never care about time.  Each
+round sends one record into one dataflow (round ``r`` feeds dataflow ``r % DATAFLOWS``),
+advances *every* input, and steps until every probe has passed the round.
 
 We count operator invocations (``OperatorCore.invocations``, ``Subgraph.invocations``) per
 round instead of timing anything:
@@ -16,7 +17,7 @@ round instead of timing anything:
   when only time moves: in the 99 untouched dataflows neither the region nor any operator in it
   runs; in the touched one every filter runs exactly once (for the record);
 * with ``ALWAYS`` on the stash, every region (and its stash) *is* scheduled every round — the
-  taint the seed describes — though the filters of untouched dataflows still do not run.
+  taint the post describes — though the filters of untouched dataflows still do not run.
 """
 
 from __future__ import annotations

@@ -15,6 +15,7 @@ MODULES = [
     "pytimely.dataflow.operators.windowing",
     "pytimely.dataflow.operators.keyed",
     "pytimely.dataflow.operators.join",
+    "pytimely.testing",
 ]
 
 

@@ -313,7 +313,13 @@ def test_join_pairs_records_of_two_kinds_of_records_with_two_key_functions():
         return orders.join(users, key=lambda o: o["user"], other_key=lambda u: u[0]).capture()
 
     assert pt.example(build).extract() == [
-        (0, [(1, {"user": 1, "item": "pen"}, (1, "ann")), (2, {"user": 2, "item": "ink"}, (2, "bob"))]),
+        (
+            0,
+            [
+                (1, {"user": 1, "item": "pen"}, (1, "ann")),
+                (2, {"user": 2, "item": "ink"}, (2, "bob")),
+            ],
+        ),
     ]
 
 
@@ -371,7 +377,9 @@ def test_keyed_process_sessions_leave_no_state_behind():
         return handle, probe
 
     handle, probe = worker.dataflow(build)
-    feed_rounds(worker, handle, probe, 300, lambda r: [((r // 5) * 100 + k, None) for k in range(20)])
+    feed_rounds(
+        worker, handle, probe, 300, lambda r: [((r // 5) * 100 + k, None) for k in range(20)]
+    )
     handle.close()
     worker.run()
     assert stats.keys == 0 and stats.entries == 0 and stats.pending_times == 0
@@ -433,7 +441,8 @@ def test_a_raising_key_function_is_named_with_the_record():
         return record["user"]
 
     def build(scope):
-        return scope.to_stream([{"usr": 1}]).keyed_process(lambda c, k, v: None, key=user_of).probe()
+        stream = scope.to_stream([{"usr": 1}])
+        return stream.keyed_process(lambda c, k, v: None, key=user_of).probe()
 
     with pytest.raises(OperatorError) as info:
         pt.example(build)

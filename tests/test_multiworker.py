@@ -133,7 +133,9 @@ def _random_dataflow_work(seed: int, rounds: int):
                 if shape.random() < 0.3 and len(streams) > 1:
                     b = streams[shape.randrange(len(streams))]
                     a = a.concat(b)
-                streams.append(a.unary_frontier(pact, f"op{k}", make_op(f"op{k}"), interest=interest))
+                streams.append(
+                    a.unary_frontier(pact, f"op{k}", make_op(f"op{k}"), interest=interest)
+                )
             return inp, streams[-1].capture(), streams[-1].probe()
 
         inp, cap, probe = worker.dataflow(build)
@@ -235,7 +237,8 @@ def test_execute_from_args_with_a_hostfile(tmp_path):
     env = dict(os.environ, PYTIMELY_SECRET="test-secret",
                PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     procs = [
-        subprocess.Popen([sys.executable, str(script), "-n", "2", "-p", str(i), "-h", str(hostfile)],
+        subprocess.Popen([sys.executable, str(script), "-n", "2", "-p", str(i), "-h",
+                          str(hostfile)],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
         for i in (1, 0)
     ]

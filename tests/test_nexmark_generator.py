@@ -1,4 +1,4 @@
-"""NEXMark generator: the spec's test vectors (shared/reference/nexmark.md section 1) and
+"""NEXMark generator: the test vectors of Megaphone's generator (PCG-64 as rand_pcg) and
 equality of the scalar reference path with the fast columnar path."""
 
 from __future__ import annotations
@@ -24,6 +24,8 @@ from pytimely.nexmark import (
     generate,
     generate_scalar,
 )
+from pytimely.nexmark.generator import columnar
+from pytimely.nexmark.generator import rng as prng
 
 HARNESS_4M_4 = NexmarkConfig(rate=4_000_000, workers=4)
 
@@ -66,7 +68,7 @@ def test_gen_range_rejection_zone():
     rng = G.Pcg64Mcg(G.NexmarkConfig(workers=3).seed_state)
     draws = [rng.next_u64() for _ in range(20_000)]
     for m, frac in ((2, 0.5), (4, 0.5), (5, 5 / 8), (6, 3 / 4), (10, 5 / 8)):
-        zone = G._zone(m)
+        zone = columnar._zone(m)
         acc = sum(((v * m) & G.MASK64) <= zone for v in draws) / len(draws)
         assert abs(acc - frac) < 0.02, (m, acc)
     # range(1) still consumes draws and returns 0
@@ -96,7 +98,7 @@ def test_price_table_exhaustive():
     for c in range(0, 1 << 24, 1 << 20):
         u = np.arange(c, c + (1 << 20))
         y = (u * (6.0 * 2.0**-24)).astype(np.float32).astype(np.float64)
-        near += (c + np.flatnonzero(G._near_midpoint(np.power(10.0, y)))).tolist()
+        near += (c + np.flatnonzero(prng._near_midpoint(np.power(10.0, y)))).tolist()
     assert near  # the fallback is exercised
     rnd = random.Random(7)
     us = near + [rnd.randrange(1 << 24) for _ in range(2000)]
@@ -106,8 +108,8 @@ def test_price_table_exhaustive():
 def test_exact_pow10_path_agrees_away_from_midpoints():
     rnd = random.Random(8)
     for _ in range(300):
-        yy = G._f32(6.0 * (rnd.randrange(1 << 24) * 2.0**-24))
-        assert G._pow10_f32_exact(yy) == G._f32(10.0**yy)
+        yy = prng._f32(6.0 * (rnd.randrange(1 << 24) * 2.0**-24))
+        assert prng._pow10_f32_exact(yy) == prng._f32(10.0**yy)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -277,9 +279,9 @@ def test_vector_equals_scalar_across_many_segment_boundaries(monkeypatch):
         (NexmarkConfig(rate=10_000, workers=5, in_flight_auctions=50), 0, 15_000),
     )
     normal = [generate(cfg, a, b).to_records() for cfg, a, b in cases]
-    monkeypatch.setattr(G, "_SEG_MAX", 1200)
-    monkeypatch.setattr(G, "_MARGIN", 8)  # runs often overflow the segment: dropped, redone
-    monkeypatch.setattr(G, "_CHECKPOINTS", {})
+    monkeypatch.setattr(columnar, "_SEG_MAX", 1200)
+    monkeypatch.setattr(columnar, "_MARGIN", 8)  # runs often overflow the segment: dropped, redone
+    monkeypatch.setattr(columnar, "_CHECKPOINTS", {})
     for (cfg, a, b), ref in zip(cases, normal, strict=True):
         assert generate(cfg, a, b).to_records() == ref
     cfg = NexmarkConfig(rate=3_000_000, workers=2)

@@ -1,4 +1,5 @@
-"""Property tests of the progress layer against brute force, and the SAFETY PROPERTY (seed 000).
+"""Property tests of the progress layer against brute force, and the SAFETY PROPERTY (of
+timely-dataflow's "Progress Tracking" chapter, mdbook/src/chapter_5/chapter_5_1.md).
 
 a. ``Builder.compile()`` equals brute-force walk enumeration on random small graphs, for ``int``,
    ``Product(int, int)`` and ``Product(Product(int, int), int)`` times; ``check_cycles`` raises
@@ -482,9 +483,8 @@ def check_tracker(g: Graph, ops: list, propagate_mask: list) -> None:
         for loc in g.locations():
             assert got[loc] == brute_frontier(compiled, counts, loc), (k, loc)
         # ``pushed`` is exactly the implication frontier changes.
-        for loc_id, t, d in tracker.pushed:
+        for loc_id, t, d in tracker.drain_pushed():
             pushed[(tracker.location(loc_id), t)] += d
-        tracker.pushed.clear()
         want_pushed = {(loc, t): 1 for loc, f in got.items() for t in f}
         assert {k2: v for k2, v in pushed.items() if v} == want_pushed
         # Capability counters count pointstamp *frontier* elements.
@@ -658,7 +658,7 @@ def simulate(
     def snapshot(v: int, step: int) -> None:
         tr = trackers[v]
         tr.propagate_all()
-        tr.pushed.clear()
+        tr.drain_pushed()
         front = tracker_frontiers(tr, g)
         if compiled is not None:
             for loc in g.locations():

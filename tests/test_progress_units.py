@@ -271,11 +271,6 @@ class TestChangeBatch:
             b.update(k, -d)
         assert b.is_empty()
 
-    def test_compact_is_noop_on_consolidated(self):
-        b = ChangeBatch([("x", 1), ("y", 2)])
-        b.compact()
-        assert dict(b) == {"x": 1, "y": 2}
-
     def test_drain(self):
         b = ChangeBatch([("x", 1), ("y", -2), ("x", 1)])
         out = b.drain()
@@ -929,7 +924,7 @@ class TestTracker:
         t.update_source(1, 0, 17, 1)
         t.propagate_all()
         acc = Counter()
-        for loc, time, d in t.pushed:
+        for loc, time, d in t.drain_pushed():
             acc[(t.location(loc), time)] += d
         assert {k: v for k, v in acc.items() if v} == {
             (Source(1, 0), 17): 1,
@@ -939,12 +934,12 @@ class TestTracker:
             (Source(3, 0), 18): 1,
             (Target(1, 0), 18): 1,
         }
-        t.pushed.clear()
+        t.drain_pushed()
         t.update_source(1, 0, 17, -1)
         t.update_source(1, 0, 19, 1)
         t.propagate_all()
         acc = Counter()
-        for loc, time, d in t.pushed:
+        for loc, time, d in t.drain_pushed():
             acc[(t.location(loc), time)] += d
         assert {k: v for k, v in acc.items() if v} == {
             (Source(1, 0), 17): -1,
@@ -965,12 +960,12 @@ class TestTracker:
         t = cycle_builder().build()
         t.update_source(1, 0, 17, 1)
         t.propagate_all()
-        t.pushed.clear()
+        t.drain_pushed()
         t.update_source(1, 0, 30, 1)  # beyond the frontier: nothing moves
         t.propagate_all()
-        assert t.pushed == []
+        assert t.drain_pushed() == []
         t.propagate_all()  # nothing pending: a no-op
-        assert t.pushed == []
+        assert t.drain_pushed() == []
 
     def test_transiently_negative(self):
         t = cycle_builder().build()

@@ -5,6 +5,7 @@ worker as on many."""
 from __future__ import annotations
 
 import collections
+import os
 import threading
 
 import numpy as np
@@ -23,6 +24,9 @@ from pytimely.communication.routing import (
     route_arrow,
 )
 from pytimely.errors import OperatorError, SerializationError, WorkerFailure
+
+#: Examples per routing property (the same knob as the progress property tests).
+EXAMPLES = int(os.environ.get("PYTIMELY_PROPERTY_EXAMPLES", "200"))
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -86,7 +90,7 @@ def equal_keys(draw, depth: int = 2) -> list:
     return [tuple(p[j % len(p)] for p in parts) for j in range(n)]
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=max(300, EXAMPLES), deadline=None)
 @given(keys=equal_keys(), peers=st.integers(1, 5))
 def test_equal_keys_of_any_type_route_to_one_worker(keys, peers):
     assert all(k == keys[0] for k in keys)  # the strategy's promise
@@ -114,7 +118,7 @@ def test_unroutable_keys_raise_type_error(key):
 # Vectorized routes agree with the per-record rule
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=max(100, EXAMPLES // 2), deadline=None)
 @given(
     values=st.lists(st.integers(-(1 << 62), 1 << 62), max_size=30),
     dtype=st.sampled_from(["int64", "int8", "uint8", "uint64", "bool", "float64", "float32"]),
@@ -186,7 +190,7 @@ class _RecordingAllocator(Allocator):
         pass
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=max(100, EXAMPLES // 2), deadline=None)
 @given(groups=st.lists(equal_keys(), min_size=1, max_size=6), peers=st.integers(2, 5),
        data=st.data())
 def test_exchange_sends_every_batch_of_equal_keys_where_route_says(groups, peers, data):
@@ -225,7 +229,7 @@ def _forward(cap, info):
 
     def logic(inp, out):
         for t, b in inp.drain_batches():
-            out._push(t, b)
+            out.forward(t, b)
 
     return logic
 

@@ -1,7 +1,10 @@
-"""Capture and replay storage: the event model and its writers/readers.
+"""Capture and replay storage: writers and readers of captured streams.
 
-* :mod:`.event` -- :class:`Event` (``Event.Progress``, ``Event.Messages``), the writer/reader
-  protocols, :func:`extract`.
+This package is the storage layer above the dataflow: the event model (:class:`Event`,
+``Event.Progress``, ``Event.Messages``, the writer/reader protocols, :func:`extract`) and the
+``capture_into`` / ``replay_into`` operators live in :mod:`pytimely.dataflow.operators` (as in
+timely dataflow's ``dataflow/operators/core/capture/``), and are re-exported here.
+
 * :mod:`.link` -- in-memory :class:`EventLink` (:class:`LinkWriter` / :class:`LinkReader`).
 * :mod:`.fileformat` -- the versioned, checksummed binary capture format for files
   (:class:`FileWriter` / :class:`FileReader`) and streams (:class:`StreamWriter` /
@@ -14,17 +17,19 @@
   :mod:`pytimely.dataflow.operators.replay`).
 """
 
-from .event import (
+from ..dataflow.operators.event import (
     Event,
     EventReader,
     EventWriter,
     Messages,
     Progress,
     batch_equal,
+    batch_kind,
     batch_len,
     batch_records,
     extract,
 )
+from ..dataflow.operators.replay import ReplayHandle, replay_into
 from .fileformat import (
     FORMAT_VERSION,
     MAGIC,
@@ -40,14 +45,6 @@ from .inspect import inspect_file
 from .link import EventLink, LinkReader, LinkWriter
 from .parquet import ParquetReader, ParquetWriter
 from .sockets import CaptureListener, connect_capture, listen_capture
-
-
-def __getattr__(name: str):  # replay lives in the dataflow layer, which imports this package
-    if name in ("replay_into", "ReplayHandle"):
-        from ..dataflow.operators import replay
-
-        return getattr(replay, name)
-    raise AttributeError(name)
 
 __all__ = [
     "CaptureListener",
@@ -68,6 +65,7 @@ __all__ = [
     "StreamReader",
     "StreamWriter",
     "batch_equal",
+    "batch_kind",
     "batch_len",
     "batch_records",
     "connect_capture",

@@ -41,12 +41,12 @@ import sys
 from array import array
 from typing import Any
 
+from ..dataflow.operators.event import batch_kind
 from ..order import Product
 
 __all__ = [
     "MAX_DEPTH",
     "CodecError",
-    "batch_uses_pickle",
     "decode_batch",
     "decode_value",
     "encode_batch",
@@ -355,18 +355,6 @@ def decode_value(buf: Any, pos: int = 0, end: int | None = None, allow_pickle: b
 # Batches
 
 
-def _numpy_type(batch: Any) -> bool:
-    t = type(batch)
-    return t.__module__ == "numpy" and t.__name__ == "ndarray"
-
-
-def _arrow_type(batch: Any) -> str | None:
-    t = type(batch)
-    if t.__module__.startswith("pyarrow") and t.__name__ in ("RecordBatch", "Table"):
-        return t.__name__
-    return None
-
-
 def encode_batch(batch: Any, out: bytearray, allow_pickle: bool = False) -> bool:
     """Append codec byte + payload for ``batch``; return True if pickle was used."""
     t = type(batch)
@@ -411,9 +399,9 @@ def encode_batch(batch: Any, out: bytearray, allow_pickle: bool = False) -> bool
         for x in batch:
             used = encode_value(x, out, allow_pickle) or used
         return used
-    if _numpy_type(batch):
+    kind = batch_kind(batch)
+    if kind == "numpy":
         return _encode_numpy(batch, out, allow_pickle)
-    kind = _arrow_type(batch)
     if kind is not None:
         import pyarrow as pa
 
@@ -605,12 +593,3 @@ def _decode_arrow(raw: bytes, container: int) -> Any:
     if not batches:
         return pa.RecordBatch.from_pylist([], schema=table.schema)
     return table.combine_chunks().to_batches()[0]
-
-
-def batch_uses_pickle(batch: Any) -> bool:  # pragma: no cover - convenience
-    """Whether encoding ``batch`` needs pickle."""
-    try:
-        encode_batch(batch, bytearray(), allow_pickle=False)
-    except NeedsPickle:
-        return True
-    return False

@@ -53,7 +53,8 @@ Reading rules
 -------------
 * Frames are decoded strictly in order.  Anything wrong -- magic, unsupported version, a header
   or body checksum, an unknown frame type or flag, a non-zero reserved field, a length above
-  the reader's ``max_frame`` (default 4 GiB - 1, the format's limit), an undecodable body, a pickle frame without opt-in -- is a
+  the reader's ``max_frame`` (default 4 GiB - 1, the format's limit), an undecodable body, a
+  pickle frame without opt-in -- is a
   :class:`~pytimely.errors.CaptureError` whose message names the file (or stream) and the byte
   offset of the offending header or frame (also available as ``err.path`` / ``err.offset``).
 * **Errors come after the good prefix.**  ``poll()`` first returns every event decoded before the
@@ -85,14 +86,16 @@ Writing rules
 * **Modes.**  ``FileWriter(path)`` (``mode="x"``, the default) creates a new file and refuses
   an existing one (:class:`~pytimely.errors.CaptureFileExists`), so re-running a job never
   silently doubles, nor destroys, an earlier capture.  ``mode="w"`` truncates an existing file.
-* **Appending.**  ``FileWriter(path, mode="a")`` on an existing non-empty file first validates it: the magic and version must match (and ``time_type``, if both give one),
+* **Appending.**  ``FileWriter(path, mode="a")`` on an existing non-empty file first validates
+  it: the magic and version must match (and ``time_type``, if both give one),
   every frame's checksums must hold, and the file must not end in a partial frame (pass
   ``repair=True`` to cut such a torn tail off, the only time a writer ever shrinks a file).  New
   frames then go after the existing ones; an END frame already there stays where it is (bytes
   are never rewritten), readers simply read on past it.  Note for replay: every captured stream
   retracts its implicit initial capability itself, so appending a *second, independent* capture
   to a file does not make one valid stream -- keep separate captures in separate files (replay
-  takes many readers).  A writer holds an exclusive advisory lock (``flock``) on its file; a second writer fails fast.
+  takes many readers).  A writer holds an exclusive advisory lock (``flock``) on its file; a
+  second writer fails fast.
 """
 
 from __future__ import annotations
@@ -110,10 +113,10 @@ from array import array
 from collections.abc import Iterator
 from typing import Any, Self
 
+from ..dataflow.operators.event import Messages, Progress
 from ..errors import CaptureError, CaptureFileExists, TruncatedCapture
 from . import codec
 from .codec import CodecError
-from .event import Messages, Progress
 
 __all__ = [
     "FORMAT_VERSION",
@@ -445,8 +448,9 @@ class _Parser:
                 if flags & FLAG_PICKLE and self.decode and not self.allow_pickle:
                     self._fail(
                         off,
-                        f"{_FRAME_NAMES[ftype]} frame contains pickled data; pass allow_pickle=True "
-                        "to the reader only if you trust where this capture came from",
+                        f"{_FRAME_NAMES[ftype]} frame contains pickled data; pass "
+                        "allow_pickle=True to the reader only if you trust where this capture "
+                        "came from",
                     )
                     break
                 if ftype == F_END:

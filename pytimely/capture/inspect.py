@@ -14,22 +14,24 @@ import os
 import sys
 from typing import Any, TextIO
 
+from ..dataflow.operators.event import Messages, Progress, batch_len, batch_records
 from ..errors import CaptureError, TruncatedCapture
 from ..order import Product, less_equal
-from .event import Messages, Progress, batch_len, batch_records
 from .fileformat import MAGIC, FileReader
 
 __all__ = ["inspect_file"]
 
 
 class _Bar:
+    """A progress bar on stderr, shown only when stderr is a terminal (not in logs or pipes)."""
+
     def __init__(self, total: int, enabled: bool, desc: str) -> None:
-        self.enabled = enabled
+        self.enabled = enabled and sys.stderr.isatty()
         self.total = max(total, 1)
         self.n = 0
         self._tqdm = None
         self._last = -1
-        if not enabled:
+        if not self.enabled:
             return
         try:
             from tqdm import tqdm

@@ -22,8 +22,8 @@ from __future__ import annotations
 
 from typing import Any, Self
 
+from ..dataflow.operators.event import Messages, Progress
 from ..errors import CaptureError
-from .event import Messages, Progress
 
 __all__ = ["EventLink", "LinkReader", "LinkWriter"]
 

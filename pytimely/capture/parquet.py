@@ -50,10 +50,10 @@ import json
 import os
 from typing import Any, Self
 
+from ..dataflow.operators.event import Messages, Progress, batch_kind
 from ..errors import CaptureError
 from ..order import Product
 from . import codec
-from .event import Messages, Progress
 
 __all__ = ["PARQUET_FORMAT_VERSION", "ParquetReader", "ParquetWriter"]
 
@@ -71,18 +71,6 @@ def _pa() -> Any:
     except ImportError as e:  # pragma: no cover - depends on the environment
         raise CaptureError("Parquet capture needs pyarrow: pip install pyarrow") from e
     return pa
-
-
-def _is_numpy(x: Any) -> bool:
-    t = type(x)
-    return t.__module__ == "numpy" and t.__name__ == "ndarray"
-
-
-def _arrow_kind(x: Any) -> str | None:
-    t = type(x)
-    if t.__module__.startswith("pyarrow") and t.__name__ in ("RecordBatch", "Table"):
-        return t.__name__
-    return None
 
 
 # --------------------------------------------------------------------------------------------
@@ -379,20 +367,22 @@ class ParquetWriter:
             )
 
     def _learn_batch(self, batch: Any) -> None:
+        kind = batch_kind(batch)
         if type(batch) is list:
             mode = "records"
-        elif _is_numpy(batch):
+        elif kind == "numpy":
             mode = "numpy"
             if batch.ndim != 1 or batch.dtype.kind not in "biuf":
                 raise CaptureError(
                     "Parquet capture stores 1-D numpy arrays of bool/int/uint/float dtypes, not "
                     f"shape {batch.shape} dtype {batch.dtype}; use FileWriter for others"
                 )
-        elif _arrow_kind(batch):
+        elif kind is not None:
             mode = "arrow"
         else:
             raise CaptureError(
-                f"Parquet capture stores lists, numpy arrays and arrow batches, not {type(batch).__name__}"
+                "Parquet capture stores lists, numpy arrays and arrow batches, "
+                f"not {type(batch).__name__}"
             )
         if self._mode is None:
             self._mode = mode
@@ -405,7 +395,7 @@ class ParquetWriter:
                         f"arrow batch columns {clash} clash with the capture columns {_RESERVED}"
                     )
                 self._arrow_schema = batch.schema
-                self._container = _arrow_kind(batch)
+                self._container = kind
         elif mode != self._mode:
             raise CaptureError(
                 f"a Parquet capture holds one kind of batch: {self._mode}, not {mode}"

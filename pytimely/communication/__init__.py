@@ -3,6 +3,7 @@
 * :mod:`.allocator` — the :class:`Allocator` interface every worker talks through, and the
   single-worker :class:`ThreadAllocator`;
 * :mod:`.tcp` — :class:`TcpAllocator`, one worker per process over an authenticated TCP mesh;
+* :mod:`.mesh` — building that mesh: listen, rendezvous, connect and accept every peer;
 * :mod:`.wire` — frames and payload serialization (pickle 5 with out-of-band buffers);
 * :mod:`.handshake` — mutual HMAC authentication of every connection;
 * :mod:`.acceptor` — authenticating many callers at once, so strangers cannot block a listener;

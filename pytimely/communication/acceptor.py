@@ -212,7 +212,10 @@ class Acceptor:
             if handshake.caller is None:
                 why = "closed the connection before its hello"
             else:  # e.g. a caller with another secret, which could not verify our reply
-                why = f"claimed to be worker {handshake.caller}, then hung up without proving the secret"
+                why = (
+                    f"claimed to be worker {handshake.caller}, "
+                    "then hung up without proving the secret"
+                )
             self._reject(selector, pending, why)
             return
         pending.received += data

@@ -9,7 +9,8 @@ another run or random bytes cannot get as far as the decoder.
 The protocol is an HMAC-SHA256 challenge-response in three messages (C connects, L listens)::
 
     C -> L   hello_C = MAGIC, version, index_C, peers, nonce_C (32 random bytes)
-    L -> C   hello_L = MAGIC, version, index_L, peers, nonce_L;  HMAC(secret, "L" | hello_C | hello_L)
+    L -> C   hello_L = MAGIC, version, index_L, peers, nonce_L;
+             HMAC(secret, "L" | hello_C | hello_L)
     C -> L   HMAC(secret, "C" | hello_C | hello_L)
     L -> C   one byte ACK: L has registered C as worker index_C
 
@@ -40,7 +41,7 @@ import struct
 import time
 from collections.abc import Callable
 
-from ..errors import AuthenticationError, CommunicationError
+from ..errors import AuthenticationError, HandshakeRejected, HandshakeTimeout
 
 __all__ = [
     "CAPTURE",
@@ -63,14 +64,6 @@ _ACK = b"\x06"
 #: even under the same secret.
 MESH = "mesh"
 CAPTURE = "capture"
-
-
-class HandshakeRejected(CommunicationError):
-    """The other side closed the connection or sent something that is not a pytimely hello."""
-
-
-class HandshakeTimeout(HandshakeRejected):
-    """The whole handshake did not complete before its deadline."""
 
 
 def _labels(purpose: str) -> tuple[bytes, bytes]:
@@ -207,7 +200,9 @@ class ListenerHandshake:
                     "expected"
                 )
             self._hello_c, self.caller = data, their_index
-            self._hello_l = _HELLO.pack(_MAGIC, _VERSION, 0, self._index, self._peers, os.urandom(32))
+            self._hello_l = _HELLO.pack(
+                _MAGIC, _VERSION, 0, self._index, self._peers, os.urandom(32)
+            )
             self.needed = _MAC_SIZE
             return self._hello_l + _mac(
                 self._secret, self._listener_label, self._hello_c, self._hello_l

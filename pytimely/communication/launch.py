@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import logging
 import multiprocessing
 import os
 import shutil
@@ -42,13 +43,12 @@ import signal
 import sys
 import tempfile
 import time
-import traceback
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
-from ..errors import StuckError, TimelyError, WorkerFailure
+from ..errors import ConfigError, StuckError, WorkerFailure, failure_report
 from . import diagnosis
 from .allocator import Allocator, ThreadAllocator
 from .rendezvous import Address, PipeRendezvous, StaticRendezvous, read_hostfile
@@ -67,10 +67,6 @@ __all__ = [
 #: Without a host file, process ``i`` listens on 127.0.0.1 at this port plus ``i`` (as timely).
 DEFAULT_BASE_PORT = 2101
 SECRET_ENV = "PYTIMELY_SECRET"
-
-
-class ConfigError(TimelyError, ValueError):
-    """Command-line flags or a host file that do not describe a valid set of workers."""
 
 
 # --- configuration ----------------------------------------------------------------------------
@@ -214,6 +210,9 @@ def connect_from_config(config: Config) -> Allocator:
 
 
 # --- the local launcher -----------------------------------------------------------------------
+
+
+_log = logging.getLogger(__name__)
 
 
 def run_processes(
@@ -442,9 +441,9 @@ def _drain(child: _Child) -> None:
                 child.result = message[1]
             elif kind == "error":
                 report = message[1]
-                child.outcome = report["kind"]
+                child.outcome = "failure" if report["relayed"] else "raised"
                 child.origin = report["origin"]
-                child.summary = report["summary"]
+                child.summary = report["blame"]
                 child.detail = report["traceback"]
                 child.stuck = report.get("stuck", False)
     except (EOFError, OSError):
@@ -530,6 +529,7 @@ def _failure(
             outcomes[c.index] = f"{c.outcome}: {last[-1] if last else ''}"
     lines = "\n".join(f"  worker {i}: {text}" for i, text in sorted(outcomes.items()))
     error = WorkerFailure(f"{head}\nall workers:\n{lines}", worker=worker)
+    _log.error("worker failure: %s", error)
     error.outcomes = outcomes  # type: ignore[attr-defined]
     return error
 
@@ -571,38 +571,17 @@ def _worker_main(
         )
         result = body(allocator)
     except BaseException as exc:  # noqa: BLE001 - every way out is reported to the parent
-        report = _report(index, exc)
+        report = failure_report(index, exc)
         _send_quietly(conn, ("error", report))  # the parent first: it starts the grace period
         if allocator is not None:
-            allocator.close(error=report["summary"])
+            allocator.close(error=report["blame"])
         raise SystemExit(1) from None
     allocator.close()
     try:
         conn.send(("ok", result))
     except Exception as exc:  # noqa: BLE001 - e.g. an unpicklable result
-        _send_quietly(conn, ("error", _report(index, exc, "its result could not be sent: ")))
+        _send_quietly(conn, ("error", failure_report(index, exc, "its result could not be sent: ")))
         raise SystemExit(1) from None
-
-
-def _report(index: int, exc: BaseException, prefix: str = "") -> dict[str, Any]:
-    """What a child tells the parent about the exception that ended it."""
-    blamed = None
-    link: BaseException | None = exc
-    while link is not None:  # a WorkerFailure anywhere in the chain means "not my fault"
-        if isinstance(link, WorkerFailure) and link.worker is not None and link.worker != index:
-            blamed = link
-            break
-        # ``raise ... from None`` (e.g. a StuckError replacing the failure it explains) ends
-        # the chain: what was suppressed is not the cause.
-        link = link.__cause__ or (None if link.__suppress_context__ else link.__context__)
-    summary = f"{prefix}{type(exc).__name__}: {exc}"
-    return {
-        "stuck": isinstance(exc, StuckError),
-        "kind": "raised" if blamed is None else "failure",
-        "origin": index if blamed is None else blamed.worker,
-        "summary": summary if blamed is None else str(blamed),
-        "traceback": prefix + "".join(traceback.format_exception(exc)),
-    }
 
 
 def _send_quietly(conn: Connection, message: Any) -> None:

@@ -37,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import UnroutableKey
 from .hashing import stable_hash
 
 __all__ = [
@@ -59,10 +60,6 @@ ALWAYS_ROUTABLE: frozenset[type] = frozenset(
     | {t for t in np.sctypeDict.values()
        if issubclass(t, (np.integer, np.floating)) and not issubclass(t, np.timedelta64)}
 )
-
-
-class UnroutableKey(TypeError):
-    """A key that no worker can route: equal keys could not be guaranteed to meet."""
 
 
 def canonical_key(key: Any) -> Any:
@@ -106,9 +103,9 @@ def _canonical_other(key: Any) -> Any:
     if getattr(type(key), "__stable_hash__", None) is not None:
         return key
     raise UnroutableKey(
-        f"a value of type {type(key).__qualname__} cannot be routed: routable keys are int, str, bytes, "
-        "float, bool, None, numpy scalars, tuples of these, and objects with a "
-        "__stable_hash__() method"
+        f"a value of type {type(key).__qualname__} cannot be routed: "
+        "routable keys are int, str, bytes, float, bool, None, numpy scalars, tuples of these, "
+        "and objects with a __stable_hash__() method"
     )
 
 

@@ -2,20 +2,11 @@
 
 Python runs one thread at a time, so pytimely's unit of parallelism is the process: worker ``i``
 of ``n`` is process ``i``, and every pair of processes shares one TCP connection.  This module
-builds that mesh and moves frames (:mod:`.wire`) over it.
+moves frames (:mod:`.wire`) over that mesh once :mod:`.mesh` has built it.
 
 Building the mesh
-    Each worker listens (on loopback unless its rendezvous says otherwise), publishes its address
-    through a :mod:`rendezvous <.rendezvous>`, then connects to every lower-indexed worker while
-    a background thread accepts the higher-indexed ones — the same orientation as the Rust
-    crate.  Connecting retries until a deadline (30 s by default), so processes may start in
-    any order.  Every connection is authenticated in both directions before anything on it is
-    decoded (:mod:`.handshake`); a caller that fails — wrong secret, unexpected index, random
-    bytes, silence, a byte every few seconds — is dropped without affecting anything else: the
-    handshakes run concurrently with no limit on their number, each bounded by one whole
-    deadline (:mod:`.acceptor`).  If the mesh does not form, the error names the workers that
-    did not arrive and, separately, the callers that were rejected.  Once every expected peer
-    is connected the listening socket is closed: a running mesh accepts nothing new.
+    :func:`.mesh.build_mesh` connects and authenticates every pair of workers (see
+    :mod:`.mesh`); this module takes the finished sockets over.
 
 Threads
     One *receiver thread* per peer does nothing but read frames from its socket into a shared
@@ -59,6 +50,7 @@ frames to a peer that has already said goodbye are dropped (it has finished; cou
 
 from __future__ import annotations
 
+import logging
 import os
 import pickle
 import select
@@ -67,11 +59,10 @@ import threading
 import time
 from typing import Any
 
-from ..errors import AuthenticationError, CommunicationError, WorkerFailure
-from .acceptor import Acceptor, describe_rejections, format_address
+from ..errors import CommunicationError, WorkerFailure
 from .allocator import Allocator
-from .handshake import HandshakeRejected, connect_handshake
-from .rendezvous import Address, Rendezvous
+from .mesh import build_mesh
+from .rendezvous import Rendezvous
 from .wire import (
     KIND_ABORT,
     KIND_CONTROL,
@@ -91,10 +82,6 @@ from .wire import (
 
 __all__ = ["TcpAllocator"]
 
-#: How long one whole handshake may take, on either side, from connection to ACK (however the
-#: other side spreads its bytes).  Real peers need a few milliseconds; a few seconds leave room
-#: for a loaded machine while bounding how long a stranger can occupy a connection.
-HANDSHAKE_TIMEOUT = 5.0
 #: A connected peer that sends nothing at all (not even a heartbeat) for this many seconds is
 #: declared failed; ``PYTIMELY_HEARTBEAT_TIMEOUT`` overrides it.
 HEARTBEAT_TIMEOUT = 20.0
@@ -106,6 +93,8 @@ try:
 except (AttributeError, ValueError, OSError):  # pragma: no cover - non-POSIX
     _IOV_MAX = 16
 _MSG_NOSIGNAL = getattr(socket, "MSG_NOSIGNAL", 0)
+
+_log = logging.getLogger(__name__)
 
 # States of a peer connection.
 _CONNECTED = "connected"
@@ -209,7 +198,8 @@ class TcpAllocator(Allocator):
         self._peers: list[_Peer | None] = [None] * peers
         self._remote: list[_Peer] = []
         if peers > 1:
-            sockets = _build_mesh(index, peers, rendezvous, timeout)
+            sockets = build_mesh(index, peers, rendezvous, timeout)
+            _log.info("worker %d of %d: mesh formed", index, peers)
             for j, (sock, address) in sorted(sockets.items()):
                 peer = _Peer(j, sock, address)
                 self._peers[j] = peer
@@ -674,208 +664,3 @@ def _send_chunks(sock: socket.socket, chunks: list[bytes | memoryview]) -> int:
                 chunks[i] = memoryview(chunks[i])[sent:]
                 sent = 0
     return total
-
-
-def _configure(sock: socket.socket) -> None:
-    """A mesh connection: blocking, no Nagle delay, keep-alive probes to notice dead hosts."""
-    sock.settimeout(None)
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
-    for option, value in (("TCP_KEEPIDLE", 10), ("TCP_KEEPINTVL", 5), ("TCP_KEEPCNT", 4)):
-        if hasattr(socket, option):
-            try:
-                sock.setsockopt(socket.IPPROTO_TCP, getattr(socket, option), value)
-            except OSError:  # pragma: no cover - platform without the option
-                pass
-
-
-def _listen(address: Address) -> socket.socket:
-    host, port = address
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    try:
-        # The largest backlog the system allows: strangers arriving in a burst must not make
-        # the kernel drop a real peer's SYN (it would only retry a second later).
-        return socket.create_server((host, port), family=family, backlog=socket.SOMAXCONN)
-    except OSError as exc:
-        raise CommunicationError(f"cannot listen on {host}:{port}: {exc}") from exc
-
-
-class _Acceptor:
-    """Collects the authenticated connections of workers ``index+1 .. peers-1``.
-
-    The handshakes themselves run in an :class:`~.acceptor.Acceptor` (one thread, no limit on
-    concurrent handshakes, one whole deadline of :data:`HANDSHAKE_TIMEOUT` per connection), so
-    callers that are not workers of this mesh cannot delay the ones that are.  Invariant:
-    ``connected`` only ever holds expected workers, each once, on blocking sockets.
-    """
-
-    def __init__(
-        self,
-        listener: socket.socket,
-        index: int,
-        peers: int,
-        secret: bytes,
-        addresses: list[Address],
-    ) -> None:
-        self.index = index
-        self.addresses = addresses
-        self.expected = set(range(index + 1, peers))
-        self.connected: dict[int, tuple[socket.socket, Any]] = {}
-        self.cond = threading.Condition()
-        self.stopped = False
-        self.handshakes = Acceptor(
-            listener,
-            secret,
-            index,
-            peers,
-            self._wanted,
-            self._admit,
-            handshake_timeout=HANDSHAKE_TIMEOUT,
-            name=f"pytimely-accept-{index}",
-        )
-
-    def start(self) -> None:
-        if self.expected:
-            self.handshakes.start()
-
-    def _wanted(self, j: int) -> bool:
-        with self.cond:
-            return not self.stopped and j in self.expected and j not in self.connected
-
-    def _admit(self, j: int, sock: socket.socket, address: Any) -> bool:
-        with self.cond:
-            if self.stopped or j not in self.expected or j in self.connected:
-                return False
-            _configure(sock)
-            self.connected[j] = (sock, address)
-            self.cond.notify_all()
-            return True
-
-    def rejected_callers(self) -> str:
-        """The callers hung up on so far, with reasons (``""`` if none)."""
-        return describe_rejections(*self.handshakes.rejections())
-
-    def wait(self, deadline: float, timeout: float) -> dict[int, tuple[socket.socket, Any]]:
-        """Every expected worker's connection, or raise naming the missing ones.
-
-        The error lists the workers that did not arrive (index and published address) and,
-        separately, the callers that were rejected meanwhile and why.
-        """
-        with self.cond:
-            self.cond.wait_for(
-                lambda: self.expected <= self.connected.keys(),
-                max(0.0, deadline - time.monotonic()),
-            )
-            missing = sorted(self.expected - self.connected.keys())
-        self.stop()
-        if missing:
-            self.close_all()
-            absent = ", ".join(
-                f"worker {j} (at {format_address(self.addresses[j])})" for j in missing
-            )
-            rejected = self.rejected_callers()
-            raise CommunicationError(
-                f"worker {self.index}: {absent} did not connect within {timeout:g} s"
-                + (f"; {rejected}" if rejected else "")
-            )
-        return self.connected
-
-    def stop(self) -> None:
-        with self.cond:
-            self.stopped = True
-        self.handshakes.stop()
-
-    def close_all(self) -> None:
-        with self.cond:
-            for sock, _ in self.connected.values():
-                sock.close()
-            self.connected = {}
-
-
-def _connect(
-    index: int, peers: int, secret: bytes, j: int, address: Address, deadline: float
-) -> socket.socket:
-    """Connect to worker ``j`` and authenticate, retrying until ``deadline``.
-
-    Each attempt gets one whole-handshake deadline of at most :data:`HANDSHAKE_TIMEOUT`, so a
-    process on ``address`` that accepts but never answers costs one attempt, not the setup.
-    """
-    delay = 0.02
-    last_error: BaseException | None = None
-    while True:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            raise CommunicationError(
-                f"worker {index}: could not connect to worker {j} at {format_address(address)} "
-                f"in time (last error: {last_error!r})"
-            )
-        attempt_deadline = time.monotonic() + min(remaining, HANDSHAKE_TIMEOUT)
-        try:
-            sock = socket.create_connection(address, timeout=min(remaining, HANDSHAKE_TIMEOUT))
-        except OSError as exc:
-            last_error = exc
-        else:
-            try:
-                connect_handshake(sock, secret, index, peers, j, deadline=attempt_deadline)
-                _configure(sock)
-                return sock
-            except AuthenticationError as exc:
-                sock.close()
-                raise AuthenticationError(
-                    f"worker {index}: connecting to worker {j} at {format_address(address)}: {exc}"
-                ) from None
-            except (OSError, HandshakeRejected) as exc:
-                sock.close()
-                last_error = exc
-        time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
-        delay = min(delay * 2, 0.5)
-
-
-def _build_mesh(
-    index: int, peers: int, rendezvous: Rendezvous, timeout: float
-) -> dict[int, tuple[socket.socket, Any]]:
-    """Connections to every other worker, authenticated, keyed by worker index."""
-    secret = rendezvous.secret
-    if not secret:
-        raise AuthenticationError(
-            "a TCP mesh needs a shared secret (e.g. --secret or PYTIMELY_SECRET)"
-        )
-    if isinstance(secret, str):
-        secret = secret.encode("utf-8")
-    deadline = time.monotonic() + timeout
-    bind_host, bind_port = rendezvous.bind_address(index)
-    listener = _listen((bind_host, bind_port))
-    acceptor: _Acceptor | None = None
-    connected: dict[int, tuple[socket.socket, Any]] = {}
-    try:
-        host, port = listener.getsockname()[:2]
-        addresses = rendezvous.exchange(index, (bind_host or host, port))
-        if len(addresses) != peers:
-            raise CommunicationError(
-                f"worker {index}: the rendezvous returned {len(addresses)} addresses for "
-                f"{peers} workers"
-            )
-        acceptor = _Acceptor(listener, index, peers, secret, addresses)
-        acceptor.start()
-        for j in range(index):
-            try:
-                sock = _connect(index, peers, secret, j, addresses[j], deadline)
-            except AuthenticationError:
-                raise
-            except CommunicationError as exc:
-                rejected = acceptor.rejected_callers()
-                if not rejected:
-                    raise
-                raise CommunicationError(f"{exc}; meanwhile {rejected}") from None
-            connected[j] = (sock, addresses[j])
-        connected.update(acceptor.wait(deadline, timeout))
-        return connected
-    except BaseException:
-        if acceptor is not None:
-            acceptor.stop()
-            acceptor.close_all()
-        for sock, _ in connected.values():
-            sock.close()
-        raise
-    finally:
-        listener.close()

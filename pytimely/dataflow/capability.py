@@ -1,10 +1,12 @@
 """Timestamp tokens (capabilities): permission to send data at a time on an output.
 
-Seed 004 in code.  A :class:`Capability` names a time and one output of one operator.  Holding
-it lets the operator open a session on that output at that time or later; the system learns of
-every token's creation, clone, downgrade and drop as a ``+1``/``-1`` count at the pointstamp
-``(output, time)``, recorded in the output's ``internals`` batch and reported when the operator
-returns control — atomically, per invocation.
+The timestamp tokens of Lattuada, McSherry and Liagouris, "Timestamp tokens: a better
+coordination primitive for data-processing systems" (SoCC 2022, sections 3 and 4), in code.  A
+:class:`Capability` names a time and one output of one operator.  Holding it lets the operator
+open a session on that output at that time or later; the system learns of every token's
+creation, clone, downgrade and drop as a ``+1``/``-1`` count at the pointstamp ``(output,
+time)``, recorded in the output's ``internals`` batch and reported when the operator returns
+control — atomically, per invocation.
 
 * Operators start with one capability per output at the minimum time.  (Its count, one per
   worker, is common knowledge and is counted by the scope when the operator is installed; so
@@ -24,12 +26,12 @@ woken to report it), so a forgotten token cannot stall a dataflow forever — bu
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import Any, Self
 
 from ..errors import CapabilityError
 from ..order import less_equal, results_in
 
-__all__ = ["Capability", "CapabilityRef", "CapabilitySet"]
+__all__ = ["Capability", "CapabilityRef", "CapabilitySet", "send_time", "invalidate"]
 
 
 class Capability:
@@ -68,15 +70,16 @@ class Capability:
                 f"operator {self._port.op_name!r}: used a capability after drop()"
             )
 
-    def delayed(self, t: Any) -> Capability:
-        """A new token for the same output at ``t``, which must be ``>=`` this one's time."""
+    def delayed(self, t: Any) -> Self:
+        """A new token (of this token's class) for the same output at ``t``, which must be
+        ``>=`` this one's time."""
         self._check()
         if not less_equal(self._time, t):
             raise CapabilityError(
                 f"operator {self._port.op_name!r}: cannot mint a capability at {t!r} from one "
                 f"at {self._time!r} (a token can only move forward in time)"
             )
-        return Capability(t, self._port)
+        return type(self)(t, self._port)
 
     def downgrade(self, t: Any) -> None:
         """Move this token forward to ``t`` (``t`` must be ``>=`` its time)."""
@@ -167,6 +170,64 @@ class CapabilityRef:
 
     def __repr__(self) -> str:
         return f"CapabilityRef(time={self.time!r})"
+
+
+def send_time(port: Any, cap: Any, t: Any) -> Any:
+    """The time at which output ``port`` may send with ``cap`` (``t``, or the token's time if
+    ``t`` is ``None``); raises :class:`CapabilityError` naming the operator otherwise.
+
+    ``cap`` must be a live :class:`Capability` for ``port``, or a :class:`CapabilityRef`
+    received during the current call on an input that reaches ``port`` with the identity
+    summary; ``t`` must not precede the token's time.  ``OutputPort`` uses this function as
+    its ``_check`` method (kept here, beside the tokens whose state it reads).
+    """
+    if isinstance(cap, Capability):
+        if not cap._valid:
+            raise CapabilityError(f"operator {port.op.name!r}: used a capability after drop()")
+        owner = cap._port
+        if owner is not port:
+            op = port.op
+            raise CapabilityError(
+                f"operator {op.name!r}: a capability for output {owner.index}"
+                f"{'' if owner.op is op else ' of operator ' + repr(owner.op.name)}"
+                f" cannot send on output {port.index}"
+            )
+        base = cap._time
+    elif type(cap) is CapabilityRef:
+        op = port.op
+        if not cap._valid:
+            raise CapabilityError(
+                f"operator {op.name!r}: a CapabilityRef is only valid during the call "
+                "that received it; retain() it to keep it"
+            )
+        source = cap._input
+        if source.op is not op or not op.identity_reaches(source.index, port.index):
+            raise CapabilityError(
+                f"operator {op.name!r}: the message capability of input "
+                f"{source.index} cannot be used on output {port.index}; use "
+                "retain()/delayed() for that output"
+            )
+        base = cap.time
+    else:
+        raise CapabilityError(
+            f"operator {port.op.name!r}: sending requires a Capability or CapabilityRef, "
+            f"got {type(cap).__name__}"
+        )
+    if t is None:
+        return base
+    if not less_equal(base, t):
+        raise CapabilityError(
+            f"operator {port.op.name!r}: cannot send at {t!r} with a capability at {base!r}"
+        )
+    return t
+
+
+def invalidate(refs: list[CapabilityRef]) -> None:
+    """End the borrow of every ref in ``refs`` (the call that received them returned) and
+    empty the list."""
+    for r in refs:
+        r._valid = False
+    refs.clear()
 
 
 class CapabilitySet:

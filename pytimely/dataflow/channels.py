@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from itertools import compress
 from operator import not_
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -41,7 +41,19 @@ from ..communication.routing import (
 from ..communication.wire import deserialize, serialize
 from ..errors import OperatorError, SerializationError
 
-__all__ = ["Pipeline", "Exchange", "Broadcast", "Pact"]
+if TYPE_CHECKING:
+    from ..worker import WorkerServices
+
+__all__ = ["Pipeline", "Exchange", "Broadcast", "Pact", "open_channel"]
+
+
+def open_channel(worker: WorkerServices, push: Callable[[Any, Any], None]) -> int:
+    """Allocate a data channel (on every worker alike, so identifiers agree) and, if there are
+    other workers, deliver what they send on it to ``push``.  Returns the channel."""
+    channel = worker.allocate_channel()
+    if worker.peers > 1:
+        worker.register_data_channel(channel, push)
+    return channel
 
 
 class Pact:
@@ -100,9 +112,7 @@ class Exchange(Pact):
     def connect(
         self, worker: Any, push: Callable[[Any, Any], None], consumer: str = "?"
     ) -> Callable[[Any, Any], None]:
-        channel = worker._allocate_channel()
-        if worker.peers > 1:
-            worker._register_data_channel(channel, push)
+        channel = open_channel(worker, push)
         return self.pusher(worker, channel, push, consumer)
 
     def pusher(self, worker: Any, channel: int, push: Callable[[Any, Any], None],
@@ -394,10 +404,9 @@ class _Broadcast(Pact):
     def connect(
         self, worker: Any, push: Callable[[Any, Any], None], consumer: str = "?"
     ) -> Callable[[Any, Any], None]:
-        channel = worker._allocate_channel()
+        channel = open_channel(worker, push)
         if worker.peers == 1:
             return push
-        worker._register_data_channel(channel, push)
         allocator = worker.allocator
         me = worker.index
         others = [w for w in range(worker.peers) if w != me]

@@ -7,9 +7,14 @@ scheduled.  This module holds the runtime pieces the logic touches:
 * :class:`InputPort` — iterating it yields ``(CapabilityRef, batch)`` pairs and records what
   was consumed; ``frontier`` says which times may still arrive.
 * :class:`OutputPort` — ``session(cap)`` (or ``give``/``give_batch``) sends data; every send is
-  checked against a capability for that output and counted.
-* :class:`OperatorCore` — the child a scope schedules: applies pending frontier changes, calls
-  the logic, invalidates borrowed capability refs, flushes buffered output.
+  checked against a capability for that output and counted.  ``forward(t, batch)`` is the
+  library's unchecked fast path (see its docstring for when it is legal).
+* :class:`OperatorCore` — the child a scope schedules (an
+  :class:`~pytimely.progress.operate.Operate`): applies pending frontier changes, calls the
+  logic, invalidates borrowed capability refs, flushes buffered output.
+
+This module is internal: operators are made with the builders of
+:mod:`pytimely.dataflow.operators.generic`, which hand the logic its ports.
 
 Counting invariants (what makes frontiers correct):
 
@@ -26,17 +31,20 @@ All of it is drained by the scope after the logic returns, as one atomic batch.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..errors import CapabilityError
-from ..order import less_equal
 from ..progress.antichain import MutableAntichain
 from ..progress.operate import FrontierInterest, SharedProgress
-from .capability import Capability, CapabilityRef
+from .capability import Capability, CapabilityRef, invalidate, send_time
 
-__all__ = ["InputPort", "OutputPort", "Session", "OperatorCore", "OperatorInfo", "Activator"]
+if TYPE_CHECKING:
+    from .scope import Scope
 
-_BATCH = 1024  # records per buffered session batch before it is pushed
+__all__ = ["InputPort", "OutputPort", "Session", "OperatorCore", "OperatorInfo", "Activator",
+           "BATCH"]
+
+BATCH = 1024
+"""Records buffered per time before they are pushed downstream (sessions and input handles)."""
 
 
 class Frontier:
@@ -60,6 +68,7 @@ class Frontier:
         return self._m.is_empty()
 
     def elements(self) -> list[Any]:
+        """The frontier's elements, sorted."""
         return sorted(self._m.frontier_list())
 
     def __iter__(self) -> Iterator[Any]:
@@ -95,6 +104,21 @@ class InputPort:
     @property
     def op_name(self) -> str:
         return self.op.name
+
+    def frontier_elements(self) -> list[Any]:
+        """The frontier's elements, unsorted and without a copy: the live list, valid until
+        the frontier next changes (do not mutate it).  For operators that compare it with
+        what they last saw on every activation (probe, capture)."""
+        return self._frontier.frontier_list()
+
+    def bind_frontier(self, frontier: MutableAntichain) -> None:
+        """Read this input's frontier from ``frontier`` (the scope tracker's live antichain)
+        from now on (see ``Operate.bind_frontiers``)."""
+        self._frontier = frontier
+
+    def apply_frontier_changes(self, changes: Iterable[tuple[Any, int]]) -> None:
+        """Apply frontier changes handed over by the scope (an unbound input)."""
+        self._frontier.update_iter(changes)
 
     def push(self, t: Any, batch: Any) -> None:
         """Deliver a message (called by channels) and wake the operator."""
@@ -133,9 +157,6 @@ class InputPort:
         for t, batch in queue:
             consumed.update(t, len(batch))
         return queue
-
-    def has_data(self) -> bool:
-        return bool(self.queue)
 
 
 class Tee:
@@ -179,46 +200,9 @@ class OutputPort:
 
     # -- checks ---------------------------------------------------------------------------
 
-    def _check(self, cap: Any, t: Any) -> Any:
-        if isinstance(cap, Capability):
-            if not cap._valid:
-                raise CapabilityError(
-                    f"operator {self.op.name!r}: used a capability after drop()"
-                )
-            if cap._port is not self:
-                raise CapabilityError(
-                    f"operator {self.op.name!r}: a capability for output {cap._port.index}"
-                    f"{'' if cap._port.op is self.op else ' of operator ' + repr(cap._port.op.name)}"
-                    f" cannot send on output {self.index}"
-                )
-            base = cap._time
-        elif type(cap) is CapabilityRef:
-            if not cap._valid:
-                raise CapabilityError(
-                    f"operator {self.op.name!r}: a CapabilityRef is only valid during the call "
-                    "that received it; retain() it to keep it"
-                )
-            if cap._input.op is not self.op or not self.op._identity_reaches(
-                cap._input.index, self.index
-            ):
-                raise CapabilityError(
-                    f"operator {self.op.name!r}: the message capability of input "
-                    f"{cap._input.index} cannot be used on output {self.index}; use "
-                    "retain()/delayed() for that output"
-                )
-            base = cap.time
-        else:
-            raise CapabilityError(
-                f"operator {self.op.name!r}: sending requires a Capability or CapabilityRef, "
-                f"got {type(cap).__name__}"
-            )
-        if t is None:
-            return base
-        if not less_equal(base, t):
-            raise CapabilityError(
-                f"operator {self.op.name!r}: cannot send at {t!r} with a capability at {base!r}"
-            )
-        return t
+    # Checks a send against a capability: defined beside the tokens it inspects (it is a
+    # plain method: no extra call per send).
+    _check = send_time
 
     # -- sending --------------------------------------------------------------------------
 
@@ -234,7 +218,7 @@ class OutputPort:
         t = self._check(cap, time)
         if self._buf:
             self.flush()
-        self._push(t, batch)
+        self.forward(t, batch)
 
     def _give_at(self, t: Any, record: Any) -> None:
         buf = self._buf
@@ -244,10 +228,25 @@ class OutputPort:
             self._buf_time = t
             buf = self._buf = []
         buf.append(record)
-        if len(buf) >= _BATCH:
+        if len(buf) >= BATCH:
             self.flush()
 
-    def _push(self, t: Any, batch: Any) -> None:
+    def forward(self, t: Any, batch: Any) -> None:
+        """Send ``batch`` at ``t`` with no capability check: the fast path of the library's
+        own operators (no buffering either; an empty batch is not sent).
+
+        Legal only when the operator provably holds a capability for ``t`` on this output
+        during the current invocation, as in:
+
+        * forwarding a message received in this invocation at its own time ``t`` (or at
+          ``summary(t)``) on an output the input reaches with that summary — the message's
+          own :class:`CapabilityRef` would allow it;
+        * sending at the time of a :class:`Capability` for this output that the caller holds.
+
+        Anything else breaks the progress invariant (a record at a time whose pointstamp
+        nobody holds) without an error; user logic uses ``session``/``give``, which check.
+        Flush buffered session output first if order matters (``give_batch`` does).
+        """
         n = len(batch)
         if not n:
             return
@@ -258,7 +257,7 @@ class OutputPort:
         buf = self._buf
         if buf:
             self._buf = None
-            self._push(self._buf_time, buf)
+            self.forward(self._buf_time, buf)
 
 
 class Session:
@@ -282,9 +281,7 @@ class Session:
         port = self._port
         if port._buf:
             port.flush()
-        port._push(self.time, batch)
-
-    give_vec = give_batch
+        port.forward(self.time, batch)
 
     def __enter__(self) -> Session:
         return self
@@ -308,7 +305,7 @@ class Activator:
         if delay <= 0:
             self._op.activate()
         else:
-            self._op.scope.worker._activate_after(self._op.activate, delay)
+            self._op.scope.worker.activate_after(self._op.activate, delay)
 
 
 class OperatorInfo:
@@ -334,15 +331,15 @@ class OperatorCore:
     # Slots: a million operators must not carry a million instance dicts.
     __slots__ = (
         "scope", "name", "index", "address", "inputs", "outputs", "shared", "summary_rows",
-        "_interest", "input_ports", "output_ports", "_refs", "_logic", "_ports", "_subgraph",
-        "on_built", "invocations",
+        "_interest", "input_ports", "output_ports", "_refs", "_logic", "_ports", "_activate",
+        "_on_built", "invocations",
     )
 
     local = True
 
     def __init__(
         self,
-        scope: Any,
+        scope: Scope,
         name: str,
         inputs: int,
         outputs: int,
@@ -351,7 +348,7 @@ class OperatorCore:
     ) -> None:
         self.scope = scope
         self.name = name
-        self.index = scope._reserve()
+        self.index = scope.reserve_child()
         self.address = scope.path + (self.index,)
         self.inputs = inputs
         self.outputs = outputs
@@ -363,20 +360,23 @@ class OperatorCore:
         self._refs: list[CapabilityRef] = []
         self._logic: Callable[..., Any] | None = None
         self._ports: tuple[Any, ...] = ()
-        self._subgraph: Any = None
-        self.on_built: Callable[[], None] | None = None  # called once the scope is built
+        self._activate: Callable[[int], None] = _ignore  # until ``attach``
+        self._on_built: Callable[[], None] | None = None
         self.invocations = 0
 
-    @property
-    def _identity_to(self) -> list[list[bool]]:
-        """``[i][o]``: input ``i`` reaches output ``o`` with the identity summary (so a message's
-        own capability is valid there)."""
-        identity = self.scope.domain.identity()
-        return [[any(s == identity for s in cell) for cell in row] for row in self.summary_rows]
+    def set_logic(self, logic: Callable[..., Any] | None, ports: tuple[Any, ...] = ()) -> None:
+        """What ``schedule`` runs: ``logic(*ports)`` (``None``: discard input, counted)."""
+        self._logic = logic
+        self._ports = ports
 
-    def _identity_reaches(self, i: int, o: int) -> bool:
-        """Input ``i`` reaches output ``o`` with the identity summary (one cell of
-        ``_identity_to``, without building the whole ``inputs x outputs`` table per send)."""
+    def when_built(self, callback: Callable[[], None]) -> None:
+        """Call ``callback()`` once the scope is built and the initial capabilities counted
+        (``Operate.built``): the first moment data may flow downstream."""
+        self._on_built = callback
+
+    def identity_reaches(self, i: int, o: int) -> bool:
+        """Input ``i`` reaches output ``o`` with the identity summary (so a message's own
+        capability is valid there)."""
         identity = self.scope.domain.identity()
         return any(s == identity for s in self.summary_rows[i][o])
 
@@ -388,10 +388,22 @@ class OperatorCore:
     def interest(self) -> list[FrontierInterest]:
         return self._interest
 
-    def bind_frontiers(self, antichains: list[MutableAntichain]) -> None:
+    def attach(self, activate: Callable[[int], None], index: int) -> None:
+        """See ``Operate.attach``; ``index`` is ours already (reserved at construction)."""
+        assert index == self.index
+        self._activate = activate
+
+    def bind_frontiers(self, antichains: list[MutableAntichain]) -> bool:
         """Read input frontiers from the scope's tracker (see ``Operate``): no copies."""
         for port, frontier in zip(self.input_ports, antichains):
-            port._frontier = frontier
+            port.bind_frontier(frontier)
+        return True
+
+    def built(self) -> None:
+        """See ``Operate.built``: run the ``when_built`` callback, if any."""
+        callback, self._on_built = self._on_built, None
+        if callback is not None:
+            callback()
 
     def initial_internals(self) -> list[tuple[int, Any, int]]:
         """One capability per worker at the minimum time on every output."""
@@ -405,9 +417,8 @@ class OperatorCore:
         return [Capability(t0, port, _record=False) for port in self.output_ports]
 
     def activate(self) -> None:
-        sg = self._subgraph
-        if sg is not None:
-            sg.activate_child(self.index)
+        """Ask the scope to schedule this operator (a no-op before the scope is built)."""
+        self._activate(self.index)
 
     def schedule(self) -> bool:
         self.invocations += 1
@@ -415,7 +426,7 @@ class OperatorCore:
         for i, port in enumerate(self.input_ports):
             fc = frontiers[i]
             if fc:
-                port._frontier.update_iter(fc.drain())
+                port.apply_frontier_changes(fc.drain())
         logic = self._logic
         if logic is not None:
             try:
@@ -423,9 +434,7 @@ class OperatorCore:
             finally:
                 refs = self._refs
                 if refs:
-                    for r in refs:
-                        r._valid = False
-                    refs.clear()
+                    invalidate(refs)
                 for port in self.output_ports:
                     if port._buf:
                         port.flush()
@@ -437,3 +446,7 @@ class OperatorCore:
 
     def __repr__(self) -> str:
         return f"<operator {self.name!r} at {self.address}>"
+
+
+def _ignore(index: int) -> None:
+    """The activator of an operator whose scope is not built yet."""

@@ -20,6 +20,7 @@ from typing import Any
 from ..errors import GraphError
 from ..order import INT, ProductDomain, to_inner
 from ..order import summarize as order_summarize
+from ..progress.operate import Operate
 from ..progress.reachability import Builder
 from ..progress.subgraph import Subgraph
 from .operator import Tee
@@ -45,13 +46,14 @@ class Scope:
         self.path = path
         self.parent = parent
         self.index_in_parent = index_in_parent
-        self._children: list[Any] = [None]
+        self._children: list[Operate | None] = [None]
         self._edges: list[tuple[tuple[int, int], tuple[int, int], int]] = []
+        self._edge_pacts: list[str] = []  # per edge, its channel's name (for pytimely.graph)
         self._ingress_tees: list[Tee] = []  # per scope input: fan-out of Source(0, p)
         self._egress_tees: list[Tee] = []  # per scope output: the parent-side fan-out
         self._subgraph: Subgraph | None = None
         self._built = False
-        self._progress_channel = worker._allocate_channel()
+        self._progress_channel = worker.allocate_channel()
         self._pre_ingress: list[tuple[int, Any, int]] = []
 
     # -- identity -------------------------------------------------------------------------
@@ -78,21 +80,30 @@ class Scope:
                 "function given to dataflow()/region()/iterative()"
             )
 
-    def _reserve(self) -> int:
+    def reserve_child(self) -> int:
+        """The next child index (an operator reserves it when created, so indices follow
+        construction order on every worker)."""
         self._check_open()
         self._children.append(None)
         return len(self._children) - 1
 
-    def _install(self, index: int, child: Any) -> None:
+    def install_child(self, index: int, child: Operate) -> None:
+        """Child ``index`` (reserved) is ``child``; every reserved index must be installed
+        before the scope is built."""
         self._children[index] = child
 
-    def _add_edge(self, source: tuple[int, int], target: tuple[int, int], weight: int = 1) -> None:
+    def add_edge(self, source: tuple[int, int], target: tuple[int, int], weight: int = 1,
+                 pact: str = "Pipeline") -> None:
+        """An edge from ``(node, output)`` to ``(node, input)``, counted ``weight`` times (see
+        ``Pact.weight_per_peer``); ``pact`` names its channel, to describe the graph
+        (:mod:`pytimely.graph`).  Streams call this when connected."""
         self._check_open()
         self._edges.append((source, target, weight))
+        self._edge_pacts.append(pact)
 
     # -- scope inputs and outputs -----------------------------------------------------------
 
-    def _new_scope_input(self, parent_stream: Any) -> Any:
+    def new_scope_input(self, parent_stream: Any) -> Any:
         """Make ``parent_stream`` (of the parent scope) scope input ``p``; return the inner
         stream."""
         from .stream import Stream
@@ -103,22 +114,21 @@ class Scope:
         self._ingress_tees.append(inner_tee)
         outer_domain = self.parent.domain
         inner_domain = self.domain
-        scope = self
         same = outer_domain == inner_domain
 
         def ingress(t: Any, batch: Any) -> None:
             ti = t if same else to_inner(outer_domain, inner_domain, t)
-            sg = scope._subgraph
+            sg = self._subgraph
             if sg is not None:
                 sg.record_ingress(p, ti, len(batch))
             else:  # pragma: no cover - data sent before the dataflow was built
-                scope._pre_ingress.append((p, ti, len(batch)))
+                self._pre_ingress.append((p, ti, len(batch)))
             inner_tee.push(ti, batch)
 
         parent_stream._connect((self.index_in_parent, p), ingress)
         return Stream(self, (0, p), inner_tee)
 
-    def _new_scope_output(self, inner_stream: Any) -> Any:
+    def new_scope_output(self, inner_stream: Any) -> Any:
         """Make ``inner_stream`` scope output ``q``; return the parent-side stream."""
         from .stream import Stream
 
@@ -175,19 +185,16 @@ class Scope:
         return self._nested(fn, name or "Region", self.domain)
 
     def iterative(self, fn: Callable[[Scope], Any], name: str | None = None) -> Any:
-        """A nested scope with ``Product(outer, loop counter)`` timestamps; returns ``fn(inner)``."""
+        """A nested scope with ``Product(outer, loop counter)`` timestamps; returns
+        ``fn(inner)``."""
         return self._nested(fn, name or "Iterative", ProductDomain(self.domain, INT))
 
-    def scoped(self, fn: Callable[[Scope], Any], domain: Any, name: str | None = None) -> Any:
-        """A nested scope with the given time domain (the parent's, or a ProductDomain of it)."""
-        return self._nested(fn, name or "Scope", domain)
-
     def _nested(self, fn: Callable[[Scope], Any], name: str, domain: Any) -> Any:
-        index = self._reserve()
+        index = self.reserve_child()
         child = Scope(self.worker, name, domain, self.path + (index,), self, index)
         result = fn(child)
-        subgraph = child._build()
-        self._install(index, subgraph)
+        subgraph = child.build_subgraph()
+        self.install_child(index, subgraph)
         return result
 
     def feedback(self, summary: Any = 1) -> tuple[Any, Any]:
@@ -199,8 +206,12 @@ class Scope:
 
     # -- compilation ----------------------------------------------------------------------
 
-    def _build(self) -> Subgraph:
-        """Compile the graph and create the runtime subgraph (validates cycles)."""
+    def build_subgraph(self) -> Subgraph:
+        """Compile the graph and create the runtime subgraph (validates cycles).
+
+        Called once, by whoever created this scope (the worker for a dataflow, the parent
+        scope for a nested one) after the building function returned; the scope is closed to
+        new operators afterwards."""
         self._check_open()
         worker = self.worker
         builder = Builder(self.domain)
@@ -219,18 +230,19 @@ class Scope:
         outer = self.parent.domain if self.parent is not None else self.domain
         inner = self.domain
         if outer == inner:
-            ti = to_o = summ = _identity
+            inner_time = outer_time = outer_summary = _identity
         else:
-            def ti(t: Any) -> Any:
+            def inner_time(t: Any) -> Any:
                 return to_inner(outer, inner, t)
 
-            def to_o(t: Any) -> Any:
+            def outer_time(t: Any) -> Any:
                 return t[0]
 
-            def summ(s: Any) -> Any:
+            def outer_summary(s: Any) -> Any:
                 return order_summarize(outer, inner, s)
 
-        progcaster = worker._progcaster(self._progress_channel)
+        # The subgraph attaches every child (``Operate.attach``): one path for operators and
+        # nested scopes alike.
         subgraph = Subgraph(
             self.name,
             self.path,
@@ -238,26 +250,15 @@ class Scope:
             self._edges,
             tracker,
             worker.peers,
-            ti,
-            to_o,
-            summ,
-            progcaster,
+            inner_time,
+            outer_time,
+            outer_summary,
+            worker.progcaster(self._progress_channel),
+            self._edge_pacts,
         )
-        if worker.peers > 1:
-            worker._register_progress_channel(self._progress_channel, subgraph)
-        for index in range(1, len(self._children)):
-            child = self._children[index]
-            if isinstance(child, Subgraph):
-                child.set_parent_activator(_child_activator(subgraph, index))
-            else:
-                child._subgraph = subgraph
         self._subgraph = subgraph
         self._built = True
-        subgraph.initialize()
-        for child in self._children[1:]:
-            on_built = getattr(child, "on_built", None)
-            if on_built is not None:
-                on_built()
+        subgraph.initialize()  # ends with ``Operate.built`` for every child
         if self._pre_ingress:
             for p, t, k in self._pre_ingress:
                 subgraph.record_ingress(p, t, k)
@@ -268,9 +269,3 @@ class Scope:
 def _identity(x: Any) -> Any:
     return x
 
-
-def _child_activator(subgraph: Subgraph, index: int) -> Callable[[], None]:
-    def activate() -> None:
-        subgraph.activate_child(index)
-
-    return activate

@@ -28,8 +28,9 @@ class Stream:
         self.tee = tee
 
     def _connect(self, target: tuple[int, int], push: Callable[[Any, Any], None],
-                 weight: int = 1) -> None:
-        self.scope._add_edge(self.source, target, weight)
+                 weight: int = 1, pact: str = "Pipeline") -> None:
+        """``pact`` names the channel for describing the graph (see :mod:`pytimely.graph`)."""
+        self.scope.add_edge(self.source, target, weight, pact)
         self.tee.consumers.append(push)
 
     def _check_scope(self, scope: Any, what: str) -> None:
@@ -45,13 +46,13 @@ class Stream:
             raise GraphError(
                 f"enter(): scope {scope.name!r} is not nested directly in {self.scope.name!r}"
             )
-        return scope._new_scope_input(self)
+        return scope.new_scope_input(self)
 
     def leave(self) -> Stream:
         """This stream in the parent scope (loop counters dropped)."""
         if self.scope.parent is None:
             raise GraphError("leave(): the stream is already in a dataflow's top-level scope")
-        return self.scope._new_scope_output(self)
+        return self.scope.new_scope_output(self)
 
     def __repr__(self) -> str:
         return f"<Stream from {self.source} in {self.scope.name!r}>"

@@ -1,7 +1,9 @@
 """NEXMark: the canonical (Megaphone) event generator and batch reference queries.
 
-See ``shared/reference/nexmark.md``.  ``generator`` produces events (scalar reference path and a
-fast columnar numpy path); ``reference`` computes Q0..Q8 over a finite list of events.
+Megaphone's NEXMark (https://github.com/strymon-system/megaphone; the benchmark itself is
+Tucker et al., "NEXMark - A Benchmark for Queries over Data Streams").  ``generator`` produces
+events (scalar reference path and a fast columnar numpy path); ``reference`` computes Q0..Q8
+over a finite list of events.
 All times are integer nanoseconds of event time.
 """
 

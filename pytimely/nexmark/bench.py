@@ -10,7 +10,8 @@ from __future__ import annotations
 import sys
 import time
 
-from .generator import _CHECKPOINTS, NexmarkConfig, WorkerStream, generate, generate_scalar
+from .generator import NexmarkConfig, WorkerStream, generate, generate_scalar
+from .generator.columnar import _CHECKPOINTS
 
 
 def _measure(fn) -> tuple[float, float]:

@@ -14,7 +14,7 @@ themselves pass unchanged), which is what the queries exchange between workers.
 ns).  That is the only requirement the queries make; it guarantees that once the input frontier
 is ``F`` every event with ``date_time < F`` has been sent, and that no event sent later has
 ``date_time < F``.  The recommended stamping is ``t = date_time // quantum * quantum`` (the
-spec's 1 ms harness ticks: ``quantum = 10**6``; ``quantum = 1`` is exact event time).
+harness' 1 ms ticks: ``quantum = 10**6``; ``quantum = 1`` is exact event time).
 :func:`time_batches` cuts a finite input that way.  With ``F`` a multiple of the quantum, the
 frontier-``F`` state of every query equals ``reference.qN(events, frontier=F)``.
 """
@@ -27,7 +27,8 @@ from typing import Any
 
 import numpy as np
 
-from .generator import CITIES, STATES, Auction, Bid, EventBatch, Person, _slice
+from .generator import CITIES, STATES, Auction, Bid, EventBatch, Person
+from .generator.columnar import _slice
 
 __all__ = [
     "auctions_of",

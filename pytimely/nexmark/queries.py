@@ -17,7 +17,8 @@ Interface
 (``"q0"`` .. ``"q8"``) reading the events stream ``events`` (see :mod:`.events`: batches of
 ``EventBatch`` or of ``Person``/``Auction``/``Bid`` records) and returns the stream of result
 rows.  ``idiom`` is ``"tokens"`` for every query, also ``"notifications"`` or
-``"watermarks"`` for Q4 and Q7, and ``"library"`` for Q5, Q7 and Q8 (:data:`IDIOMS`).  Parameters: ``rows`` (Q0: output reference
+``"watermarks"`` for Q4 and Q7, and ``"library"`` for Q5, Q7 and Q8 (:data:`IDIOMS`).
+Parameters: ``rows`` (Q0: output reference
 rows instead of passing the event batches through), ``key`` (Q6: ``"bidder"`` or
 ``"seller"``), ``notify_per_call`` (notifications: deliver at most this many per invocation,
 ``1`` = Naiad's scheduling), ``watermark_stats`` / ``watermark_probe`` (watermarks: a
@@ -45,9 +46,10 @@ Design (tokens)
   (Q4 closing, Q5 counts), seller / person id (Q3, Q8), category (Q4 average), bidder or
   seller (Q6), window (Q7).  Everything is correct on any number of workers.
 * Operators that wait for event time keep their pending work in a heap keyed by time and hold
-  **one token, at the minimum pending time** (seed 004 section 6.3, Megaphone's priority queue of
-  tokens): taken from an incoming message's token with ``delayed`` when something earlier
-  arrives, downgraded to the new minimum after releasing work, dropped when nothing is pending.
+  **one token, at the minimum pending time** (:class:`~pytimely.dataflow.idioms.MinToken`,
+  Megaphone's priority queue of tokens): taken from an incoming message's token with
+  ``delayed`` when something earlier arrives, downgraded to the new minimum after releasing
+  work, dropped when nothing is pending.
   Their interest is ``IF_CAPABILITY``: time passing is none of their business while idle.
 * Q7 pre-aggregates per worker (numpy max per window per batch), holding one token per open
   window at the window's end, and exchanges only the partial maxima (one record per window per
@@ -68,6 +70,7 @@ from typing import Any
 import numpy as np
 
 from ..dataflow.channels import Exchange, Pipeline
+from ..dataflow.idioms import MinToken
 from ..dataflow.operators.generic import (
     binary,
     binary_frontier,
@@ -123,6 +126,16 @@ def _fmin(frontier: Any) -> Any:
 # Building blocks
 
 
+def _on_watermarks(events: Any, query: str, build: Callable[[WStream], WStream],
+                   stats: WatermarkStats | None, probe: WatermarkProbe | None) -> Any:
+    """``build`` applied to ``events`` with watermarks assigned: its data stream, and the
+    watermarks it emits observed by ``probe`` (on all workers) if one is given."""
+    out = build(assign_watermarks(events, f"{query} Source", stats=stats))
+    if probe is not None:
+        out.probe(all_workers=True, handle=probe)
+    return out.data(f"{query} Output")
+
+
 def _per_batch(stream: Any, name: str, fn: Callable[[Any], Any], pact: Any = Pipeline) -> Any:
     """``fn(batch) -> records`` for every batch, sent at the batch's time (no tokens held)."""
 
@@ -138,38 +151,6 @@ def _per_batch(stream: Any, name: str, fn: Callable[[Any], Any], pact: Any = Pip
         return logic
 
     return unary(stream, pact, name, ctor)
-
-
-class _MinToken:
-    """One token held at the minimum pending time (seed 004 section 6.3): ``cover(ref, t)``
-    makes sure a token ``<= t`` is held (taking one from the message ``ref`` if needed),
-    ``settle(t_min)`` moves it to the new minimum (``None``: nothing pending, drop it)."""
-
-    __slots__ = ("cap", "time")
-
-    def __init__(self) -> None:
-        self.cap: Any = None
-        self.time: Any = _INF
-
-    def cover(self, ref: Any, t: Any) -> None:
-        if t < self.time:
-            new = ref.delayed(t)
-            if self.cap is not None:
-                self.cap.drop()
-            self.cap = new
-            self.time = t
-
-    def settle(self, t_min: Any) -> None:
-        cap = self.cap
-        if cap is None:
-            return
-        if t_min is None:
-            cap.drop()
-            self.cap = None
-            self.time = _INF
-        elif t_min > self.time:
-            cap.downgrade(t_min)
-            self.time = t_min
 
 
 # ---------------------------------------------------------------------------------------------
@@ -393,7 +374,9 @@ def _split_q4(events: Any) -> tuple[Any, Any]:
     return (_per_batch(events, "Q4 Bids", bids_of), _per_batch(events, "Q4 Auctions", auctions_of))
 
 
-def closed_auctions(scope: Any, events: Any, idiom: str = "tokens", per_call: int | None = None) -> Any:
+def closed_auctions(
+    scope: Any, events: Any, idiom: str = "tokens", per_call: int | None = None
+) -> Any:
     """The closing stage shared by Q4 and Q6 (Beam's Q9): rows ``(expires, auction, category,
     seller, winning bidder, winning price)`` for every auction that closes with a valid bid,
     once the input frontier is strictly past ``expires`` (see ``reference.closed_auctions``;
@@ -410,7 +393,7 @@ def closed_auctions(scope: Any, events: Any, idiom: str = "tokens", per_call: in
         def ctor(cap: Any, info: Any) -> Any:
             cap.drop()
             closer = _AuctionCloser()
-            token = _MinToken()
+            token = MinToken()
 
             def logic(bin_: Any, ain: Any, out: Any) -> None:
                 for ref, batch in ain:
@@ -509,7 +492,7 @@ def _ordered_apply(closings: Any, field: int, apply: Any, name: str) -> Any:
     def ctor(cap: Any, info: Any) -> Any:
         cap.drop()
         pending: list[tuple] = []  # heap of closings (expires, auction, ...)
-        token = _MinToken()
+        token = MinToken()
 
         def logic(inp: Any, out: Any) -> None:
             for ref, batch in inp:
@@ -581,11 +564,7 @@ def q4(scope: Any, events: Any, idiom: str = "tokens", notify_per_call: int | No
         return _ordered_apply_notify(closings, 2, _RunningAverage(), "Q4 Average (notify)",
                                      notify_per_call)
     if idiom == "watermarks":
-        ws = assign_watermarks(events, "Q4 Source", stats=watermark_stats)
-        out = _q4_watermarks(ws)
-        if watermark_probe is not None:
-            out.probe(all_workers=True, handle=watermark_probe)
-        return out.data("Q4 Output")
+        return _on_watermarks(events, "Q4", _q4_watermarks, watermark_stats, watermark_probe)
     raise ValueError(f"q4: unknown idiom {idiom!r}")
 
 
@@ -663,7 +642,7 @@ def q5(scope: Any, events: Any, idiom: str = "tokens") -> Any:
         pending_ends: list[int] = []  # heap: slices not yet entered
         counts: Counter = Counter()  # the window at the last processed boundary
         cursor = [None]  # next boundary to process while the window is non-empty
-        token = _MinToken()
+        token = MinToken()
 
         def next_boundary() -> int | None:
             if counts:
@@ -898,120 +877,129 @@ def q7(scope: Any, events: Any, idiom: str = "tokens", notify_per_call: int | No
     * Watermarks: windows fire when the watermark reaches ``e``.
     * Library: :func:`_q7_library`.
     """
+    if idiom == "tokens":
+        return _q7_tokens(events)
+    if idiom == "notifications":
+        return _q7_notifications(events, notify_per_call)
+    if idiom == "watermarks":
+        return _on_watermarks(events, "Q7", _q7_watermarks, watermark_stats, watermark_probe)
     if idiom == "library":
         return _q7_library(events)
+    raise ValueError(f"q7: unknown idiom {idiom!r}")
+
+
+def _q7_tokens(events: Any) -> Any:
+    """Q7 with timestamp tokens: one token per open window per stage (see :func:`q7`)."""
     width = Q7_WINDOW
-    if idiom == "tokens":
 
-        def pre_ctor(cap: Any, info: Any) -> Any:
-            cap.drop()
-            state = _WindowMax()
+    def pre_ctor(cap: Any, info: Any) -> Any:
+        cap.drop()
+        state = _WindowMax()
 
-            def logic(inp: Any, out: Any) -> None:
-                for ref, batch in inp:
-                    for e, m in _window_maxima(batch, width):
-                        entry = state.add(e, m)
-                        if entry is not None:
-                            entry[0] = ref.delayed(e - 1)
-                if state.ends:
-                    frontier = inp.frontier
-                    # Complete once the frontier reaches e: every bid of it has date_time < e.
-                    for e, (tok, m) in state.complete(lambda e: not frontier.less_than(e)):
-                        out.give(tok, (e, m))  # at e - 1
-                        tok.drop()
-
-            return logic
-
-        partial = unary_frontier(events, Pipeline, "Q7 PreReduce", pre_ctor, interest=_IF_CAP)
-
-        def all_ctor(cap: Any, info: Any) -> Any:
-            cap.drop()
-            state = _WindowMax()
-
-            def logic(inp: Any, out: Any) -> None:
-                for ref, batch in inp:
-                    for e, m in batch:
-                        entry = state.add(e, m)
-                        if entry is not None:
-                            entry[0] = ref.delayed(e)
-                if state.ends:
-                    frontier = inp.frontier
-                    # Partials travel at e - 1: all have arrived once the frontier is past it.
-                    for e, (tok, m) in state.complete(lambda e: not frontier.less_equal(e - 1)):
-                        out.give(tok, (e, m))
-                        tok.drop()
-
-            return logic
-
-        return unary_frontier(partial, Exchange(_window_key), "Q7 AllReduce", all_ctor,
-                              interest=_IF_CAP)
-
-    if idiom == "notifications":
-        pre_windows: dict[int, int] = {}  # window end -> partial max
-
-        def pre_logic(inp: Any, out: Any, notificator: Any) -> None:
+        def logic(inp: Any, out: Any) -> None:
             for ref, batch in inp:
                 for e, m in _window_maxima(batch, width):
-                    cur = pre_windows.get(e)
-                    if cur is None:
-                        pre_windows[e] = m
-                        notificator.notify_at(ref.delayed(e - 1))
-                    elif m > cur:
-                        pre_windows[e] = m
-            for cap in notificator:
-                e = cap.time + 1
-                out.give(cap, (e, pre_windows.pop(e)))  # at e - 1
-                cap.drop()
+                    entry = state.add(e, m)
+                    if entry is not None:
+                        entry[0] = ref.delayed(e - 1)
+            if state.ends:
+                frontier = inp.frontier
+                # Complete once the frontier reaches e: every bid of it has date_time < e.
+                for e, (tok, m) in state.complete(lambda e: not frontier.less_than(e)):
+                    out.give(tok, (e, m))  # at e - 1
+                    tok.drop()
 
-        partial = unary_notify(events, Pipeline, "Q7 PreReduce (notify)", (), pre_logic,
-                               per_call=notify_per_call)
-        all_windows: dict[int, int] = {}
+        return logic
 
-        def all_logic(inp: Any, out: Any, notificator: Any) -> None:
+    partial = unary_frontier(events, Pipeline, "Q7 PreReduce", pre_ctor, interest=_IF_CAP)
+
+    def all_ctor(cap: Any, info: Any) -> Any:
+        cap.drop()
+        state = _WindowMax()
+
+        def logic(inp: Any, out: Any) -> None:
             for ref, batch in inp:
                 for e, m in batch:
-                    cur = all_windows.get(e)
-                    if cur is None:
-                        all_windows[e] = m
-                        notificator.notify_at(ref.retain())  # partials travel at e - 1
-                    elif m > cur:
-                        all_windows[e] = m
-            for cap in notificator:
-                e = cap.time + 1
-                out.give(cap, (e, all_windows.pop(e)), time=e)
-                cap.drop()
+                    entry = state.add(e, m)
+                    if entry is not None:
+                        entry[0] = ref.delayed(e)
+            if state.ends:
+                frontier = inp.frontier
+                # Partials travel at e - 1: all have arrived once the frontier is past it.
+                for e, (tok, m) in state.complete(lambda e: not frontier.less_equal(e - 1)):
+                    out.give(tok, (e, m))
+                    tok.drop()
 
-        return unary_notify(partial, Exchange(_window_key), "Q7 AllReduce (notify)", (),
-                            all_logic, per_call=notify_per_call)
+        return logic
 
-    if idiom == "watermarks":
-        ws = assign_watermarks(events, "Q7 Source", stats=watermark_stats)
-        pre_state = _WindowMax()
+    return unary_frontier(partial, Exchange(_window_key), "Q7 AllReduce", all_ctor,
+                          interest=_IF_CAP)
 
-        def pre_data(batch: Any) -> None:
+
+def _q7_notifications(events: Any, notify_per_call: int | None) -> Any:
+    """Q7 with Naiad-style notifications: one per window per stage, at ``e - 1``."""
+    width = Q7_WINDOW
+    pre_windows: dict[int, int] = {}  # window end -> partial max
+
+    def pre_logic(inp: Any, out: Any, notificator: Any) -> None:
+        for ref, batch in inp:
             for e, m in _window_maxima(batch, width):
-                pre_state.add(e, m)
+                cur = pre_windows.get(e)
+                if cur is None:
+                    pre_windows[e] = m
+                    notificator.notify_at(ref.delayed(e - 1))
+                elif m > cur:
+                    pre_windows[e] = m
+        for cap in notificator:
+            e = cap.time + 1
+            out.give(cap, (e, pre_windows.pop(e)))  # at e - 1
+            cap.drop()
 
-        def pre_fire(w: int) -> list[tuple[int, int]]:
-            return [(e, entry[1]) for e, entry in pre_state.complete(lambda e: e <= w)]
+    partial = unary_notify(events, Pipeline, "Q7 PreReduce (notify)", (), pre_logic,
+                           per_call=notify_per_call)
+    all_windows: dict[int, int] = {}
 
-        partial = ws.process(pre_data, pre_fire, name="Q7 PreReduce (watermarks)")
-        all_state = _WindowMax()
-
-        def all_data(batch: Any) -> None:
+    def all_logic(inp: Any, out: Any, notificator: Any) -> None:
+        for ref, batch in inp:
             for e, m in batch:
-                all_state.add(e, m)
+                cur = all_windows.get(e)
+                if cur is None:
+                    all_windows[e] = m
+                    notificator.notify_at(ref.retain())  # partials travel at e - 1
+                elif m > cur:
+                    all_windows[e] = m
+        for cap in notificator:
+            e = cap.time + 1
+            out.give(cap, (e, all_windows.pop(e)), time=e)
+            cap.drop()
 
-        def all_fire(w: int) -> list[tuple[int, int]]:
-            return [(e, entry[1]) for e, entry in all_state.complete(lambda e: e <= w)]
+    return unary_notify(partial, Exchange(_window_key), "Q7 AllReduce (notify)", (),
+                        all_logic, per_call=notify_per_call)
 
-        out = partial.process(all_data, all_fire, key=_window_key,
-                              name="Q7 AllReduce (watermarks)")
-        if watermark_probe is not None:
-            out.probe(all_workers=True, handle=watermark_probe)
-        return out.data("Q7 Output")
 
-    raise ValueError(f"q7: unknown idiom {idiom!r}")
+def _q7_watermarks(ws: WStream) -> WStream:
+    """Q7 with watermarks: per-worker then global maxima of the windows the watermark closes."""
+    width = Q7_WINDOW
+    pre_state = _WindowMax()
+
+    def pre_data(batch: Any) -> None:
+        for e, m in _window_maxima(batch, width):
+            pre_state.add(e, m)
+
+    def pre_fire(w: int) -> list[tuple[int, int]]:
+        return [(e, entry[1]) for e, entry in pre_state.complete(lambda e: e <= w)]
+
+    partial = ws.process(pre_data, pre_fire, name="Q7 PreReduce (watermarks)")
+    all_state = _WindowMax()
+
+    def all_data(batch: Any) -> None:
+        for e, m in batch:
+            all_state.add(e, m)
+
+    def all_fire(w: int) -> list[tuple[int, int]]:
+        return [(e, entry[1]) for e, entry in all_state.complete(lambda e: e <= w)]
+
+    return partial.process(all_data, all_fire, key=_window_key, name="Q7 AllReduce (watermarks)")
 
 
 def _window_key(r: Any) -> int:

@@ -1,15 +1,16 @@
 """Plain batch (non-streaming) reference computations of NEXMark Q0..Q8.
 
-These follow ``shared/reference/nexmark.md`` section 2 (Megaphone's native queries and
-parameters, with the spec's two fixes and its deterministic tie-breaks).  They are the oracle a
-streaming implementation is compared against.
+These follow Megaphone's native NEXMark queries and parameters (the ``nexmark`` queries of
+https://github.com/strymon-system/megaphone), with two fixes (Q5, Q8; stated in their
+docstrings) and deterministic tie-breaks.  They are the oracle a streaming implementation is
+compared against.
 
 Conventions shared by every function
 ------------------------------------
 
 * **Input**: ``events`` is a sequence of :class:`~pytimely.nexmark.generator.Person` /
   ``Auction`` / ``Bid`` records **in event-number order** (the generator's order; the list
-  position is used as the event number where the spec breaks ties by it), or an
+  position is used as the event number where ties are broken by it), or an
   :class:`~pytimely.nexmark.generator.EventBatch`.
 * **Time**: integer nanoseconds of event time (``date_time``, ``expires``, window ends).
   ``SECOND = 10**9``.
@@ -17,7 +18,7 @@ Conventions shared by every function
   complete and everything is flushed (Megaphone at end of input).  With ``F``, the function
   answers "what must a streaming implementation have output once its input frontier is
   ``F``": it uses only the events with ``date_time < F`` (so the caller may pass the full
-  list) and applies the spec's per-query completeness rule (2.0):
+  list) and applies the per-query completeness rule:
   Q4/Q6 close an auction iff ``expires < F``; Q5 reports boundary ``t`` iff ``t < F``;
   Q7 reports window end ``e`` iff ``e <= F``; Q8 examines auction ``a`` iff
   ``a.date_time < F``; Q0-Q3 are per-record and output everything derived from the cut input.
@@ -26,8 +27,8 @@ Conventions shared by every function
   ``sorted(streaming_rows) == reference_rows`` is the comparison, and
   ``q(events, frontier=F)`` is exactly the set of rows a streaming implementation must have
   produced once its input frontier is ``F``.  A streaming system's *timely timestamps* may be
-  earlier than the logical time (an event's timestamp is <= its ``date_time``; the spec
-  recommends stamping events with ``floor(date_time / 1 ms) * 1 ms``; Megaphone's Q4 sends at
+  earlier than the logical time (an event's timestamp is <= its ``date_time``; the
+  recommended stamping is ``floor(date_time / 1 ms) * 1 ms``; Megaphone's Q4 sends at
   its held token), so compare row contents, not timely timestamps.
 * Integer division is floor division (``//``) everywhere, as in Megaphone.
 
@@ -327,7 +328,7 @@ def q5(events, frontier: int | None = None) -> list[tuple]:
     i.e. the bids with ``d in [t - 60 s, t)``.  At every boundary where a non-empty slice
     enters (``t = s``) or leaves (``t = s + 60 s``) and the window is non-empty, output the
     auction with the most bids in the window; ties -> the larger auction id.  The maximum is
-    global (Megaphone computes it per worker; the spec fixes this).
+    global (Megaphone computes it per worker; this reference fixes that).
 
     Row: ``(t, auction, count)``; logical time = ``t``.  Completeness: boundary ``t`` is
     reported iff ``t < F`` (Megaphone emits once the frontier is strictly past ``t``).
@@ -413,7 +414,7 @@ def q8(events, frontier: int | None = None) -> list[tuple]:
 
     Persons are kept forever; an auction is examined once the frontier passes its time:
     completeness ``a.date_time < F``.  (Megaphone's own operator matches sellers against
-    *auction ids* and omits ``p.date_time <= a.date_time``; the spec fixes both.)
+    *auction ids* and omits ``p.date_time <= a.date_time``; this reference fixes both.)
 
     Row: ``(a.date_time, seller)``, one per qualifying auction; logical time =
     ``a.date_time``.
@@ -453,11 +454,11 @@ def q8_tumbling(events, frontier: int | None = None) -> list[tuple]:
 
 
 # ---------------------------------------------------------------------------------------------
-# Worked example (spec section 3)
+# Worked example
 
 
 def worked_example() -> list:
-    """The 16 events of the spec's worked example (section 3), in event order.
+    """The 16 events of a small worked example, in event order.
 
     Times in ns; ``S = 10**9``.  Strings other than city/state are empty.
     """

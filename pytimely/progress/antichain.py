@@ -49,10 +49,50 @@ def _sorted(elements: list[Any]) -> list[Any]:
         return list(elements)
 
 
-class Antichain:
-    """A set of mutually incomparable timestamps (the minimal elements of what was inserted)."""
+class _Minima:
+    """What :class:`Antichain` and :class:`MutableAntichain` share: a list ``_elements`` of
+    mutually incomparable times, and the comparisons every frontier check makes.
+
+    Defined once for both classes and inherited, so a check costs no extra call.
+    """
 
     __slots__ = ("_elements",)
+
+    _elements: list[Any]
+
+    def less_equal(self, t: Any) -> bool:
+        """Some element is ``<= t``: ``t`` may still appear (it is at or beyond the frontier)."""
+        if type(t) is int:
+            for e in self._elements:
+                if e <= t:
+                    return True
+            return False
+        for e in self._elements:
+            if less_equal(e, t):
+                return True
+        return False
+
+    def less_than(self, t: Any) -> bool:
+        """Some element is strictly ``< t``."""
+        if type(t) is int:
+            for e in self._elements:
+                if e < t:
+                    return True
+            return False
+        for e in self._elements:
+            if less_equal(e, t) and e != t:
+                return True
+        return False
+
+    def is_empty(self) -> bool:
+        """No elements (for a frontier: nothing can appear any more)."""
+        return not self._elements
+
+
+class Antichain(_Minima):
+    """A set of mutually incomparable timestamps (the minimal elements of what was inserted)."""
+
+    __slots__ = ()
 
     def __init__(self, elements: Iterable[Any] = ()) -> None:
         self._elements: list[Any] = []
@@ -85,30 +125,6 @@ class Antichain:
         self._elements.append(t)
         return True
 
-    def less_equal(self, t: Any) -> bool:
-        """Some element is ``<= t``: ``t`` may still appear (it is at or beyond the frontier)."""
-        if type(t) is int:
-            for e in self._elements:
-                if e <= t:
-                    return True
-            return False
-        for e in self._elements:
-            if less_equal(e, t):
-                return True
-        return False
-
-    def less_than(self, t: Any) -> bool:
-        """Some element is strictly ``< t``."""
-        if type(t) is int:
-            for e in self._elements:
-                if e < t:
-                    return True
-            return False
-        for e in self._elements:
-            if less_equal(e, t) and e != t:
-                return True
-        return False
-
     def dominates(self, other: Antichain) -> bool:
         """Every element of ``other`` is ``>=`` some element of ``self``."""
         return all(self.less_equal(t) for t in other)
@@ -116,9 +132,6 @@ class Antichain:
     def elements(self) -> list[Any]:
         """The elements, sorted by the total order (insertion order if there is none)."""
         return _sorted(self._elements)
-
-    def is_empty(self) -> bool:
-        return not self._elements
 
     def clear(self) -> None:
         self._elements = []
@@ -149,7 +162,7 @@ class Antichain:
         return f"Antichain({_sorted(self._elements)!r})"
 
 
-class MutableAntichain:
+class MutableAntichain(_Minima):
     """Counts per timestamp, and the antichain of minimal times with positive count.
 
     Invariant: ``frontier()`` equals the minimal elements of ``{t : count_for(t) > 0}``.
@@ -163,11 +176,11 @@ class MutableAntichain:
     [2]
     """
 
-    __slots__ = ("_counts", "_frontier", "_heap")
+    __slots__ = ("_counts", "_heap")  # and _elements: the frontier
 
     def __init__(self) -> None:
         self._counts: dict[Any, int] = {}
-        self._frontier: list[Any] = []
+        self._elements: list[Any] = []
         # Integer path only: a min-heap holding (at least) every time with a positive count,
         # plus stale entries removed lazily; ``None`` until first needed (or after the general
         # path changed counts), then rebuilt once.  Makes retracting the frontier element
@@ -179,7 +192,7 @@ class MutableAntichain:
     def from_elem(cls, t: Any) -> MutableAntichain:
         m = cls()
         m._counts[t] = 1
-        m._frontier.append(t)
+        m._elements.append(t)
         return m
 
     def update_one(self, t: Any, d: int) -> tuple[tuple[Any, int], ...] | list[tuple[Any, int]]:
@@ -196,7 +209,7 @@ class MutableAntichain:
             del counts[t]
         else:
             return ()
-        frontier = self._frontier
+        frontier = self._elements
         if type(t) is int:
             if d > 0:
                 heap = self._heap
@@ -208,10 +221,10 @@ class MutableAntichain:
                     f = frontier[0]
                     if f <= t or c <= 0:
                         return ()
-                    self._frontier = [t]
+                    self._elements = [t]
                     return ((f, -1), (t, 1))
                 if c > 0:
-                    self._frontier = [t]
+                    self._elements = [t]
                     return ((t, 1),)
                 return ()
             if c > 0 or not frontier or frontier[0] != t:
@@ -224,9 +237,9 @@ class MutableAntichain:
                 heapq.heappop(heap)
             m = heap[0] if heap else None
             if m is None:
-                self._frontier = []
+                self._elements = []
                 return ((t, -1),)
-            self._frontier = [m]
+            self._elements = [m]
             return ((t, -1), (m, 1))
         self._heap = None
         if d > 0:
@@ -240,7 +253,7 @@ class MutableAntichain:
     def update_iter(self, updates: Iterable[tuple[Any, int]]) -> list[tuple[Any, int]]:
         """Apply count changes; return the resulting frontier changes (each ±1)."""
         counts = self._counts
-        frontier = self._frontier
+        frontier = self._elements
         if type(updates) is list and updates and type(updates[0][0]) is int:
             # Integer times: apply one by one on the scan-free path.  The concatenated
             # changes are a valid (if not minimal) description of the frontier's movement.
@@ -285,7 +298,7 @@ class MutableAntichain:
         return self._rebuild()
 
     def _rebuild(self) -> list[tuple[Any, int]]:
-        old = self._frontier
+        old = self._elements
         positive = [t for t, c in self._counts.items() if c > 0]
         if not positive:
             new: list[Any] = []
@@ -302,57 +315,29 @@ class MutableAntichain:
                         break
                 else:
                     new.append(t)
-        self._frontier = new
+        self._elements = new
         if old == new:
             return []
         return frontier_changes(old, new)
 
     def frontier(self) -> Antichain:
         a = Antichain()
-        a._elements = list(self._frontier)
+        a._elements = list(self._elements)
         return a
 
     def frontier_list(self) -> list[Any]:
         """The frontier elements (no copy semantics promised; do not mutate)."""
-        return self._frontier
-
-    def less_equal(self, t: Any) -> bool:
-        """Some frontier element is ``<= t``."""
-        if type(t) is int:
-            for e in self._frontier:
-                if e <= t:
-                    return True
-            return False
-        for e in self._frontier:
-            if less_equal(e, t):
-                return True
-        return False
-
-    def less_than(self, t: Any) -> bool:
-        """Some frontier element is strictly ``< t``."""
-        if type(t) is int:
-            for e in self._frontier:
-                if e < t:
-                    return True
-            return False
-        for e in self._frontier:
-            if less_equal(e, t) and e != t:
-                return True
-        return False
+        return self._elements
 
     def count_for(self, t: Any) -> int:
         return self._counts.get(t, 0)
-
-    def is_empty(self) -> bool:
-        """The frontier is empty (no positive counts)."""
-        return not self._frontier
 
     def counts(self) -> dict[Any, int]:
         """A copy of the non-zero counts."""
         return dict(self._counts)
 
     def __iter__(self) -> Iterator[Any]:
-        return iter(sorted(self._frontier))
+        return iter(sorted(self._elements))
 
     def __repr__(self) -> str:
-        return f"MutableAntichain(frontier={sorted(self._frontier)!r})"
+        return f"MutableAntichain(frontier={sorted(self._elements)!r})"

@@ -1,10 +1,16 @@
-"""Exchanging a scope's progress batches between workers.
+"""Exchanging a scope's progress batches between workers (timely's ``progress/broadcast.rs``).
 
 Every worker sends each batch of its progress updates for a scope to every worker, itself
-included, over FIFO channels; every worker applies whatever it has received (seed 000).  A
-worker's own batches take a short cut: they are appended to its inbox at once, in order.  The
-transport for the others is a ``send(target, batch)`` callable (the communication layer's
-allocator, bound to this scope's channel); with one worker there are no others.
+included, over FIFO channels; every worker applies whatever it has received (the protocol of
+Abadi et al., "Formal analysis of a distributed algorithm for tracking progress", FMOODS/FORTE
+2013, as implemented by timely-dataflow's ``progress/broadcast.rs``).  A worker's own batches
+take a short cut: they are appended to its inbox at once, in order.
+
+A :class:`Progcaster` ("progress broadcaster", timely's name) owns both ends of its channel:
+``send`` hands a batch to every other worker through a ``send(target, batch)`` callable (the
+communication layer's allocator, bound to this scope's channel; with one worker there are no
+others), and ``receive`` is what the communication layer calls when a batch from another worker
+arrives for this channel.  ``recv`` hands everything received so far to the scope.
 
 Invariant: batches are never split or merged with another worker's, and each worker's batches
 reach every inbox in the order they were sent.
@@ -18,10 +24,17 @@ from typing import Any
 __all__ = ["Progcaster"]
 
 
-class Progcaster:
-    """One scope's progress exchange on one worker."""
+def _noop() -> None:
+    pass
 
-    __slots__ = ("inbox", "_send", "_others")
+
+class Progcaster:
+    """One scope's progress exchange on one worker.
+
+    ``inbox`` (read-only for others) is truthy while batches wait for ``recv``.
+    """
+
+    __slots__ = ("inbox", "_send", "_others", "_on_receive")
 
     def __init__(
         self,
@@ -31,6 +44,12 @@ class Progcaster:
         self.inbox: list[list[tuple[Any, int]]] = []
         self._send = send
         self._others = list(others)
+        self._on_receive: Callable[[], None] = _noop
+
+    def on_receive(self, wake: Callable[[], None]) -> None:
+        """Call ``wake()`` whenever a batch from another worker arrives (the scope's
+        activation: received progress must be applied at its next opportunity)."""
+        self._on_receive = wake
 
     def send(self, batch: list[tuple[Any, int]]) -> None:
         """Broadcast one batch (consolidated ``((location, time), delta)`` pairs)."""
@@ -38,6 +57,11 @@ class Progcaster:
         send = self._send
         for w in self._others:
             send(w, batch)
+
+    def receive(self, batch: list[tuple[Any, int]]) -> None:
+        """A batch sent by another worker arrived (called by the communication layer)."""
+        self.inbox.append(batch)
+        self._on_receive()
 
     def recv(self) -> list[list[tuple[Any, int]]]:
         """Every batch received since the last call, in arrival order."""

@@ -9,7 +9,7 @@ action.
 Implementation choice: a ``dict`` from key to accumulated delta, deleting keys whose delta
 reaches zero.  Rust's crate appends to a vector and sorts to compact, amortised; in Python the
 hash table is the faster structure (one C-level lookup per update, no sort) and it is always
-consolidated, so ``compact()`` has nothing left to do.  Iteration order is insertion order of
+consolidated, so there is no separate compaction step.  Iteration order is insertion order of
 the surviving keys, which keeps runs deterministic.
 
 Invariant: no stored delta is zero.
@@ -53,9 +53,6 @@ class ChangeBatch:
                     counts[key] = total
                 else:
                     del counts[key]
-
-    def compact(self) -> None:
-        """Consolidate.  Always already true of this representation; kept for API parity."""
 
     def drain(self) -> list[tuple[Any, int]]:
         """Return the consolidated changes and leave the batch empty."""

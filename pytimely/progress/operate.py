@@ -26,8 +26,10 @@ exactly that, and it is counted without being exchanged.
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from typing import Any, Protocol
 
+from .antichain import MutableAntichain
 from .change_batch import ChangeBatch
 
 __all__ = ["FrontierInterest", "SharedProgress", "Operate"]
@@ -61,12 +63,26 @@ class SharedProgress:
 
 
 class Operate(Protocol):
-    """A child of a scope, as progress tracking sees it."""
+    """A child of a scope, as progress tracking sees it: the whole scope–child interface
+    (timely's ``progress/operate.rs``).
+
+    A scope uses nothing else of a child.  Its life, in the order the scope calls it:
+
+    1. ``summary()``, ``interest()``, ``inputs``/``outputs``, ``name`` — the shape, when the
+       scope compiles its graph;
+    2. ``attach(activate, index)`` — how to ask to be scheduled: call ``activate(index)``;
+    3. ``bind_frontiers(antichains)`` — the scope offers the live frontier of each input;
+    4. ``initial_internals()`` — the initial capabilities, counted without exchange;
+    5. ``built()`` — the whole scope is built and counted (data may flow);
+    6. ``schedule()`` — then repeatedly, with counts traded through ``shared``.
+    """
 
     name: str
     inputs: int
     outputs: int
     local: bool
+    """``True``: this child's reports are per worker and must be exchanged (an operator).
+    ``False``: they are already agreed by all workers (a nested scope, which exchanges its own)."""
     shared: SharedProgress
 
     def summary(self) -> list[list[list[Any]]]:
@@ -77,11 +93,29 @@ class Operate(Protocol):
         """One :class:`FrontierInterest` per input."""
         ...
 
+    def attach(self, activate: Callable[[int], None], index: int) -> None:
+        """Called once: this child is child ``index`` of its scope, and asks to be scheduled by
+        calling ``activate(index)`` (operators and nested scopes alike, as with timely's
+        path-keyed activations)."""
+        ...
+
+    def bind_frontiers(self, antichains: list[MutableAntichain]) -> bool:
+        """Called once with the scope tracker's live frontier of each input.  Return ``True``
+        if the child reads its input frontiers from these objects directly; the scope then
+        never copies frontier changes into ``shared.frontiers``.  Return ``False`` to receive
+        the changes there instead (a nested scope, which translates them to inner times)."""
+        ...
+
+    def initial_internals(self) -> list[tuple[int, Any, int]]:
+        """``(output, time, count)`` of the capabilities held before the first ``schedule``
+        (see the module docstring), summed over all workers."""
+        ...
+
+    def built(self) -> None:
+        """The enclosing scope is built and the initial capabilities are counted."""
+        ...
+
     def schedule(self) -> bool:
         """Do some work; return ``True`` if the child is *incomplete* (must not be retired
         even if it holds nothing and its inputs are finished)."""
         ...
-
-    # Optional: ``bind_frontiers(antichains)`` — a child that defines it is handed, once, the
-    # scope tracker's live frontier (a ``MutableAntichain``) of each of its inputs and reads
-    # them directly; the scope then does not copy frontier changes into ``shared.frontiers``.

@@ -17,9 +17,10 @@ The safety rule
     Pointstamp ``(l1, t1)`` *could-result-in* ``(l2, t2)`` if some path summary ``p`` from ``l1``
     to ``l2`` has ``p(t1) <= t2``.  The frontier at ``l2`` is the antichain of minimal times
     ``p(t1)`` over positive-count pointstamps ``(l1, t1)`` and paths ``p``.  No message can later
-    arrive at ``l2`` with a time not ``>=`` some frontier element (seed 000).  The builder rejects
-    graphs with a cycle that does not strictly advance time, since on such a cycle
-    could-result-in is not antisymmetric and the argument breaks.
+    arrive at ``l2`` with a time not ``>=`` some frontier element (the "Progress Tracking"
+    chapter of the timely-dataflow book, https://timelydataflow.github.io/timely-dataflow/).
+    The builder rejects graphs with a cycle that does not strictly advance time, since on such
+    a cycle could-result-in is not antisymmetric and the argument breaks.
 
 How the tracker works (after Naiad and the Rust crate)
     Each location keeps two :class:`MutableAntichain` s: ``pointstamps`` (the counts reported at
@@ -53,40 +54,74 @@ from .change_batch import ChangeBatch
 __all__ = ["Source", "Target", "Builder", "Tracker"]
 
 
-class Source(NamedTuple):
-    """An operator output port (a source of timestamped data).
+class _Port(NamedTuple):
+    node: int
+    port: int
 
-    Equal only to another ``Source``: ``Source(1, 0)`` and ``Target(1, 0)`` name different
-    locations and must not collide as dict keys (plain tuple equality would make them equal).
+
+class _Location(_Port):
+    """A port of a node, equal only to a location of the same kind.
+
+    ``Source(1, 0)`` and ``Target(1, 0)`` name different locations and must not collide as dict
+    keys (plain tuple equality would make them equal).
     """
 
-    node: int
-    port: int
+    __slots__ = ()
 
     def __eq__(self, other: object) -> bool:
-        return type(other) is Source and tuple.__eq__(self, other)
+        return type(other) is type(self) and tuple.__eq__(self, other)
 
     def __ne__(self, other: object) -> bool:
         return not self.__eq__(other)
 
     def __hash__(self) -> int:
-        return hash(("Source", self.node, self.port))
+        return hash((type(self).__name__, self.node, self.port))
 
 
-class Target(NamedTuple):
+class Source(_Location):
+    """An operator output port (a source of timestamped data).  Equal only to a ``Source``."""
+
+    __slots__ = ()
+
+
+class Target(_Location):
     """An operator input port (a target of timestamped data).  Equal only to a ``Target``."""
 
-    node: int
-    port: int
+    __slots__ = ()
 
-    def __eq__(self, other: object) -> bool:
-        return type(other) is Target and tuple.__eq__(self, other)
 
-    def __ne__(self, other: object) -> bool:
-        return not self.__eq__(other)
+def _minimal_summaries(
+    start: Any,
+    identity: Any,
+    adjacent: Any,
+    backwards: bool,
+) -> dict[Any, Antichain]:
+    """The minimal path summaries between ``start`` and every location reachable from it.
 
-    def __hash__(self) -> int:
-        return hash(("Target", self.node, self.port))
+    ``adjacent[loc]`` lists ``(next, step)``: one step of a path, with its summary (``None``
+    for an edge, which leaves times alone).  Walking forwards, a path with summary ``s`` then
+    the step has summary ``s`` followed by ``step``; walking ``backwards`` (from a destination
+    towards sources), ``step`` followed by ``s``.  Returns ``reach[loc]``, the antichain of
+    minimal summaries (the identity for ``start`` itself).  Cost: proportional to the paths
+    that improve some antichain, which every cycle bounds by strictly advancing time.
+    """
+    reach: dict[Any, Antichain] = {start: Antichain.from_elem(identity)}
+    todo: list[tuple[Any, Any]] = [(start, identity)]
+    while todo:
+        loc, s = todo.pop()
+        for nloc, step in adjacent[loc]:
+            if step is None:
+                ns = s
+            else:
+                ns = followed_by(step, s) if backwards else followed_by(s, step)
+                if ns is None:
+                    continue
+            a = reach.get(nloc)
+            if a is None:
+                a = reach[nloc] = Antichain()
+            if a.insert(ns):
+                todo.append((nloc, ns))
+    return reach
 
 
 def _summary_antichain(items: Iterable[Any]) -> Antichain:
@@ -183,43 +218,26 @@ class Builder:
         self._check_shape()
         self.check_cycles()
         identity = self.domain.identity()
-        out_edges: dict[Source, list[Target]] = {}
+        # One step from each location: an edge (no summary) or an internal path of a node.
+        steps: dict[tuple, list[tuple[tuple, Any]]] = {}
+        for index, (inputs, outputs, rows, _n) in sorted(self._nodes.items()):
+            for i in range(inputs):
+                steps[Target(index, i)] = [
+                    (Source(index, o), internal)
+                    for o in range(outputs)
+                    for internal in rows[i][o]
+                ]
+            for o in range(outputs):
+                steps[Source(index, o)] = []
         for s, t in self._edges:
-            out_edges.setdefault(s, []).append(t)
-        result: dict[tuple, dict[tuple, Antichain]] = {}
-        locations: list[tuple] = []
-        for index, (inputs, outputs, _rows, _n) in sorted(self._nodes.items()):
-            locations.extend(Target(index, i) for i in range(inputs))
-            locations.extend(Source(index, o) for o in range(outputs))
-        for start in locations:
-            reach: dict[tuple, Antichain] = {start: Antichain.from_elem(identity)}
-            todo = [(start, identity)]
-            while todo:
-                loc, s = todo.pop()
-                if isinstance(loc, Source):
-                    nexts = [(t, s) for t in out_edges.get(loc, ())]
-                else:
-                    _i, outputs, rows, _n = self._nodes[loc.node]
-                    nexts = []
-                    for o in range(outputs):
-                        for internal in rows[loc.port][o]:
-                            composed = followed_by(s, internal)
-                            if composed is not None:
-                                nexts.append((Source(loc.node, o), composed))
-                for nloc, ns in nexts:
-                    a = reach.get(nloc)
-                    if a is None:
-                        a = reach[nloc] = Antichain()
-                    if a.insert(ns):
-                        todo.append((nloc, ns))
-            result[start] = reach
-        return result
+            steps[s].append((t, None))
+        return {start: _minimal_summaries(start, identity, steps, False) for start in steps}
 
     def build(self) -> Tracker:
         """Validate the graph and compile it into a :class:`Tracker`."""
         self._check_shape()
         self.check_cycles()
-        return Tracker(self)
+        return Tracker(self.domain, self._nodes, self._edges)
 
 
 def _find_cycle(succ: dict[tuple, list[tuple]]) -> list[tuple] | None:
@@ -255,20 +273,26 @@ def _find_cycle(succ: dict[tuple, list[tuple]]) -> list[tuple] | None:
 class Tracker:
     """Pointstamp counts of one scope (summed over all workers' reports) and their frontiers.
 
-    Use: ``update_source`` / ``update_target`` buffer count changes; ``propagate_all`` applies
-    them and records (a) every change to an implication frontier in ``pushed`` and (b) changes
-    to the frontier of internal pointstamps projected onto each scope output in
-    ``output_changes``.  Callers drain both after each ``propagate_all``.
+    Use: ``update_source`` / ``update_target`` / ``update_loc`` buffer count changes;
+    ``propagate_all`` applies them and records (a) every change to an implication frontier
+    (``drain_pushed``), (b) the nodes whose capabilities all went (``drain_released``) and (c)
+    changes to the frontier of internal pointstamps projected onto each scope output, in
+    ``output_changes[q]`` (a :class:`ChangeBatch` per output).  Callers drain all three after
+    each ``propagate_all`` that returned ``True``.
 
     Invariant after ``propagate_all``: for every location ``l``, ``implications[l]``'s frontier
     equals the minimal elements of ``{p(t) : pointstamps[l'] has t with positive count, p a
     minimal summary from l' to l}``.
     """
 
-    def __init__(self, builder: Builder) -> None:
-        domain = builder.domain
+    def __init__(
+        self,
+        domain: Any,
+        nodes: dict[int, tuple[int, int, list[list[Antichain]], str]],
+        edges: list[tuple[Source, Target]],
+    ) -> None:
+        """From a :class:`Builder`'s validated nodes and edges (use ``Builder.build``)."""
         self.domain = domain
-        nodes = builder._nodes
         n = len(nodes)
         self.node_names = [nodes[i][3] for i in range(n)]
         self.node_inputs = [nodes[i][0] for i in range(n)]
@@ -299,7 +323,7 @@ class Tracker:
         forward: list[list[Any]] = [[] for _ in range(nlocs)]
         backward: list[list[tuple[int, Any]]] = [[] for _ in range(nlocs)]
         identity = domain.identity()
-        for s, t in builder._edges:
+        for s, t in edges:
             sl = source_loc[s.node][s.port]
             tl = target_loc[t.node][t.port]
             if tl not in forward[sl]:
@@ -327,20 +351,7 @@ class Tracker:
             [Antichain() for _ in range(n_scope_outputs)] for _ in range(n_scope_inputs)
         ]
         for q in range(n_scope_outputs):
-            start = target_loc[0][q]
-            reach: dict[int, Antichain] = {start: Antichain.from_elem(identity)}
-            todo: list[tuple[int, Any]] = [(start, identity)]
-            while todo:
-                loc, s = todo.pop()
-                for prev, step in backward[loc]:
-                    composed = followed_by(step, s)
-                    if composed is None:
-                        continue
-                    a = reach.get(prev)
-                    if a is None:
-                        a = reach[prev] = Antichain()
-                    if a.insert(composed):
-                        todo.append((prev, composed))
+            reach = _minimal_summaries(target_loc[0][q], identity, backward, True)
             for loc, a in reach.items():
                 if loc_node[loc] == 0 and loc_is_source[loc]:
                     self.scope_summary[loc_port[loc]][q] = a
@@ -352,47 +363,43 @@ class Tracker:
         self._pending: dict[int, list[tuple[Any, int]]] = {}
         self.cap_counts = [0] * n
         self.total_counts = 0
-        self.pushed: list[tuple[int, Any, int]] = []
+        self._pushed: list[tuple[int, Any, int]] = []
         # Nodes whose capability frontier became empty in this view (callers drain it).
-        self.released: list[int] = []
+        self._released: list[int] = []
         self.output_changes = [ChangeBatch() for _ in range(n_scope_outputs)]
 
     # ----------------------------------------------------------------------------------------
     # Updates.
 
-    def update_source(self, node: int, port: int, t: Any, delta: int) -> None:
-        """A change in the count of capabilities at ``Source(node, port)`` for time ``t``."""
-        loc = self.source_loc[node][port]
+    def update_loc(self, loc: int, t: Any, delta: int) -> None:
+        """Buffer a change in the count at dense location ``loc`` for time ``t`` (applied by
+        ``propagate_all``)."""
         p = self._pending.get(loc)
         if p is None:
             self._pending[loc] = [(t, delta)]
         else:
             p.append((t, delta))
+
+    def update_source(self, node: int, port: int, t: Any, delta: int) -> None:
+        """A change in the count of capabilities at ``Source(node, port)`` for time ``t``."""
+        self.update_loc(self.source_loc[node][port], t, delta)
 
     def update_target(self, node: int, port: int, t: Any, delta: int) -> None:
         """A change in the count of messages in flight to ``Target(node, port)`` at ``t``."""
-        loc = self.target_loc[node][port]
-        p = self._pending.get(loc)
-        if p is None:
-            self._pending[loc] = [(t, delta)]
-        else:
-            p.append((t, delta))
-
-    def update_loc(self, loc: int, t: Any, delta: int) -> None:
-        """Like ``update_source``/``update_target`` with a dense location id."""
-        p = self._pending.get(loc)
-        if p is None:
-            self._pending[loc] = [(t, delta)]
-        else:
-            p.append((t, delta))
+        self.update_loc(self.target_loc[node][port], t, delta)
 
     def has_pending(self) -> bool:
+        """Some update is buffered (``propagate_all`` has work to do)."""
         return bool(self._pending)
 
-    def propagate_all(self) -> None:
-        """Apply buffered updates and propagate their consequences (see module docstring)."""
+    def propagate_all(self) -> bool:
+        """Apply buffered updates and propagate their consequences (see module docstring).
+
+        Returns whether there was anything to apply; only then may ``drain_released``,
+        ``drain_pushed`` and ``output_changes`` have something new.
+        """
         if not self._pending:
-            return
+            return False
         pending = self._pending
         self._pending = {}
         pointstamps = self._pointstamps
@@ -403,7 +410,7 @@ class Tracker:
         cap_counts = self.cap_counts
         worklist: list[tuple[Any, int, int]] = []
         push = heapq.heappush
-        released = self.released
+        released = self._released
         for loc, updates in pending.items():
             ps = pointstamps[loc]
             if ps is None:
@@ -427,12 +434,41 @@ class Tracker:
                 push(worklist, (t, loc, d))
         if worklist:
             self._drain(worklist)
+        return True
+
+    def drain_released(self) -> list[int]:
+        """The nodes whose capability count fell to zero since the last call (a node may be
+        listed more than once, or have acquired capabilities again since)."""
+        released = self._released
+        if not released:
+            return []
+        self._released = []
+        return released
+
+    def drain_pushed(self) -> list[tuple[int, Any, int]]:
+        """Every ``(location, time, ±1)`` change of an implication frontier since the last
+        call, in the order they happened."""
+        pushed = self._pushed
+        if not pushed:
+            return []
+        self._pushed = []
+        return pushed
+
+    def inputs_done(self, node: int) -> bool:
+        """No more messages can ever arrive at any input of ``node`` (every input frontier
+        is empty)."""
+        implications = self._implications
+        for tl in self.target_loc[node]:
+            imp = implications[tl]
+            if imp is not None and not imp.is_empty():
+                return False
+        return True
 
     def _drain(self, worklist: list[tuple[Any, int, int]]) -> None:
         implications = self._implications
         forward = self._forward
         loc_is_source = self.loc_is_source
-        pushed = self.pushed
+        pushed = self._pushed
         pop = heapq.heappop
         push = heapq.heappush
         while worklist:
@@ -531,27 +567,15 @@ class Tracker:
         if frontier is None or frontier.is_empty():
             return []
         identity = self.domain.identity()
-        back: dict[int, list[tuple[int, Any]]] = {}
+        back: list[list[tuple[int, Any]]] = [[] for _ in self._forward]
         for src, fw in enumerate(self._forward):
             for item in fw:
                 if type(item) is int:
-                    back.setdefault(item, []).append((src, identity))
+                    back[item].append((src, identity))
                 else:
-                    back.setdefault(item[0], []).append((src, item[1]))
+                    back[item[0]].append((src, item[1]))
         # reach[l]: minimal summaries of the paths from l to ``target``.
-        reach: dict[int, Antichain] = {target: Antichain.from_elem(identity)}
-        todo: list[tuple[int, Any]] = [(target, identity)]
-        while todo:
-            loc, s = todo.pop()
-            for prev, step in back.get(loc, ()):
-                composed = followed_by(step, s)
-                if composed is None:
-                    continue
-                a = reach.get(prev)
-                if a is None:
-                    a = reach[prev] = Antichain()
-                if a.insert(composed):
-                    todo.append((prev, composed))
+        reach = _minimal_summaries(target, identity, back, True)
         at_frontier = frontier.frontier_list()
         holding = []
         for loc in sorted(reach):

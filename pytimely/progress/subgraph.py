@@ -4,37 +4,44 @@ A *subgraph* hosts children (operators or nested subgraphs) connected by edges, 
 itself to its own parent as one node: an operator whose inputs are the scope's inputs, whose
 outputs are the scope's outputs, and whose internal summary is computed from its insides.
 
-What one ``schedule()`` does (after Naiad and the Rust crate's ``Subgraph``):
+What one ``schedule()`` does (after Naiad and ``Subgraph::schedule`` in timely-dataflow's
+``progress/subgraph.rs``; each step is one method below):
 
-1. *Accept the parent's frontier*: changes to the frontier of scope input ``p`` become
-   capability changes at ``Source(0, p)`` — "child zero" is the scope boundary seen from inside,
-   and the outside world's possibility of sending data looks, from inside, like a capability
-   held at the boundary.
-2. *Harvest inputs*: records that crossed scope input ``p`` are moved, in the counts, from
-   ``Source(0, p)`` to the internal targets it feeds.
-3. *Receive* every worker's progress batches for this scope (our own included).
-4. *Propagate*: apply the received counts to the tracker.  Counts at the boundary go to the
-   parent instead (records leaving through scope output ``q`` are the parent's produced
-   messages; records harvested at input ``p`` are the parent's consumed messages).  Frontier
-   changes at children's inputs are queued in the children's ``SharedProgress.frontiers`` and
-   wake a child only if its :class:`FrontierInterest` asks for it — ``ALWAYS``, or
-   ``IF_CAPABILITY`` while the child holds a capability in the aggregated view.  A child whose
-   inputs are all finished and who holds nothing is woken once to retire.
-5. *Run the activated children*, in index order, each at most once per pass: a child
-   activated again after it ran waits for the next pass, and at most a few passes run per
-   ``schedule()`` (so a loop that always has work cannot hold the worker forever).  After each run the child's counts are drained: a plain operator's
-   into the batch to be exchanged with other workers, a nested scope's (already aggregated
-   across workers) straight into our own accumulation.
-6. *Send* this worker's batch to every worker, then go back to 3 while newly activated children
-   remain — so a single-worker dataflow settles within one step.
-7. Report to the parent: the frontier of internal pointstamps projected onto each scope output
-   (our "capabilities" as an operator), plus consumed/produced counts at the boundary.
+1. *Accept the parent's frontier* (``_accept_frontier``): changes to the frontier of scope
+   input ``p`` become capability changes at ``Source(0, p)`` — "child zero" is the scope
+   boundary seen from inside, and the outside world's possibility of sending data looks, from
+   inside, like a capability held at the boundary.
+2. *Harvest inputs* (``_harvest_inputs``): records that crossed scope input ``p`` are moved, in
+   the counts, from ``Source(0, p)`` to the internal targets it feeds.
+3. *Receive* (``_receive_progress``) every worker's progress batches for this scope (our own
+   included) from the :class:`Progcaster`.
+4. *Propagate* (``_propagate_pointstamps``): apply the received counts to the tracker.  Counts
+   at the boundary go to the parent instead (records leaving through scope output ``q`` are
+   the parent's produced messages; records harvested at input ``p`` are the parent's consumed
+   messages).  Frontier changes at children's inputs are queued in the children's
+   ``SharedProgress.frontiers`` and wake a child only if its :class:`FrontierInterest` asks for
+   it — ``ALWAYS``, or ``IF_CAPABILITY`` while the child holds a capability in the aggregated
+   view (``_notify_children``).  A child whose inputs are all finished and who holds nothing is
+   woken once to retire (``_wake_released``).
+5. *Run the activated children* (``_schedule_children``), in index order, each at most once
+   per pass: a child activated again after it ran waits for the next pass, and at most a few
+   passes run per ``schedule()`` (so a loop that always has work cannot hold the worker
+   forever).  After each run the child's counts are drained: a plain operator's into the batch
+   to be exchanged with other workers, a nested scope's (already aggregated across workers)
+   straight into our own accumulation.
+6. *Send* (``_send_progress``) this worker's batch to every worker, then go back to 3 while
+   newly activated children remain — so a single-worker dataflow settles within one step.
+7. *Report* to the parent (``_report_outputs``, the end of step 4): the frontier of internal
+   pointstamps projected onto each scope output (our "capabilities" as an operator), plus
+   consumed/produced counts at the boundary.
 
-Laziness (seed 003): the parent calls ``schedule()`` only when something inside asked for it or
-when a frontier change reaches us and our interest asks for it.  A region whose children hold
-nothing reports no capability, so its ``IF_CAPABILITY`` interest lets the parent skip it
-entirely when only time moves; the changes pile up (and cancel) in ``shared.frontiers`` and are
-applied when the region next runs for any reason.
+Laziness (Frank McSherry, "Speeding up Timely Dataflow by 100x", https://github.com/
+frankmcsherry/blog; timely's ``notify`` flag on ``Operate``): the parent calls ``schedule()``
+only when something inside asked for it or when a frontier change reaches us and our interest
+asks for it.  A region whose children hold nothing reports no capability, so its
+``IF_CAPABILITY`` interest lets the parent skip it entirely when only time moves; the changes
+pile up (and cancel) in ``shared.frontiers`` and are applied when the region next runs for any
+reason.
 
 Invariants: every batch handed to the progcaster is the sum of whole per-invocation batches of
 this worker (never a part of one); nothing is applied to the tracker before it has come back
@@ -52,7 +59,7 @@ from ..errors import CapabilityError, OperatorCapabilityError, OperatorError
 from .antichain import MutableAntichain
 from .broadcast import Progcaster
 from .change_batch import ChangeBatch
-from .operate import FrontierInterest, SharedProgress
+from .operate import FrontierInterest, Operate, SharedProgress
 from .reachability import Tracker
 
 __all__ = ["Subgraph"]
@@ -70,7 +77,8 @@ class Subgraph:
     """Runtime of one scope instance on one worker (see the module docstring).
 
     Built by the dataflow layer from its children, edges and a compiled :class:`Tracker`; it
-    is itself an :class:`~pytimely.progress.operate.Operate` for its parent.
+    attaches every child (``Operate.attach`` / ``bind_frontiers``) and is itself an
+    :class:`~pytimely.progress.operate.Operate` for its parent.
     """
 
     local = False
@@ -79,15 +87,18 @@ class Subgraph:
         self,
         name: str,
         path: tuple[int, ...],
-        children: list[Any],
+        children: list[Operate | None],
         edges: list[tuple[tuple[int, int], tuple[int, int], int]],
         tracker: Tracker,
         peers: int,
         to_inner: Callable[[Any], Any],
         to_outer: Callable[[Any], Any],
         summarize: Callable[[Any], Any],
-        progcaster: Any = None,
+        progcaster: Progcaster | None = None,
+        pacts: list[str] | None = None,
     ) -> None:
+        """``pacts``: per edge, the name of its channel (``Pipeline``, ``Exchange``,
+        ``Broadcast``, ``Feedback``), kept only to describe the graph (:meth:`edges`)."""
         self.name = name
         self.path = path
         self.children = children  # index 0 is None: the boundary
@@ -97,6 +108,7 @@ class Subgraph:
         self._to_outer = to_outer
         self._summarize = summarize
         self.progcaster = progcaster if progcaster is not None else Progcaster()
+        self.progcaster.on_receive(self.activate)
         self.inputs = tracker.node_outputs[0]
         self.outputs = tracker.node_inputs[0]
         self.shared = SharedProgress(self.inputs, self.outputs)
@@ -111,6 +123,10 @@ class Subgraph:
             tl = tracker.target_loc[tnode][tport]
             self._edge_targets[snode][sport].append((tl, weight))
         self._input_targets = self._edge_targets[0]  # targets fed by scope input p
+        names = pacts if pacts is not None else ["Pipeline"] * len(edges)
+        self._described_edges = [(s, t, p) for (s, t, _w), p in zip(edges, names)]
+        # Nested scopes by child index, kept after they retire so the graph stays describable.
+        self._nested = {i: c for i, c in enumerate(children) if isinstance(c, Subgraph)}
         self._ingress = [ChangeBatch() for _ in range(self.inputs)]
         self._output_capabilities = [MutableAntichain() for _ in range(self.outputs)]
         self._local = ChangeBatch()  # this worker's counts, to be exchanged
@@ -119,23 +135,25 @@ class Subgraph:
         # tracker only knows the sum over all workers, which cannot say who holds what.
         self._held = ChangeBatch()
         self._interest: list[list[FrontierInterest]] = [[] for _ in range(n)]
-        for i in range(1, n):
-            self._interest[i] = list(children[i].interest())
-        # Children that can read their input frontiers straight from the tracker (operators)
-        # are bound to its live antichains and get no copies of the changes; nested scopes
-        # keep receiving changes in ``shared.frontiers`` (they translate them to inner times).
+        # Children that read their input frontiers straight from the tracker (operators) are
+        # bound to its live antichains and get no copies of the changes; nested scopes keep
+        # receiving changes in ``shared.frontiers`` (they translate them to inner times).
         self._reads_tracker = [False] * n
         for i in range(1, n):
-            bind = getattr(children[i], "bind_frontiers", None)
-            if bind is not None:
-                bind([tracker.implication(loc) for loc in tracker.target_loc[i]])
-                self._reads_tracker[i] = True
+            child = children[i]
+            assert child is not None, "every child index is built before its scope"
+            self._interest[i] = list(child.interest())
+            child.attach(self.activate_child, i)
+            self._reads_tracker[i] = child.bind_frontiers(
+                [tracker.implication(loc) for loc in tracker.target_loc[i]]
+            )
         self._active: list[int] = []
         self._active_set: set[int] = set()
         self._scheduled_self = False
         self._incomplete = [False] * n
         self._live = n - 1
-        self._parent_activate: Callable[[], None] = _noop
+        self._parent_activate: Callable[[int], None] = _ignore
+        self._index_in_parent = 0
         self.invocations = 0
 
     # ----------------------------------------------------------------------------------------
@@ -153,8 +171,18 @@ class Subgraph:
                     level = x
         return [level] * self.inputs
 
-    def set_parent_activator(self, activate: Callable[[], None]) -> None:
+    def attach(self, activate: Callable[[int], None], index: int) -> None:
+        """We are child ``index`` of our parent, which schedules us after ``activate(index)``."""
         self._parent_activate = activate
+        self._index_in_parent = index
+
+    def bind_frontiers(self, antichains: list[MutableAntichain]) -> bool:
+        """No: our inputs' frontier changes must be translated to inner times, so we take them
+        in ``shared.frontiers`` (step 1 of ``schedule``)."""
+        return False
+
+    def built(self) -> None:
+        """Nothing to do: our own children were told when we were built."""
 
     def initial_internals(self) -> list[tuple[int, Any, int]]:
         """Our first report to the parent: the projected frontier of the children's initial
@@ -162,20 +190,27 @@ class Subgraph:
         return [(q, t, d) for q, cb in enumerate(self.shared.internals) for t, d in cb.drain()]
 
     def initialize(self) -> None:
-        """Count every child's initial capabilities and compute the first frontiers.
+        """Count every child's initial capabilities, compute the first frontiers, and tell
+        every child that the scope is built (``Operate.built``).
 
         Initial capabilities are common knowledge (``peers`` per output, one per worker), so
         they go straight into the tracker rather than through the exchange.
         """
         tracker = self.tracker
-        for index in range(1, len(self.children)):
-            child = self.children[index]
+        children = self.children
+        for index in range(1, len(children)):
+            child = children[index]
+            assert child is not None
             for o, t, d in child.initial_internals():
                 tracker.update_source(index, o, t, d)
                 if child.local:  # ``peers`` initial capabilities: one per worker
                     self._held.update((tracker.source_loc[index][o], t), d // self.peers)
             self.activate_child(index)  # everyone runs once (to drop or keep initial tokens)
-        self._propagate()
+        self._receive_progress()
+        self._propagate_pointstamps()
+        for child in children[1:]:
+            if child is not None:
+                child.built()
 
     # ----------------------------------------------------------------------------------------
     # Activation.
@@ -187,70 +222,104 @@ class Subgraph:
             heapq.heappush(self._active, index)
             if not self._scheduled_self:
                 self._scheduled_self = True
-                self._parent_activate()
+                self._parent_activate(self._index_in_parent)
 
     def activate(self) -> None:
         """Ask the parent to schedule this scope (e.g. progress or data arrived)."""
         if not self._scheduled_self:
             self._scheduled_self = True
-            self._parent_activate()
+            self._parent_activate(self._index_in_parent)
 
     def record_ingress(self, port: int, t: Any, count: int) -> None:
         """``count`` records at inner time ``t`` crossed scope input ``port``."""
         self._ingress[port].update(t, count)
         self.activate()
 
-    def receive_progress(self, batch: list[tuple[Any, int]]) -> None:
-        """A progress batch from another worker arrived (see ``progcaster``)."""
-        self.progcaster.inbox.append(batch)
-        self.activate()
-
     # ----------------------------------------------------------------------------------------
     # Scheduling.
 
     def schedule(self) -> bool:
+        """One invocation: the atomic steps of the module docstring, in order.
+
+        Each guard below is the cheap "is there anything to do" test of the step it guards
+        (this runs once per scope per worker step, so empty steps must cost no call).
+        """
         self._scheduled_self = True  # activations during this call must not re-enter parent
         self.invocations += 1
-        shared = self.shared
+        accepted = False  # the tracker holds updates not yet propagated
+        if self.inputs:
+            accepted = self._accept_frontier()
+            self._harvest_inputs()
+        if self._local:
+            self._send_progress()
+        progcaster = self.progcaster
+        passes = 0
+        while True:
+            if progcaster.inbox:
+                self._receive_progress()
+            if self._final or accepted:
+                accepted = False
+                self._propagate_pointstamps()
+            if not self._active or passes >= _MAX_PASSES:
+                break
+            passes += 1
+            self._schedule_children()
+            if self._local:
+                self._send_progress()
+        self._scheduled_self = False
+        if self._active or progcaster.inbox or self._final:
+            self.activate()
+        return self._live > 0 or self.tracker.tracking_anything()
+
+    def _accept_frontier(self) -> bool:
+        """Step 1: the parent's frontier changes, as capabilities at the boundary (straight
+        into the tracker: the parent's frontier is the same on every worker).  Returns whether
+        there were any."""
         tracker = self.tracker
         to_inner = self._to_inner
-        # 1. The parent's frontier, as capabilities at the boundary.
-        for p, cb in enumerate(shared.frontiers):
+        accepted = False
+        for p, cb in enumerate(self.shared.frontiers):
             if cb:
+                accepted = True
                 for t, d in cb.drain():
                     tracker.update_source(0, p, to_inner(t), d)
-        # 2. Records that entered through our inputs.
+        return accepted
+
+    def _harvest_inputs(self) -> None:
+        """Step 2: records that entered through scope input ``p`` move, in this worker's
+        counts, from ``Source(0, p)`` to the targets it feeds."""
+        source_loc = self.tracker.source_loc[0]
+        local = self._local
         for p, cb in enumerate(self._ingress):
             if cb:
-                src = tracker.source_loc[0][p]
+                src = source_loc[p]
                 targets = self._input_targets[p]
-                local = self._local
                 for t, k in cb.drain():
                     local.update((src, t), -k)
                     for tl, w in targets:
                         local.update((tl, t), k * w)
-        if self._local:
-            self.progcaster.send(self._local.drain())
-        passes = 0
-        progcaster = self.progcaster
-        while True:
-            if progcaster.inbox or self._final or tracker._pending:
-                self._propagate()
-            if not self._active or passes >= _MAX_PASSES:
-                break
-            passes += 1
-            deferred: list[int] = []
-            self._run_children(set(), deferred)
-            for index in deferred:
-                if index not in self._active_set:
-                    self._active_set.add(index)
-                    heapq.heappush(self._active, index)
-            if self._local:
-                progcaster.send(self._local.drain())
-        self._scheduled_self = False
-        if self._active or self.progcaster.inbox or self._final:
-            self.activate()
-        return self._live > 0 or tracker.tracking_anything()
+
+    def _receive_progress(self) -> None:
+        """Step 3: every worker's batches for this scope, ours included, become final."""
+        final = self._final
+        for batch in self.progcaster.recv():
+            final.extend(batch)
+
+    def _send_progress(self) -> None:
+        """Step 6: this worker's accumulated counts, as one batch, to every worker."""
+        self.progcaster.send(self._local.drain())
+
+    def _schedule_children(self) -> None:
+        """Step 5: one pass over the activated children; what the pass activates again runs
+        in the next pass."""
+        deferred: list[int] = []
+        self._run_children(set(), deferred)
+        active = self._active
+        active_set = self._active_set
+        for index in deferred:
+            if index not in active_set:
+                active_set.add(index)
+                heapq.heappush(active, index)
 
     def _run_children(self, ran: set[int], deferred: list[int]) -> None:
         children = self.children
@@ -282,7 +351,7 @@ class Subgraph:
                 ) from exc
             self._extract(index, child)
             self._incomplete[index] = incomplete
-            if not incomplete and not tracker.cap_counts[index] and self._inputs_done(index):
+            if not incomplete and not tracker.cap_counts[index] and tracker.inputs_done(index):
                 # Retire: the child can never be asked to do anything again.  (Its final
                 # reports were just extracted.)
                 if not self._pending_counts(child):
@@ -292,15 +361,6 @@ class Subgraph:
     def _pending_counts(self, child: Any) -> bool:
         sp = child.shared
         return any(sp.internals) or any(sp.produceds) or any(sp.consumeds)
-
-    def _inputs_done(self, index: int) -> bool:
-        tracker = self.tracker
-        imps = tracker._implications
-        for tl in tracker.target_loc[index]:
-            imp = imps[tl]
-            if imp is not None and not imp.is_empty():
-                return False
-        return True
 
     def _extract(self, index: int, child: Any) -> None:
         """Drain the counts of one child invocation into the right accumulation."""
@@ -326,12 +386,11 @@ class Subgraph:
                     if child.local:
                         self._held.update((sl, t), d)
 
-    def _propagate(self) -> None:
-        """Apply received and final counts; distribute frontier changes; report upwards."""
-        tracker = self.tracker
+    def _propagate_pointstamps(self) -> None:
+        """Step 4: apply the final counts (the boundary's go to the parent), propagate them
+        through the tracker, wake the children whose frontiers moved, report our outputs."""
         final = self._final
-        for batch in self.progcaster.recv():
-            final.extend(batch)
+        tracker = self.tracker
         if final:
             shared = self.shared
             to_outer = self._to_outer
@@ -346,55 +405,70 @@ class Subgraph:
                         shared.produceds[loc_port[loc]].update(to_outer(t), d)
                 else:
                     tracker.update_loc(loc, t, d)
-        if not tracker._pending:
+        if not tracker.propagate_all():
             return
-        tracker.propagate_all()
-        if tracker.released:
-            # A child that let go of its last capability may be finished: let it retire.
-            released = tracker.released
-            tracker.released = []
-            for node in released:
-                if (
-                    node
-                    and self.children[node] is not None
-                    and not tracker.cap_counts[node]
-                    and self._inputs_done(node)
-                ):
-                    self.activate_child(node)
-        if tracker.pushed:
-            pushed = tracker.pushed
-            tracker.pushed = []
-            children = self.children
-            interest = self._interest
-            loc_node = tracker.loc_node
-            loc_port = tracker.loc_port
-            loc_is_source = tracker.loc_is_source
-            cap_counts = tracker.cap_counts
-            reads_tracker = self._reads_tracker
-            touched: set[int] = set()
-            for loc, t, d in pushed:
-                if loc_is_source[loc]:
-                    continue
-                node = loc_node[loc]
-                if node == 0:
-                    continue
-                child = children[node]
-                if child is None:
-                    continue
-                port = loc_port[loc]
-                if not reads_tracker[node]:
-                    child.shared.frontiers[port].update(t, d)
-                level = interest[node][port]
-                if level == _ALWAYS or (level == _IF_CAPABILITY and cap_counts[node] > 0):
-                    self.activate_child(node)
-                else:
-                    touched.add(node)
-            for node in touched:
-                # Shutdown override: finished inputs and nothing held means "come and retire".
-                if node not in self._active_set and not cap_counts[node] and self._inputs_done(node):
-                    self.activate_child(node)
+        released = tracker.drain_released()
+        if released:
+            self._wake_released(released)
+        pushed = tracker.drain_pushed()
+        if pushed:
+            self._notify_children(pushed)
+        if self.outputs:
+            self._report_outputs()
+
+    def _wake_released(self, released: list[int]) -> None:
+        """A child that let go of its last capability may be finished: let it retire."""
+        tracker = self.tracker
+        children = self.children
+        for node in released:
+            if (
+                node
+                and children[node] is not None
+                and not tracker.cap_counts[node]
+                and tracker.inputs_done(node)
+            ):
+                self.activate_child(node)
+
+    def _notify_children(self, pushed: list[tuple[int, Any, int]]) -> None:
+        """Hand frontier changes at children's inputs to them, waking those whose
+        :class:`FrontierInterest` asks for it (or who may now retire)."""
+        tracker = self.tracker
+        children = self.children
+        interest = self._interest
+        loc_node = tracker.loc_node
+        loc_port = tracker.loc_port
+        loc_is_source = tracker.loc_is_source
+        cap_counts = tracker.cap_counts
+        reads_tracker = self._reads_tracker
+        touched: set[int] = set()
+        for loc, t, d in pushed:
+            if loc_is_source[loc]:
+                continue
+            node = loc_node[loc]
+            if node == 0:
+                continue
+            child = children[node]
+            if child is None:
+                continue
+            port = loc_port[loc]
+            if not reads_tracker[node]:
+                child.shared.frontiers[port].update(t, d)
+            level = interest[node][port]
+            if level == _ALWAYS or (level == _IF_CAPABILITY and cap_counts[node] > 0):
+                self.activate_child(node)
+            else:
+                touched.add(node)
+        active_set = self._active_set
+        for node in touched:
+            # Shutdown override: finished inputs and nothing held means "come and retire".
+            if node not in active_set and not cap_counts[node] and tracker.inputs_done(node):
+                self.activate_child(node)
+
+    def _report_outputs(self) -> None:
+        """Our capabilities as an operator of the parent: the internal pointstamps' frontier
+        projected onto each scope output, as changes in ``shared.internals``."""
         to_outer = self._to_outer
-        for q, cb in enumerate(tracker.output_changes):
+        for q, cb in enumerate(self.tracker.output_changes):
             if cb:
                 changes = self._output_capabilities[q].update_iter(
                     [(to_outer(t), d) for t, d in cb.drain()]
@@ -417,12 +491,26 @@ class Subgraph:
             return None
         return getattr(child, "name", "?"), scope.path + (index,)
 
+    def edge_targets(self) -> list[list[list[int]]]:
+        """``[node][output]``: the sorted dense target locations each output feeds (the
+        graph's shape, for checking that every worker built the same graph)."""
+        return [[sorted(tl for tl, _w in o) for o in node] for node in self._edge_targets]
+
     def held_capabilities(self) -> list[tuple[Any, Any, int]]:
         """``(Source, time, count)`` of the capabilities this worker's own operators hold in
         this scope (not in nested scopes), where :meth:`tracker.positive_pointstamps` sums all
         workers."""
         location = self.tracker.location
         return [(location(loc), t, c) for (loc, t), c in self._held if c > 0]
+
+    def edges(self) -> list[tuple[tuple[int, int], tuple[int, int], str]]:
+        """Every edge as built: ``((node, output), (node, input), channel name)``; node 0 is
+        this scope's boundary (its inputs as sources, its outputs as targets)."""
+        return list(self._described_edges)
+
+    def nested_scopes(self) -> dict[int, Subgraph]:
+        """The nested scopes by child index, including those that have already retired."""
+        return dict(self._nested)
 
     def statistics(self) -> dict[str, Any]:
         """What this scope is doing: live children, pending activations, held pointstamps."""
@@ -441,5 +529,5 @@ class Subgraph:
         }
 
 
-def _noop() -> None:
-    pass
+def _ignore(index: int) -> None:
+    """The parent activator of a subgraph not attached to a parent yet."""

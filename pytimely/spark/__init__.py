@@ -25,6 +25,11 @@ anything is submitted :class:`NotEnoughSlots` / :class:`SparkSetupError` (dynami
 wrong Python), :class:`JavaUnavailable`; :class:`SparkJobFailed` for other job failures.
 """
 
+from .._extras import require
+
+# Before anything else: without pyspark, say which extra brings it (E402 ignored in pyproject).
+require("pytimely.spark", "pyspark", "pandas", extra="spark")
+
 from .dataframe import feed_batches, prepare_dataframe, run_on_dataframe
 from .launcher import (
     NotEnoughSlots,

@@ -36,7 +36,14 @@ from typing import Any
 from ..communication.handshake import accept_handshake, connect_handshake
 from ..errors import CommunicationError
 
-__all__ = ["ControlClient", "Coordinator", "FeedListener", "push_batches", "recv_frame", "send_frame"]
+__all__ = [
+    "ControlClient",
+    "Coordinator",
+    "FeedListener",
+    "push_batches",
+    "recv_frame",
+    "send_frame",
+]
 
 #: ``peers`` value of control hellos (no mesh has this many workers).
 CONTROL_NAMESPACE = 0xFFFF_FF01

@@ -1,12 +1,13 @@
 """Operators that wait for a time to complete: ``count``, ``accumulate``, ``aggregate``,
 ``delay`` and ``reclock``.
 
-They share one idiom (seed 004, §5): stash state per time together with a capability retained
-from the first message at that time, and when the input frontier no longer ``less_equal`` s the
-time — no more data at it can arrive — emit the result with that capability and drop it.  They
-declare ``IF_CAPABILITY`` interest: while they hold nothing, time passing is none of their
-business.  Pending times are released in the total order of times, so with partially ordered
-times results still appear in an order consistent with the partial order.
+They share one idiom (Lattuada, McSherry, Liagouris, "Timestamp tokens", SoCC 2022, section 5):
+stash state per time together with a capability retained from the first message at that time,
+and when the input frontier no longer ``less_equal`` s the time — no more data at it can
+arrive — emit the result with that capability and drop it.  They declare ``IF_CAPABILITY``
+interest: while they hold nothing, time passing is none of their business.  Pending times are
+released in the total order of times, so with partially ordered times results still appear in
+an order consistent with the partial order.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 from ...order import less_equal
 from ...progress.operate import FrontierInterest
 from ..channels import Exchange, Pipeline
+from ..idioms import TimeStash
 from ..stream import Stream
 from .generic import binary_frontier, unary_frontier
 
@@ -41,22 +43,18 @@ def accumulate(
     fold: Callable[[Any, Any], Any],
     name: str = "Accumulate",
 ) -> Stream:
-    """Per time: ``acc = fold(acc, batch)`` from ``init()``; emit ``acc`` when the time completes."""
+    """Per time: ``acc = fold(acc, batch)`` from ``init()``; emit ``acc`` when the time
+    completes."""
 
     def ctor(cap: Any, info: Any) -> Any:
         cap.drop()
-        pending: dict[Any, list[Any]] = {}
+        stash = TimeStash(init)
 
         def logic(inp: Any, out: Any) -> None:
             for ref, batch in inp:
-                entry = pending.get(ref.time)
-                if entry is None:
-                    entry = pending[ref.time] = [ref.retain(), init()]
-                entry[1] = fold(entry[1], batch)
-            for t in release_ready(pending, inp.frontier):
-                held, acc = pending.pop(t)
+                stash.fold(ref, fold, batch)
+            for held, acc in stash.ready(inp.frontier):
                 out.give(held, acc)
-                held.drop()
 
         return logic
 
@@ -85,20 +83,15 @@ def aggregate(
 
     def ctor(cap: Any, info: Any) -> Any:
         cap.drop()
-        pending: dict[Any, list[Any]] = {}
+        stash: TimeStash[dict[Any, Any]] = TimeStash(dict)
 
         def logic(inp: Any, out: Any) -> None:
             for ref, batch in inp:
-                entry = pending.get(ref.time)
-                if entry is None:
-                    entry = pending[ref.time] = [ref.retain(), {}]
-                aggs = entry[1]
+                aggs = stash.at(ref)
                 for k, v in batch:
                     aggs[k] = fold(k, v, aggs[k] if k in aggs else init())
-            for t in release_ready(pending, inp.frontier):
-                held, aggs = pending.pop(t)
+            for held, aggs in stash.ready(inp.frontier):
                 out.give_batch(held, [emit(k, a) for k, a in aggs.items()])
-                held.drop()
 
         return logic
 
@@ -111,20 +104,14 @@ def delay(stream: Stream, f: Callable[[Any, Any], Any], name: str = "Delay") -> 
 
     def ctor(cap: Any, info: Any) -> Any:
         cap.drop()
-        pending: dict[Any, list[Any]] = {}
+        stash: TimeStash[list[Any]] = TimeStash(list)
 
         def logic(inp: Any, out: Any) -> None:
             for ref, batch in inp:
                 for x in batch:
-                    t2 = f(x, ref.time)
-                    entry = pending.get(t2)
-                    if entry is None:
-                        entry = pending[t2] = [ref.delayed(t2), []]
-                    entry[1].append(x)
-            for t in release_ready(pending, inp.frontier):
-                held, records = pending.pop(t)
+                    stash.at(ref, f(x, ref.time)).append(x)
+            for held, records in stash.ready(inp.frontier):
                 out.give_batch(held, records)
-                held.drop()
 
         return logic
 

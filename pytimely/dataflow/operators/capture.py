@@ -1,4 +1,6 @@
-"""Capturing a stream: everything it shows, as events (seed 002).
+"""Capturing a stream: everything it shows, as events (as timely-dataflow's ``capture_into``;
+see the "Capture and Replay" chapter of the timely-dataflow book,
+https://timelydataflow.github.io/timely-dataflow/).
 
 ``capture_into(writer)`` attaches a sink that pushes ``Progress`` events (changes of the input
 frontier) and ``Messages`` events (each received batch at its time) into ``writer``.  Progress
@@ -13,12 +15,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...capture.event import Messages, Progress
-from ...capture.event import extract as extract_events
 from ...progress.antichain import frontier_changes
 from ...progress.operate import FrontierInterest
 from ..channels import Pipeline
 from ..stream import Stream
+from .event import Messages, Progress
+from .event import extract as extract_events
 from .generic import sink
 
 __all__ = ["capture_into", "capture", "CaptureHandle"]
@@ -35,7 +37,7 @@ def capture_into(stream: Stream, writer: Any, name: str = "Capture", close: bool
     flush = getattr(writer, "flush", None)
 
     def logic(inp: Any) -> None:
-        now = list(inp._frontier.frontier_list())
+        now = list(inp.frontier_elements())
         shown = state["shown"]
         if now != shown:
             writer.push(Progress(frontier_changes(shown, now)))

@@ -18,6 +18,7 @@ from ...progress.operate import FrontierInterest
 from ..channels import Pipeline
 from ..operator import OperatorCore
 from ..stream import Stream
+from .generic import OperatorBuilder
 
 __all__ = ["LoopHandle", "feedback"]
 
@@ -37,26 +38,27 @@ class LoopHandle:
         stream._check_scope(self._core.scope, "connect_loop()")
         self._connected = True
         core = self._core
-        stream._connect((core.index, 0), Pipeline.connect(core.scope.worker, core.input_ports[0].push))
+        push = Pipeline.connect(core.scope.worker, core.input_ports[0].push)
+        stream._connect((core.index, 0), push, pact="Feedback")  # the edge that closes a loop
 
 
 def feedback(scope: Any, summary: Any = 1) -> tuple[LoopHandle, Stream]:
     s = scope.domain.summary(summary)
     if s == scope.domain.identity():
         raise GraphError("feedback(): the summary must strictly advance time (e.g. 1)")
-    core = OperatorCore(scope, "Feedback", 1, 1, [[[s]]], [FrontierInterest.NEVER])
-    scope._install(core.index, core)
+    # Raw: the input is connected later, by ``connect_loop``.
+    core = OperatorBuilder.raw(scope, "Feedback", 1, 1, [[[s]]], [FrontierInterest.NEVER])
     for cap in core.mint_initial():
         cap.drop()
     inp = core.input_ports[0]
     out = core.output_ports[0]
 
     def logic() -> None:
-        push = out._push
+        forward = out.forward  # legal: at summary(t), the summary from input to output
         for t, batch in inp.drain_batches():
             t2 = results_in(s, t)
             if t2 is not None:
-                push(t2, batch)
+                forward(t2, batch)
 
-    core._logic = logic
+    core.set_logic(logic)
     return LoopHandle(core), Stream(scope, (core.index, 0), out.tee)

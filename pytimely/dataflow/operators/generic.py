@@ -11,7 +11,10 @@ whenever the operator is scheduled as ``logic(*inputs, *outputs)``.
   (``ALWAYS`` by default, or ``interest=FrontierInterest.IF_CAPABILITY``).
 * ``sink``: one input, no output.  ``source``: no input, one output.
 * :class:`OperatorBuilder`: any number of inputs and outputs, explicit connectivity (which input
-  reaches which output, with which summaries, or not at all) and per-input interest.
+  reaches which output, with which summaries, or not at all) and per-input interest;
+  ``OperatorBuilder.raw`` for the few library operators driven from outside their logic.
+* ``forward_batches``: the one-input operator that forwards every batch at its own time
+  (optionally transformed or inspected) — map, filter, exchange and friends.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from ..stream import Stream
 
 __all__ = [
     "OperatorBuilder",
+    "forward_batches",
     "unary",
     "unary_frontier",
     "binary",
@@ -113,7 +117,9 @@ class OperatorBuilder:
             rows.append(row)
         return rows
 
-    def build(self, constructor: Callable[[list[Any], OperatorInfo], Callable[..., Any]]) -> list[Stream]:
+    def build(
+        self, constructor: Callable[[list[Any], OperatorInfo], Callable[..., Any]]
+    ) -> list[Stream]:
         """Create the operator; returns its output streams."""
         if self._built:
             raise GraphError(f"operator {self.name!r} was already built")
@@ -131,13 +137,48 @@ class OperatorBuilder:
         for index, (stream, pact, _c, _i) in enumerate(self._inputs):
             push = pact.connect(worker, core.input_ports[index].push, self.name)
             weight = worker.peers if pact.weight_per_peer else 1
-            stream._connect((core.index, index), push, weight)
+            stream._connect((core.index, index), push, weight, repr(pact))
         caps = core.mint_initial()
         logic = constructor(caps, OperatorInfo(core))
-        core._logic = logic
-        core._ports = (*core.input_ports, *core.output_ports)
-        scope._install(core.index, core)
-        return [Stream(scope, (core.index, o), core.output_ports[o].tee) for o in range(self._outputs)]
+        core.set_logic(logic, (*core.input_ports, *core.output_ports))
+        scope.install_child(core.index, core)
+        return [
+            Stream(scope, (core.index, o), core.output_ports[o].tee) for o in range(self._outputs)
+        ]
+
+    @staticmethod
+    def raw(
+        scope: Any,
+        name: str,
+        inputs: int = 0,
+        outputs: int = 1,
+        summary: list[list[list[Any]]] | None = None,
+        interest: list[FrontierInterest] | None = None,
+    ) -> OperatorCore:
+        """The operator runtime itself, installed in ``scope``: for the few library operators
+        driven from outside their logic (input handles, feedback, replay).
+
+        ``summary[i][o]`` lists the path summaries from input ``i`` to output ``o``
+        (default: the identity everywhere); ``interest`` one :class:`FrontierInterest` per
+        input (default ``NEVER``).  The caller then, before the scope is built:
+
+        * connects any inputs itself (``core.input_ports[i].push`` is the delivery point);
+        * sets the logic with ``core.set_logic(logic)`` — called with no arguments, so it
+          closes over the ports it uses (without logic, input is discarded);
+        * takes the initial capabilities with ``core.mint_initial()`` (already counted, one
+          per output at the minimum time), or leaves them to a handle that accounts for them;
+        * uses ``core.output_ports[o].tee`` as the output stream's fan-out.
+
+        Everything else — capability checks, counting, atomic reports — is as for ``build``.
+        """
+        if summary is None:
+            identity = scope.domain.identity()
+            summary = [[[identity] for _ in range(outputs)] for _ in range(inputs)]
+        if interest is None:
+            interest = [FrontierInterest.NEVER] * inputs
+        core = OperatorCore(scope, name, inputs, outputs, summary, interest)
+        scope.install_child(core.index, core)
+        return core
 
 
 def _is_summary(cell: Any) -> bool:
@@ -147,7 +188,55 @@ def _is_summary(cell: Any) -> bool:
     return isinstance(cell, ProductSummary)
 
 
-def _single(stream: Stream, pact: Pact, name: str, ctor: Callable, interest: FrontierInterest) -> Stream:
+def forward_batches(
+    stream: Stream,
+    pact: Pact,
+    name: str,
+    transform: Callable[[Any], Any] | None = None,
+    inspect: Callable[[Any, Any], Any] | None = None,
+) -> Stream:
+    """One input, one output: every batch goes out at its own time, as ``transform(batch)``
+    (default: unchanged), after ``inspect(time, batch)`` if given.
+
+    The operator drops its capability at once and is woken by data only; it forwards with
+    ``OutputPort.forward`` (legal: the identity summary makes each message's own time valid on
+    the output).
+    """
+
+    def ctor(cap: Any, info: Any) -> Any:
+        cap.drop()
+        if inspect is not None:
+
+            def logic(inp: Any, out: Any) -> None:
+                forward = out.forward
+                for t, batch in inp.drain_batches():
+                    inspect(t, batch)
+                    forward(t, batch)
+
+        elif transform is not None:
+
+            def logic(inp: Any, out: Any) -> None:
+                forward = out.forward
+                for t, batch in inp.drain_batches():
+                    forward(t, transform(batch))
+
+        else:
+
+            def logic(inp: Any, out: Any) -> None:
+                forward = out.forward
+                for t, batch in inp.drain_batches():
+                    forward(t, batch)
+
+        return logic
+
+    if inspect is not None and transform is not None:
+        raise ValueError("forward_batches: give transform or inspect, not both")
+    return unary(stream, pact, name, ctor)
+
+
+def _single(
+    stream: Stream, pact: Pact, name: str, ctor: Callable, interest: FrontierInterest
+) -> Stream:
     b = OperatorBuilder(name, stream.scope)
     b.new_input(stream, pact, interest=interest)
     b.new_output()
@@ -172,7 +261,13 @@ def unary_frontier(
 
 
 def _double(
-    s1: Stream, s2: Stream, p1: Pact, p2: Pact, name: str, ctor: Callable, interest: FrontierInterest
+    s1: Stream,
+    s2: Stream,
+    p1: Pact,
+    p2: Pact,
+    name: str,
+    ctor: Callable,
+    interest: FrontierInterest,
 ) -> Stream:
     b = OperatorBuilder(name, s1.scope)
     b.new_input(s1, p1, interest=interest)

@@ -16,42 +16,48 @@ happens promptly.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from itertools import islice
 from typing import Any
 
 from ...errors import CapabilityError, TimelyError
 from ...order import domain_of, less_equal
 from ..capability import Capability
-from ..operator import OperatorCore, Session
+from ..operator import BATCH, OperatorCore, Session
 from ..stream import Stream
+from .generic import OperatorBuilder
 
 __all__ = ["InputHandle", "UnorderedHandle", "ActivateCapability", "new_input",
            "new_unordered_input", "to_stream"]
 
-_BATCH = 1024
-
 
 class InputHandle:
-    """Feeds one input of a dataflow (see the module docstring)."""
+    """Feeds one input of a dataflow (see the module docstring).
 
-    __slots__ = ("_core", "_port", "_time", "_buffer", "_closed", "_early")
+    The handle holds the input operator's one :class:`Capability`; ``advance_to`` downgrades
+    it and ``close`` drops it.  Invariant: ``time`` is the capability's time while open.
+    """
+
+    __slots__ = ("_core", "_port", "_cap", "_time", "_buffer", "_closed", "_early", "_on_close")
 
     def __init__(self, core: OperatorCore) -> None:
         self._core = core
         self._port = core.output_ports[0]
-        self._time = core.scope.domain.minimum()
+        # The operator's initial capability (counted once per worker by the scope).
+        (self._cap,) = core.mint_initial()
+        self._time = self._cap.time
         self._buffer: list[Any] = []
         self._closed = False
+        self._on_close: list[Callable[[], None]] = []
         # Batches sent while the dataflow is still being built wait here: consumers attached
         # later must see them too.  Released when the scope is built (``_built``).
         self._early: list[tuple[Any, Any]] | None = []
-        core.on_built = self._built
+        core.when_built(self._built)
 
     def _built(self) -> None:
         early, self._early = self._early, None
         for t, batch in early or ():
-            self._port._push(t, batch)
+            self._port.forward(t, batch)
         if early:
             self._core.activate()
 
@@ -59,8 +65,15 @@ class InputHandle:
         if self._early is not None:
             self._early.append((t, batch))
         else:
-            self._port._push(t, batch)
+            self._port.forward(t, batch)  # legal: at the time of the handle's capability
             self._core.activate()
+
+    def on_close(self, callback: Callable[[], None]) -> None:
+        """Call ``callback()`` when the handle is closed, before its capability is released
+        (so the callback may still ``send`` and ``advance_to``): by :meth:`close`, by leaving a
+        ``with`` block, or when the worker closes its inputs (leaving :func:`pytimely.execute`'s
+        function).  Callbacks run once, in registration order."""
+        self._on_close.append(callback)
 
     @property
     def time(self) -> Any:
@@ -81,7 +94,7 @@ class InputHandle:
             self._check_open()
         buf = self._buffer
         buf.append(record)
-        if len(buf) >= _BATCH:
+        if len(buf) >= BATCH:
             self.flush()
 
     def send_batch(self, batch: Any) -> None:
@@ -112,18 +125,19 @@ class InputHandle:
                 "input's time only moves forward"
             )
         self.flush()
-        internals = self._port.internals
-        internals.update(t, 1)
-        internals.update(old, -1)
+        self._cap.downgrade(t)
         self._time = t
         self._core.activate()
 
     def close(self) -> None:
-        """No more data at all.  Idempotent."""
+        """No more data at all (after the ``on_close`` callbacks).  Idempotent."""
         if self._closed:
             return
+        callbacks, self._on_close = self._on_close, []
+        for callback in callbacks:
+            callback()
         self.flush()
-        self._port.internals.update(self._time, -1)
+        self._cap.drop()
         self._closed = True
         self._core.activate()
 
@@ -148,11 +162,9 @@ def _check_time(domain: Any, t: Any, where: str) -> None:
 
 
 def new_input(scope: Any, name: str = "Input") -> tuple[InputHandle, Stream]:
-    core = OperatorCore(scope, name, 0, 1, [], [])
-    scope._install(core.index, core)
-    # The initial capability (counted once per worker) is the handle's, at the minimum time.
+    core = OperatorBuilder.raw(scope, name)  # no logic: the handle does the sending
     handle = InputHandle(core)
-    scope.worker._track_input(handle)
+    scope.worker.track_input(handle)
     return handle, Stream(scope, (core.index, 0), core.output_ports[0].tee)
 
 
@@ -162,14 +174,10 @@ class ActivateCapability(Capability):
     __slots__ = ()
 
     def delayed(self, t: Any) -> ActivateCapability:
+        """Like :meth:`Capability.delayed` (an ``ActivateCapability`` too), and wakes."""
         self._check()
         _check_time(self._domain(), t, f"operator {self._port.op_name!r}: delayed({t!r})")
-        if not less_equal(self._time, t):
-            raise CapabilityError(
-                f"operator {self._port.op_name!r}: cannot mint a capability at {t!r} from one "
-                f"at {self._time!r}"
-            )
-        cap = ActivateCapability(t, self._port)
+        cap = super().delayed(t)
         self._port.activate()
         return cap
 
@@ -211,18 +219,20 @@ class UnorderedHandle:
         self._core.activate()
 
 
-def new_unordered_input(scope: Any, name: str = "UnorderedInput") -> tuple[tuple[UnorderedHandle, ActivateCapability], Stream]:
+def new_unordered_input(
+    scope: Any, name: str = "UnorderedInput"
+) -> tuple[tuple[UnorderedHandle, ActivateCapability], Stream]:
     """``((handle, capability), stream)``: the caller manages times with the capability and
     must drop it (and every capability derived from it) to let the dataflow finish."""
-    core = OperatorCore(scope, name, 0, 1, [], [])
-    scope._install(core.index, core)
+    core = OperatorBuilder.raw(scope, name)
     port = core.output_ports[0]
+    # The operator's initial capability, as one that wakes the operator when it changes.
     cap = ActivateCapability(scope.domain.minimum(), port, _record=False)
 
     def logic() -> None:
         port.flush()
 
-    core._logic = logic
+    core.set_logic(logic)
     return (UnorderedHandle(core), cap), Stream(scope, (core.index, 0), port.tee)
 
 
@@ -243,12 +253,12 @@ def to_stream(scope: Any, iterable: Iterable[Any], name: str = "ToStream") -> St
             if held is None:
                 return
             for _ in range(16):
-                chunk = list(islice(it, _BATCH))
+                chunk = list(islice(it, BATCH))
                 if not chunk:
                     held.drop()
                     state[0] = None
                     return
-                output._push(held._time, chunk)
+                output.forward(held.time, chunk)  # legal: we hold a capability there
             activator.activate()
 
         return logic

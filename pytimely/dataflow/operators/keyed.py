@@ -156,8 +156,8 @@ def failure(op: str, name: str, fn: Any, key_of: Any, pairs: bool, record: Any, 
     function.
 
     >>> first = lambda r: r[0]
-    >>> print(failure("join", "Orders", first, first, True, 7, 2, TypeError("no"), ()))
-    join 'Orders': records must be (key, value) pairs (or pass key=), got 7 at time 2 (TypeError: no)
+    >>> print(failure("join", "Ord", first, first, True, 7, 2, TypeError("no"), ()))
+    join 'Ord': records must be (key, value) pairs (or pass key=), got 7 at time 2 (TypeError: no)
     """
     if fn is not key_of:
         return user_error(op, name, "function", fn, record, t, exc, address)

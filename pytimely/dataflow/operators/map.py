@@ -13,25 +13,14 @@ from typing import Any
 
 from ..channels import Pipeline
 from ..stream import Stream
-from .generic import sink, unary
+from .generic import forward_batches, sink
 
 __all__ = ["map", "flat_map", "filter", "inspect", "inspect_batch", "inspect_time", "map_batch"]
 
 
 def _stateless(stream: Stream, name: str, transform: Callable[[Any], Any]) -> Stream:
     """``transform(batch) -> batch`` applied to every batch, keeping its time."""
-
-    def ctor(cap: Any, info: Any) -> Any:
-        cap.drop()
-
-        def logic(inp: Any, out: Any) -> None:
-            push = out._push
-            for t, batch in inp.drain_batches():
-                push(t, transform(batch))
-
-        return logic
-
-    return unary(stream, Pipeline, name, ctor)
+    return forward_batches(stream, Pipeline, name, transform)
 
 
 def map(stream: Stream, f: Callable[[Any], Any], name: str = "Map") -> Stream:
@@ -68,34 +57,18 @@ def inspect(stream: Stream, f: Callable[[Any], Any], name: str = "Inspect") -> S
 def inspect_time(stream: Stream, f: Callable[[Any, Any], Any], name: str = "InspectTime") -> Stream:
     """Call ``f(time, record)`` on every record; pass the stream through."""
 
-    def ctor(cap: Any, info: Any) -> Any:
-        cap.drop()
+    def look(t: Any, batch: Any) -> None:
+        for x in batch:
+            f(t, x)
 
-        def logic(inp: Any, out: Any) -> None:
-            for t, batch in inp.drain_batches():
-                for x in batch:
-                    f(t, x)
-                out._push(t, batch)
-
-        return logic
-
-    return unary(stream, Pipeline, name, ctor)
+    return forward_batches(stream, Pipeline, name, inspect=look)
 
 
-def inspect_batch(stream: Stream, f: Callable[[Any, Any], Any], name: str = "InspectBatch") -> Stream:
+def inspect_batch(
+    stream: Stream, f: Callable[[Any, Any], Any], name: str = "InspectBatch"
+) -> Stream:
     """Call ``f(time, batch)`` on every batch; pass the stream through."""
-
-    def ctor(cap: Any, info: Any) -> Any:
-        cap.drop()
-
-        def logic(inp: Any, out: Any) -> None:
-            for t, batch in inp.drain_batches():
-                f(t, batch)
-                out._push(t, batch)
-
-        return logic
-
-    return unary(stream, Pipeline, name, ctor)
+    return forward_batches(stream, Pipeline, name, inspect=f)
 
 
 def for_each(stream: Stream, f: Callable[[Any, Any], Any], name: str = "ForEach") -> None:

@@ -6,8 +6,9 @@ has passed it (no frontier element ``<=`` the time).  The notificator holds the 
 meanwhile, so it can be used to send at the notified time.  This is exactly the "hold
 capabilities in a map keyed by time and compare with the input frontiers" idiom, packaged;
 operators built this way are woken on every frontier change (``ALWAYS``), which is the cost the
-paper measures (seed 004, section 7): every distinct requested time is a capability the
-*system* tracks, and every delivery is a round trip between operator and system.
+paper measures (Lattuada, McSherry, Liagouris, "Timestamp tokens", SoCC 2022, section 7):
+every distinct requested time is a capability the *system* tracks, and every delivery is a
+round trip between operator and system.
 
 Semantics, precisely (these are what ``tests/test_idioms.py`` checks):
 
@@ -24,7 +25,7 @@ Semantics, precisely (these are what ``tests/test_idioms.py`` checks):
 
 ``Notificator(frontiers, per_call=n)`` delivers at most ``n`` notifications per operator
 invocation and re-activates the operator for the rest: with ``n = 1`` this reproduces Naiad's
-"one notification per callback" scheduling (seed 004, section 4), at the price of one
+"one notification per callback" scheduling (the same paper, section 4), at the price of one
 scheduling round per time.
 """
 
@@ -214,4 +215,6 @@ def binary_notify(
 
         return run
 
-    return binary_frontier(stream, other, pact1, pact2, name, ctor, interest=FrontierInterest.ALWAYS)
+    return binary_frontier(
+        stream, other, pact1, pact2, name, ctor, interest=FrontierInterest.ALWAYS
+    )

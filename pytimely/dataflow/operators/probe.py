@@ -57,7 +57,7 @@ def probe_with(stream: Stream, handle: ProbeHandle, name: str = "Probe") -> Stre
     def logic(inp: Any) -> None:
         for _ in inp.drain_batches():
             pass
-        now = inp._frontier.frontier_list()
+        now = inp.frontier_elements()
         shown = state["shown"]
         if now != shown:
             mirror.update_iter(frontier_changes(shown, now))

@@ -31,11 +31,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from ...capture.event import Messages, Progress
 from ...errors import CaptureError, TimelyError, TruncatedCapture
 from ...progress.change_batch import ChangeBatch
-from ..operator import OperatorCore
 from ..stream import Stream
+from .event import Messages, Progress
+from .generic import OperatorBuilder
 
 __all__ = ["replay_into", "ReplayHandle"]
 
@@ -67,8 +67,7 @@ def replay_into(
         readers = [readers]
     readers = list(readers)
     stats = handle if handle is not None else ReplayHandle()
-    core = OperatorCore(scope, name, 0, 1, [], [])
-    scope._install(core.index, core)
+    core = OperatorBuilder.raw(scope, name)
     port = core.output_ports[0]
     internals = port.internals
     t0 = scope.domain.minimum()
@@ -106,17 +105,18 @@ def replay_into(
                     n = len(event.batch)
                     if n:
                         stats.records += n
-                        port._push(event.time, event.batch)
+                        # Legal: the recorded stream held a capability at this time.
+                        port.forward(event.time, event.batch)
                 else:
                     raise CaptureError(f"replay: not a capture event: {event!r}")
             if not held[i]:
                 live.remove(i)
         if live:
-            worker._activate_after(core.activate, period)
+            worker.activate_after(core.activate, period)
         else:
             stats.finished = True
 
-    core._logic = logic
+    core.set_logic(logic)
     return Stream(scope, (core.index, 0), port.tee)
 
 

@@ -13,25 +13,11 @@ from typing import Any
 
 from ...errors import GraphError
 from ...progress.operate import FrontierInterest
-from ..channels import Broadcast, Exchange, Pact, Pipeline
+from ..channels import Broadcast, Exchange, Pipeline
 from ..stream import Stream
-from .generic import OperatorBuilder, unary
+from .generic import OperatorBuilder, forward_batches
 
 __all__ = ["exchange", "broadcast", "concat", "concatenate", "partition", "branch", "ok_err"]
-
-
-def _forward(stream: Stream, pact: Pact, name: str) -> Stream:
-    def ctor(cap: Any, info: Any) -> Any:
-        cap.drop()
-
-        def logic(inp: Any, out: Any) -> None:
-            push = out._push
-            for t, batch in inp.drain_batches():
-                push(t, batch)
-
-        return logic
-
-    return unary(stream, pact, name, ctor)
 
 
 def exchange(stream: Stream, key: Callable[[Any], Any] | None = None, name: str = "Exchange",
@@ -39,12 +25,12 @@ def exchange(stream: Stream, key: Callable[[Any], Any] | None = None, name: str 
     """Re-partition by ``key(record)`` (the record itself without ``key``; column ``column`` of
     Arrow or structured numpy batches); see :class:`~pytimely.Exchange` for how keys map to
     workers."""
-    return _forward(stream, Exchange(key, column=column), name)
+    return forward_batches(stream, Exchange(key, column=column), name)
 
 
 def broadcast(stream: Stream, name: str = "Broadcast") -> Stream:
     """Every record to every worker."""
-    return _forward(stream, Broadcast, name)
+    return forward_batches(stream, Broadcast, name)
 
 
 def concatenate(scope: Any, streams: Iterable[Stream], name: str = "Concatenate") -> Stream:
@@ -60,10 +46,10 @@ def concatenate(scope: Any, streams: Iterable[Stream], name: str = "Concatenate"
 
         def logic(*ports: Any) -> None:
             out = ports[-1]
-            push = out._push
+            forward = out.forward  # legal: each message at its own time, identity summary
             for inp in ports[:-1]:
                 for t, batch in inp.drain_batches():
-                    push(t, batch)
+                    forward(t, batch)
 
         return logic
 
@@ -78,7 +64,8 @@ def concat(stream: Stream, other: Stream, name: str = "Concat") -> Stream:
 def partition(
     stream: Stream, parts: int, route: Callable[[Any], tuple[int, Any]], name: str = "Partition"
 ) -> list[Stream]:
-    """``parts`` streams; ``route(record) -> (index, value)`` sends ``value`` to stream ``index``."""
+    """``parts`` streams; ``route(record) -> (index, value)`` sends ``value`` to stream
+    ``index``."""
     if parts < 1:
         raise GraphError("partition(): parts must be at least 1")
     b = OperatorBuilder(name, stream.scope)
@@ -98,7 +85,7 @@ def partition(
                     buckets[i].append(v)
                 for i, bucket in enumerate(buckets):
                     if bucket:
-                        outs[i]._push(t, bucket)
+                        outs[i].forward(t, bucket)  # at the message's own time
 
         return logic
 
@@ -121,8 +108,8 @@ def branch(
         def logic(inp: Any, out_false: Any, out_true: Any) -> None:
             for t, batch in inp.drain_batches():
                 flags = [bool(condition(t, x)) for x in batch]
-                out_false._push(t, list(compress(batch, map(not_, flags))))
-                out_true._push(t, list(compress(batch, flags)))
+                out_false.forward(t, list(compress(batch, map(not_, flags))))
+                out_true.forward(t, list(compress(batch, flags)))
 
         return logic
 

@@ -1,4 +1,6 @@
-"""Flink-style watermarks, as a library on timestamp tokens (seed 004, sections 2.1, 4 and 7).
+"""Flink-style watermarks, as a library on timestamp tokens (Lattuada, McSherry, Liagouris,
+"Timestamp tokens: a better coordination primitive for data-processing systems", SoCC 2022,
+sections 2.1, 4 and 7).
 
 Timestamp tokens can reproduce other systems' coordination idioms without any system support.
 This module reproduces Flink's: *in-band watermarks*.  It exists to be compared with tokens and
@@ -60,7 +62,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple, Self
 
 from ...progress.operate import FrontierInterest
-from ..channels import Exchange, Pipeline
+from ..channels import Exchange, Pipeline, open_channel
 from ..stream import Stream
 from .generic import OperatorBuilder, unary, unary_frontier
 
@@ -176,9 +178,7 @@ class WatermarkExchange(Exchange):
     def connect(
         self, worker: Any, push: Callable[[Any, Any], None], consumer: str = "?"
     ) -> Callable[[Any, Any], None]:
-        channel = worker._allocate_channel()
-        if worker.peers > 1:
-            worker._register_data_channel(channel, push)
+        channel = open_channel(worker, push)
         data = push if self.key is None else self.pusher(worker, channel, push, consumer)
         if worker.peers == 1:
             if self.key is None:
@@ -271,7 +271,9 @@ class WStream:
     def map(self, f: Callable[[Any], Any], key: Any = None, name: str = "WMap") -> WStream:
         return self.process(lambda batch: [f(x) for x in batch], None, key, name)
 
-    def map_batch(self, f: Callable[[Any], Any], key: Any = None, name: str = "WMapBatch") -> WStream:
+    def map_batch(
+        self, f: Callable[[Any], Any], key: Any = None, name: str = "WMapBatch"
+    ) -> WStream:
         """``f(batch) -> batch`` (may return an empty batch)."""
         return self.process(f, None, key, name)
 
@@ -482,6 +484,8 @@ class WatermarkInput:
         self._me = me
         self._peers = peers
         self._stats = stats
+        # However the handle is closed (by us, or by the worker leaving its function): END first.
+        handle.on_close(self._send_end)
 
     @property
     def time(self) -> Any:
@@ -510,12 +514,12 @@ class WatermarkInput:
         self._mark(t)
 
     def close(self) -> None:
-        if self.handle.closed:
-            return
+        self.handle.close()  # sends END first (``_send_end``, the handle's on_close callback)
+
+    def _send_end(self) -> None:
         if self.handle.time != END:
             self.handle.advance_to(END)
             self._mark(END)
-        self.handle.close()
 
     def __enter__(self) -> Self:
         return self
@@ -532,11 +536,6 @@ def watermark_input(scope: Any, name: str = "WatermarkInput",
     handle, stream = scope.new_input()
     ws = WStream(stream, stats)
     wi = WatermarkInput(handle, ws, scope.index, scope.peers, stats.op(name))
-    # Leaving the worker function closes every input handle; make that close send END first.
-    worker = scope.worker
-    inputs = worker._inputs
-    if inputs and inputs[-1] is handle:
-        inputs[-1] = wi
     return wi, ws
 
 

@@ -1,11 +1,13 @@
-"""Tumbling windows on timestamp tokens: the paper's running example (seed 004, section 5).
+"""Tumbling windows on timestamp tokens: the running example (section 5) of Lattuada, McSherry
+and Liagouris, "Timestamp tokens: a better coordination primitive for data-processing systems"
+(SoCC 2022).
 
 ``tumbling_average(stream, width)`` reports, for every window ``[k*width, (k+1)*width)`` of
 timestamps that received data, the average of its records, **at the window's end timestamp**
 ``(k+1)*width`` (the start of the next window), once the input frontier has reached that end.
 Windows without data produce nothing.
 
-How it uses tokens (the life-cycle of seed 004, Figure 5):
+How it uses tokens (the life-cycle of the paper's Figure 5):
 
 * The constructor's token (at time 0) is dropped at once: the operator claims nothing while
   it holds no window.

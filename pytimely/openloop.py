@@ -1,0 +1,192 @@
+"""Open-loop latency measurement: offer input at a fixed rate, whatever the system does.
+
+The method is the open-loop harness of "Megaphone: Latency-conscious state migration for
+distributed streaming dataflows" (Hoffmann et al., PVLDB 12(9), 2019, its evaluation): a
+closed loop (send the next record when the last one is done) hides queueing, an open loop
+exposes it.
+
+:func:`run_open_loop` serves any dataflow.  Record ``i`` is *scheduled* at ``start + i / rate``
+and stamped with that instant as its event time, in nanoseconds, quantized down to a multiple of
+``2**quantum_log2`` (the "timestamp granularity").  The harness feeds every record whose
+scheduled instant has passed, advances the input to the current quantized instant (so time
+moves even when no record is due, but never past the next unsent record's timestamp), and steps
+the worker.  A record's *latency* is the moment the output's frontier passes its timestamp
+minus its scheduled instant; latencies go into a log-bucketed :class:`LatencyHistogram`.  A run
+is *DNF* (did not finish) as soon as a latency exceeds :data:`DNF_NS` (1 s) or the backlog of
+unfinished records is older than that.  The dataflow under test is
+``build(scope, stream) -> output stream`` where ``stream`` carries the batches
+``make_batch(first_index, count, times_ns)`` makes; everything runs on every worker (each worker
+offers ``rate / peers``), and :func:`merge_results` combines the workers' results::
+
+    results = pt.execute(lambda w: run_open_loop(w, build, rate=100_000, duration=2.0),
+                         workers=2)
+    print(merge_results(results))  # {'dnf': False, 'offered': ..., 'p50_ms': ..., ...}
+
+:mod:`pytimely.nexmark.latency` measures NEXMark queries with it.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from .synchronization import barrier
+
+__all__ = ["DNF_NS", "LatencyHistogram", "merge_results", "run_open_loop"]
+
+#: A run is "did not finish" once a latency (or the oldest unfinished record) exceeds this.
+DNF_NS = 1_000_000_000
+
+
+class LatencyHistogram:
+    """Counts of latencies in logarithmic buckets: 16 sub-buckets per power of two (~4%
+    relative precision), from 1 ns to ~2**40 ns."""
+
+    SUB = 16
+
+    def __init__(self) -> None:
+        self.counts = np.zeros(41 * self.SUB, dtype=np.int64)
+        self.max_ns = 0
+        self.total = 0
+
+    def _index(self, ns: np.ndarray) -> np.ndarray:
+        ns = np.maximum(ns, 1).astype(np.float64)
+        exp = np.floor(np.log2(ns))
+        frac = ns / np.exp2(exp) - 1.0  # in [0, 1)
+        idx = exp * self.SUB + np.floor(frac * self.SUB)
+        return np.clip(idx, 0, len(self.counts) - 1).astype(np.int64)
+
+    def record(self, latencies_ns: np.ndarray) -> None:
+        if len(latencies_ns) == 0:
+            return
+        np.add.at(self.counts, self._index(latencies_ns), 1)
+        self.max_ns = max(self.max_ns, int(latencies_ns.max()))
+        self.total += len(latencies_ns)
+
+    def merge(self, other: LatencyHistogram) -> None:
+        self.counts += other.counts
+        self.max_ns = max(self.max_ns, other.max_ns)
+        self.total += other.total
+
+    def quantile(self, q: float) -> float:
+        """Upper edge of the bucket holding quantile ``q``, in nanoseconds."""
+        if self.total == 0:
+            return math.nan
+        rank = q * self.total
+        cum = np.cumsum(self.counts)
+        i = int(np.searchsorted(cum, rank, side="left"))
+        exp, sub = divmod(i, self.SUB)
+        return min(2.0**exp * (1 + (sub + 1) / self.SUB), float(self.max_ns))
+
+    def summary_ms(self) -> dict[str, float]:
+        return {
+            "p50_ms": round(self.quantile(0.5) / 1e6, 3),
+            "p99_ms": round(self.quantile(0.99) / 1e6, 3),
+            "p999_ms": round(self.quantile(0.999) / 1e6, 3),
+            "max_ms": round(self.max_ns / 1e6, 3),
+            "records": self.total,
+        }
+
+    def to_state(self) -> tuple:
+        return (self.counts, self.max_ns, self.total)
+
+    @classmethod
+    def from_state(cls, state: tuple) -> LatencyHistogram:
+        h = cls()
+        h.counts, h.max_ns, h.total = state
+        return h
+
+
+def run_open_loop(
+    worker: Any,
+    build: Callable[[Any, Any], Any],
+    rate: float,
+    duration: float,
+    quantum_log2: int = 0,
+    make_batch: Callable[[int, int, np.ndarray], Any] | None = None,
+    warmup: float = 0.5,
+) -> dict[str, Any]:
+    """Offer ``rate`` records/s (this worker's share: ``rate / peers``) for ``duration``
+    seconds into ``build``'s dataflow; return this worker's latency histogram (as a state for
+    :func:`merge_results`), the number of records it offered and ``dnf``."""
+    peers, index = worker.peers, worker.index
+    my_rate = rate / peers
+    mask = ~((1 << quantum_log2) - 1)
+    make_batch = make_batch or (lambda first, count, times: list(range(first, first + count)))
+
+    def dataflow(scope: Any) -> Any:
+        inp, stream = scope.new_input()
+        out = build(scope, stream)
+        return inp, out.probe()
+
+    inp, probe = worker.dataflow(dataflow)
+    barrier(worker)  # every worker has built its dataflow: start the clocks together
+    hist = LatencyHistogram()
+    pending: deque[tuple[int, np.ndarray]] = deque()  # (timestamp, scheduled ns of its records)
+    sent = 0
+    dnf = False
+    start = time.perf_counter_ns()
+    end = start + int((duration + warmup) * 1e9)
+    warm_ns = start + int(warmup * 1e9)
+    # Records this worker offers: global index i*peers + index, scheduled at i / my_rate.
+    period_ns = 1e9 / my_rate
+    while True:
+        now = time.perf_counter_ns()
+        if now >= end:
+            break
+        due = int((now - start) / period_ns)
+        if due > sent:
+            count = due - sent
+            sched = start + (np.arange(sent, due, dtype=np.float64) * period_ns).astype(np.int64)
+            times = (sched - start) & mask
+            # One message per distinct timestamp (that is what a timestamp is).
+            cut = np.flatnonzero(np.diff(times)) + 1
+            bounds = [0, *cut.tolist(), count]
+            for a, b in zip(bounds[:-1], bounds[1:]):
+                t = int(times[a])
+                if t > inp.time:
+                    inp.advance_to(t)
+                inp.send_batch(make_batch(sent + a, b - a, times[a:b]))
+                pending.append((t, sched[a:b]))
+            sent = due
+        # Time moves even without records, but never past the next unsent record's timestamp.
+        t_now = min(now - start, int(sent * period_ns)) & mask
+        if t_now > inp.time:
+            inp.advance_to(t_now)
+        # Step; if nothing is ready, park until the next record is due (at most 1 ms) rather
+        # than spin: an open-loop source must not steal the CPU the workers need.
+        next_due = start + (sent + 1) * period_ns
+        worker.step_or_park(max(0.0, min(1e-3, (next_due - time.perf_counter_ns()) / 1e9)))
+        done_at = time.perf_counter_ns()
+        while pending and not probe.less_equal(pending[0][0]):
+            _t, sched = pending.popleft()
+            if sched[-1] >= warm_ns:
+                lat = done_at - sched[sched >= warm_ns]
+                hist.record(lat)
+                if lat.max() > DNF_NS:
+                    dnf = True
+        if pending and done_at - int(pending[0][1][0]) > DNF_NS:
+            dnf = True
+        if dnf:
+            break
+    inp.close()
+    if not dnf:
+        worker.step_while(lambda: not probe.done(), timeout=10)
+    return {"worker": index, "offered": sent, "dnf": dnf, "histogram": hist.to_state()}
+
+
+def merge_results(results: list[dict[str, Any]]) -> dict[str, Any]:
+    """Combine per-worker results of :func:`run_open_loop` into one summary (``dnf``,
+    ``offered``, ``p50_ms``, ``p99_ms``, ``p999_ms``, ``max_ms``, ``records``)."""
+    hist = LatencyHistogram()
+    for r in results:
+        hist.merge(LatencyHistogram.from_state(r["histogram"]))
+    dnf = any(r["dnf"] for r in results) or hist.max_ns > DNF_NS
+    out: dict[str, Any] = {"dnf": dnf, "offered": sum(r["offered"] for r in results)}
+    out.update(hist.summary_ms())
+    return out

@@ -1,0 +1,340 @@
+"""Capability misuse and operator failures: each mistake is an error naming the operator, and
+a forgotten capability does not stall the dataflow."""
+
+from __future__ import annotations
+
+import pytest
+
+import pytimely as pt
+from pytimely.errors import CapabilityError, OperatorError
+
+
+def _misuse(name, logic_factory, feed=((1,), (2,))):
+    """Run an operator named ``name`` over two rounds; return the raised OperatorError."""
+
+    def work(worker):
+        def build(scope):
+            h, s = scope.new_input()
+            s.unary(pt.Pipeline, name, logic_factory)
+            return h
+
+        h = worker.dataflow(build)
+        for r, records in enumerate(feed):
+            for x in records:
+                h.send(x)
+            h.advance_to(r + 1)
+            for _ in range(3):
+                worker.step()
+
+    with pytest.raises(OperatorError) as info:
+        pt.execute(work)
+    error = info.value
+    assert error.operator == name
+    assert name in str(error)
+    assert isinstance(error.__cause__, CapabilityError)
+    assert name in str(error.__cause__)
+    return error
+
+
+def test_sending_without_a_token():
+    def ctor(cap, info):
+        cap.drop()
+
+        def logic(inp, out):
+            for _ref, batch in inp:
+                out.session(None).give_batch(batch)
+
+        return logic
+
+    error = _misuse("NoToken", ctor)
+    assert "requires a Capability" in str(error.__cause__)
+
+
+def test_sending_with_a_token_of_another_output():
+    def build(scope):
+        builder = pt.OperatorBuilder("WrongOutput", scope)
+        builder.new_input(scope.to_stream([1]), pt.Pipeline)
+        builder.new_output()
+        builder.new_output()
+
+        def ctor(caps, info):
+            first, second = caps
+            second.drop()
+
+            def logic(inp, out0, out1):
+                for _ in inp:
+                    pass
+                out1.session(first).give("oops")
+
+            return logic
+
+        builder.build(ctor)
+
+    with pytest.raises(OperatorError) as info:
+        pt.example(build)
+    assert info.value.operator == "WrongOutput"
+    assert isinstance(info.value.__cause__, CapabilityError)
+    assert "output 0 cannot send on output 1" in str(info.value.__cause__)
+
+
+def test_sending_with_a_token_of_another_operator():
+    stolen = []
+
+    def thief(cap, info):
+        stolen.append(cap)
+
+        def logic(inp, out):
+            for _ in inp:
+                pass
+
+        return logic
+
+    def user(cap, info):
+        cap.drop()
+
+        def logic(inp, out):
+            for _ in inp:
+                pass
+            if stolen:
+                out.session(stolen[0]).give(1)
+
+        return logic
+
+    def build(scope):
+        s = scope.to_stream([1])
+        s.unary(pt.Pipeline, "Thief", thief)
+        s.unary(pt.Pipeline, "User", user)
+
+    with pytest.raises(OperatorError) as info:
+        pt.example(build)
+    assert info.value.operator == "User"
+    assert "Thief" in str(info.value.__cause__)
+
+
+def test_message_token_on_an_unconnected_output():
+    def build(scope):
+        builder = pt.OperatorBuilder("Disconnected", scope)
+        builder.new_input(scope.to_stream([1]), pt.Pipeline, connection=[0, None])
+        builder.new_output()
+        builder.new_output()
+
+        def ctor(caps, info):
+            for c in caps:
+                c.drop()
+
+            def logic(inp, out0, out1):
+                for ref, _batch in inp:
+                    ref.retain(output=1)
+
+            return logic
+
+        builder.build(ctor)
+
+    with pytest.raises(OperatorError) as info:
+        pt.example(build)
+    assert info.value.operator == "Disconnected"
+    assert "not connected" in str(info.value.__cause__)
+
+
+def test_downgrading_backwards():
+    def ctor(cap, info):
+        cap.drop()
+
+        def logic(inp, out):
+            for ref, _batch in inp:
+                c = ref.retain()
+                c.downgrade(ref.time + 5)
+                c.downgrade(ref.time + 1)
+
+        return logic
+
+    error = _misuse("Backwards", ctor)
+    assert "downgrad" in str(error.__cause__)
+
+
+def test_delayed_backwards():
+    def ctor(cap, info):
+        cap.drop()
+
+        def logic(inp, out):
+            for ref, _batch in inp:
+                c = ref.retain()
+                c.delayed(ref.time - 1)
+
+        return logic
+
+    _misuse("DelayedBack", ctor, feed=((), (1,)))
+
+
+def test_sending_before_the_capability_time():
+    def ctor(cap, info):
+        cap.drop()
+
+        def logic(inp, out):
+            for ref, batch in inp:
+                out.session(ref, ref.time - 1).give_batch(batch)
+
+        return logic
+
+    error = _misuse("Early", ctor, feed=((), (1,)))
+    assert "cannot send at 0" in str(error.__cause__)
+
+
+def test_using_a_dropped_token():
+    def ctor(cap, info):
+        cap.drop()
+
+        def logic(inp, out):
+            for _ref, batch in inp:
+                out.session(cap).give_batch(batch)
+
+        return logic
+
+    error = _misuse("Dropped", ctor)
+    assert "after drop()" in str(error.__cause__)
+
+
+def test_dropping_twice():
+    def ctor(cap, info):
+        cap.drop()
+
+        def logic(inp, out):
+            for _ in inp:
+                pass
+            cap.drop()
+
+        return logic
+
+    _misuse("DropTwice", ctor)
+
+
+def test_using_a_capability_ref_after_the_call():
+    kept = []
+
+    def ctor(cap, info):
+        cap.drop()
+
+        def logic(inp, out):
+            for ref, _batch in inp:
+                kept.append(ref)
+            if len(kept) > 1:
+                out.session(kept[0]).give("stale")
+
+        return logic
+
+    error = _misuse("StaleRef", ctor)
+    assert "only valid during the call" in str(error.__cause__)
+
+    kept.clear()
+
+    def ctor2(cap, info):
+        cap.drop()
+
+        def logic(inp, out):
+            for ref, _batch in inp:
+                kept.append(ref)
+            if len(kept) > 1:
+                kept[0].retain()
+
+        return logic
+
+    _misuse("StaleRetain", ctor2)
+
+
+def test_capability_errors_outside_operators_are_raised_directly():
+    worker = pt.Worker()
+    (handle, cap), _stream = worker.dataflow(lambda s: s.new_unordered_input())
+    later = cap.delayed(3)
+    with pytest.raises(CapabilityError, match="UnorderedInput"):
+        later.downgrade(1)
+    with pytest.raises(CapabilityError):
+        later.delayed(2)
+    cap.drop()
+    with pytest.raises(CapabilityError, match="after drop"):
+        cap.time  # noqa: B018
+    with pytest.raises(CapabilityError):
+        handle.session(cap)
+    later.drop()
+    worker.run()
+
+
+def test_operator_exception_propagates_out_of_step():
+    def ctor(cap, info):
+        cap.drop()
+
+        def logic(inp, out):
+            for _ref, batch in inp:
+                if 13 in batch:
+                    raise ValueError("unlucky record")
+                out.session(_ref).give_batch(batch)
+
+        return logic
+
+    worker = pt.Worker()
+
+    def build(scope):
+        h, s = scope.new_input()
+        scope.region(lambda r: s.enter(r).unary(pt.Pipeline, "Fragile", ctor).leave()).probe()
+        return h
+
+    h = worker.dataflow(build)
+    h.send(1)
+    h.advance_to(1)
+    for _ in range(3):
+        worker.step()
+    h.send(13)
+    h.flush()  # inputs buffer records until flushed, advanced or full
+    with pytest.raises(OperatorError) as info:
+        for _ in range(3):
+            worker.step()
+    error = info.value
+    assert error.operator == "Fragile"
+    assert "Fragile" in str(error) and "ValueError" in str(error)
+    assert isinstance(error.__cause__, ValueError)
+    assert len(error.address) == 3  # (dataflow, region, operator): inside the region
+    assert str(error.address) in str(error)
+
+
+def test_operator_exception_in_execute():
+    def work(worker):
+        worker.dataflow(lambda s: s.to_stream([1]).map(lambda x: 1 / 0, name="Divide"))
+
+    with pytest.raises(OperatorError, match="Divide") as info:
+        pt.execute(work)
+    assert isinstance(info.value.__cause__, ZeroDivisionError)
+
+
+def test_a_forgotten_capability_is_released_and_the_dataflow_completes():
+    """A token that becomes unreachable without drop() is released (and its operator woken to
+    report it), so it cannot stall the dataflow forever."""
+    held = {}
+
+    def ctor(cap, info):
+        cap.drop()
+
+        def logic(inp, out):
+            for ref, batch in inp:
+                held[ref.time] = ref.retain()  # kept for a while, then forgotten below
+                out.session(ref).give_batch(batch)
+            if inp.frontier.is_empty() or len(held) > 1:
+                held.clear()  # no drop(): the collector must release them
+
+        return logic
+
+    def build(scope):
+        inp, stream = scope.new_input()
+        out = stream.unary_frontier(pt.Pipeline, "Forgetful", ctor)
+        return inp, out.probe(), out.capture()
+
+    def work(worker):
+        inp, probe, cap = worker.dataflow(build)
+        for r in range(3):
+            inp.send(r)
+            inp.advance_to(r + 1)
+            worker.step()
+        inp.close()
+        worker.run()  # would raise StuckError if a forgotten token kept the frontier back
+        assert probe.done()
+        return cap.extract()
+
+    assert pt.execute(work)[0] == [(0, [0]), (1, [1]), (2, [2])]

@@ -1,0 +1,127 @@
+"""TimeStash and MinToken: the stash-per-time and one-token-at-the-minimum idioms."""
+
+from __future__ import annotations
+
+import doctest
+import math
+
+import pytest
+
+import pytimely as pt
+from pytimely.dataflow import idioms
+from pytimely.dataflow.idioms import MinToken, TimeStash
+from pytimely.dataflow.operators.generic import unary_frontier
+
+pytestmark = pytest.mark.timeout(60)
+
+
+class FakeCap:
+    def __init__(self, time, log):
+        self.time, self.log = time, log
+        log.append(("take", time))
+
+    def drop(self):
+        self.log.append(("drop", self.time))
+
+    def downgrade(self, t):
+        self.log.append(("downgrade", self.time, t))
+        self.time = t
+
+
+class FakeRef:
+    def __init__(self, time, log):
+        self.time, self.log = time, log
+
+    def retain(self):
+        return FakeCap(self.time, self.log)
+
+    def delayed(self, t):
+        assert t >= self.time
+        return FakeCap(t, self.log)
+
+
+class Frontier:
+    def __init__(self, *elements):
+        self.elements = elements
+
+    def less_equal(self, t):
+        return any(e <= t for e in self.elements)
+
+
+def test_docstring_examples_run():
+    result = doctest.testmod(idioms)
+    assert result.attempted >= 2 and result.failed == 0
+
+
+def test_time_stash_holds_one_capability_per_time_and_releases_in_order():
+    log = []
+    stash = TimeStash(list)
+    stash.at(FakeRef(5, log)).append("e")
+    stash.at(FakeRef(2, log)).append("b")
+    stash.at(FakeRef(2, log)).append("c")  # same time: no second capability
+    stash.at(FakeRef(1, log), time=3).append("d")  # delayed to a later time
+    assert stash.fold(FakeRef(2, log), lambda s, x: [*s, x], "z") == ["b", "c", "z"]
+    assert log == [("take", 5), ("take", 2), ("take", 3)] and len(stash) == 3
+    assert list(stash.ready(Frontier(2))) == []  # 2 is not complete while the frontier is at 2
+    released = []
+    for held, state in stash.ready(Frontier(4)):
+        released.append((held.time, state, ("drop", held.time) in log))
+    # In time order, and each capability still held while its loop body runs.
+    assert released == [(2, ["b", "c", "z"], False), (3, ["d"], False)]
+    assert log[3:] == [("drop", 2), ("drop", 3)]
+    assert stash.times() == [5]
+
+
+def test_time_stash_drops_the_capability_when_the_loop_stops_early():
+    log = []
+    stash = TimeStash(int)
+    stash.at(FakeRef(1, log))
+    stash.at(FakeRef(2, log))
+    ready = stash.ready(Frontier())
+    for _held, _state in ready:
+        break
+    ready.close()
+    assert ("drop", 1) in log and stash.times() == [2]
+
+
+def test_time_stash_in_a_dataflow_completes_and_emits_per_time():
+    def ctor(cap, info):
+        cap.drop()
+        stash = TimeStash(list)
+
+        def logic(inp, out):
+            for ref, batch in inp:
+                for x in batch:
+                    stash.at(ref, ref.time + x).append(x)
+            for held, xs in stash.ready(inp.frontier):
+                out.give_batch(held, sorted(xs))
+
+        return logic
+
+    def build(scope):
+        inp, xs = scope.new_input()
+        out = unary_frontier(xs, pt.Pipeline, "DelayBy", ctor).capture()
+        inp.send_batch([2, 0, 2])
+        inp.advance_to(1)
+        inp.send(1)
+        return out
+
+    assert pt.example(build).extract() == [(0, [0]), (2, [1, 2, 2])]
+
+
+def test_min_token_covers_and_settles():
+    log = []
+    token = MinToken()
+    assert token.cap is None and token.time == math.inf
+    token.cover(FakeRef(3, log), 7)
+    token.cover(FakeRef(3, log), 9)  # already covered: no new token
+    assert log == [("take", 7)] and token.time == 7
+    token.cover(FakeRef(2, log), 4)  # lower: a new token, the old one dropped
+    assert log[1:] == [("take", 4), ("drop", 7)] and token.time == 4
+    token.settle(4)  # unchanged minimum: nothing to do
+    token.settle(6)
+    assert log[3:] == [("downgrade", 4, 6)] and token.time == 6
+    token.settle(None)
+    assert log[4:] == [("drop", 6)] and token.cap is None and token.time == math.inf
+    token.settle(None)  # nothing held: still nothing
+    assert len(log) == 5
