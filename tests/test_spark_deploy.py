@@ -42,8 +42,8 @@ def test_shipped_zip_has_the_drivers_fingerprint(tmp_path):
             "print(pytimely.__file__); print(s.package_fingerprint())")
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env["PYTHONPATH"] = path
-    out = subprocess.run([sys.executable, "-c", code], env=env, cwd=str(tmp_path), capture_output=True,
-                         text=True, timeout=60, check=True).stdout.split()
+    out = subprocess.run([sys.executable, "-c", code], env=env, cwd=str(tmp_path),
+                         capture_output=True, text=True, timeout=60, check=True).stdout.split()
     assert out[0].startswith(path + os.sep)
     assert out[1] == ps.package_fingerprint()
 

@@ -29,12 +29,11 @@ import signal
 import socket
 import sys
 import threading
-import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import WorkerFailure
+from ..errors import failure_report
 from .errors import SparkJobFailed, SparkSetupError
 from .session import package_fingerprint, package_location
 
@@ -68,23 +67,11 @@ class TaskSpec:
 
 
 def _report(index: int, exc: BaseException) -> dict[str, Any]:
-    """What a worker tells the driver about the exception that ended it."""
-    blamed: WorkerFailure | None = None
-    link: BaseException | None = exc
-    while link is not None:
-        if isinstance(link, WorkerFailure) and link.worker is not None and link.worker != index:
-            blamed = link
-            break
-        link = link.__cause__ or link.__context__
-    summary = f"{type(exc).__name__}: {exc}"
-    return {
-        "worker": index,
-        "origin": index if blamed is None else blamed.worker,
-        "relayed": blamed is not None,
-        "setup": isinstance(exc, SparkSetupError),
-        "summary": summary,
-        "traceback": "".join(traceback.format_exception(exc)),
-    }
+    """What a worker tells the driver about the exception that ended it: the shared
+    :func:`~pytimely.errors.failure_report`, plus whether it is a setup error (not retried)."""
+    report = failure_report(index, exc)
+    report["setup"] = isinstance(exc, SparkSetupError)
+    return report
 
 
 class _TaskFailed(RuntimeError):

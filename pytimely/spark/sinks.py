@@ -16,10 +16,10 @@ write their output themselves, with pyarrow, as soon as it is final:
   streams that run forever use :func:`write_parquet`.)
 
 Files appear atomically: they are written under a hidden name (``.epoch=e.parquet.tmp``, which
-Spark and pyarrow skip) and renamed when complete.  In a batch run on Spark (:func:`pytimely.spark.run`,
-:func:`~pytimely.spark.run_on_dataframe`) they are first staged per attempt and moved into
-``directory`` only when the whole run succeeded (:mod:`pytimely.spark.staging`), so that a
-retried run leaves exactly the files of a clean one.
+Spark and pyarrow skip) and renamed when complete.  In a batch run on Spark
+(:func:`pytimely.spark.run`, :func:`~pytimely.spark.run_on_dataframe`) they are first staged
+per attempt and moved into ``directory`` only when the whole run succeeded
+(:mod:`pytimely.spark.staging`), so that a retried run leaves exactly the files of a clean one.
 """
 
 from __future__ import annotations
