@@ -125,8 +125,9 @@ def check_deployable(
             "Spark's dynamic allocation is enabled (spark.dynamicAllocation.enabled=true), and "
             "barrier stages cannot run with it (SPARK-24942): Spark could hand the stage fewer "
             "executors than it has workers.  Submit with --conf "
-            "spark.dynamicAllocation.enabled=false and enough executors (--num-executors x "
-            f"--executor-cores >= {workers + extra_slots})"
+            "spark.dynamicAllocation.enabled=false and enough executor cores for "
+            f"{workers + extra_slots} tasks (standalone: --total-executor-cores; YARN: "
+            "--num-executors x --executor-cores)"
         )
     if local and not _same_python(sc.pythonExec):
         raise SparkSetupError(
