@@ -12,7 +12,7 @@ SOURCES := pytimely tests bench examples
 # `make bench` runs these; `make bench BENCH="wordcount --columnar"` runs one with options.
 BENCH ?=
 
-.PHONY: demo test bench results lint lint-format lint-docstrings typecheck lint-all \
+.PHONY: demo cluster-demo test bench results lint lint-format lint-docstrings typecheck lint-all \
 	check-install java browser clean
 
 $(STAMP): pyproject.toml
@@ -30,6 +30,10 @@ browser:
 
 demo: $(STAMP) java
 	$(BIN)/python -m pytimely.demo
+
+# The main job on a Spark standalone cluster (master + two workers as JVMs on 127.0.0.1).
+cluster-demo: $(STAMP) java
+	$(BIN)/python scripts/cluster_demo.py
 
 test: $(STAMP) java browser
 	$(BIN)/python -m pytest

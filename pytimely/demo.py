@@ -104,7 +104,8 @@ class Workload:
     * ``build(results_dir, capture_dir)`` -- returns ``build(scope, stream)`` for
       :func:`pytimely.spark.run_on_dataframe`; it must write the results with
       :func:`pytimely.spark.write_parquet` and capture them with
-      :func:`pytimely.spark.capture_parquet`;
+      :func:`pytimely.spark.capture_parquet`, and return :func:`worker_placement` (the
+      summary's ``placement``: where each worker ran);
     * ``reference(df)`` -- Spark's own answer, with the columns the results have (incl. epoch);
     * ``columns`` -- the result columns, ``describe(rows)`` -- a line about a few result rows;
     * ``rows``, ``epochs`` -- the default input size.
@@ -125,26 +126,42 @@ class Workload:
 
     def run(self, ctx: Context) -> dict[str, Any]:
         """Build the dataset, run the dataflow on Spark, check it against Spark, replay the
-        capture; print the summary; returns it (``ok``: all checks passed)."""
-        import pytimely as pt
-        from pytimely import spark as ps
-        from pytimely.capture import replay_into
+        capture -- one method per stage, each adding to the summary -- then print the report
+        made from the summary; returns it (``ok``: all checks passed)."""
+        summary: dict[str, Any] = {
+            "dirs": {name: os.path.join(ctx.out, name) for name in ("input", "results",
+                                                                       "capture")},
+        }
+        df = self.make_dataset(ctx, summary)
+        self.run_dataflow(ctx, df, summary)
+        result_rows = self.check_with_spark(ctx, df, summary)
+        self.replay_capture(ctx, result_rows, summary)
+        summary["ok"] = (summary["missing"] == 0 and summary["extra"] == 0
+                         and summary["replay_ok"] and summary["rows"] > 0)
+        ctx.say("")
+        for line in self.report(summary):
+            ctx.say(line)
+        return summary
 
-        spark, say = ctx.spark, ctx.say
-        data_dir = os.path.join(ctx.out, "input")
-        results_dir = os.path.join(ctx.out, "results")
-        capture_dir = os.path.join(ctx.out, "capture")
-
-        self.dataset(spark, ctx.rows, ctx.epochs).write.parquet(data_dir)
-        df = spark.read.parquet(data_dir)
+    def make_dataset(self, ctx: Context, summary: dict[str, Any]) -> Any:
+        """Stage 1: Spark builds the input and writes it as Parquet; returns it read back."""
+        data_dir = summary["dirs"]["input"]
+        self.dataset(ctx.spark, ctx.rows, ctx.epochs).write.parquet(data_dir)
+        df = ctx.spark.read.parquet(data_dir)
         ctx.lap("dataset")
-        say(f"dataset: {ctx.rows:,} rows in {ctx.epochs} epochs, written by Spark to {data_dir}")
+        ctx.say(f"dataset: {ctx.rows:,} rows in {ctx.epochs} epochs, written by Spark to "
+                f"{data_dir}")
+        return df
 
-        say(f"running '{self.name}' on {ctx.workers} pytimely workers in one Spark barrier "
-            "stage ...")
-        ps.run_on_dataframe(
+    def run_dataflow(self, ctx: Context, df: Any, summary: dict[str, Any]) -> None:
+        """Stage 2: the dataflow on Spark-placed workers.  Adds ``placement``."""
+        from pytimely import spark as ps
+
+        ctx.say(f"running '{self.name}' on {ctx.workers} pytimely workers in one Spark barrier "
+                "stage ...")
+        summary["placement"] = ps.run_on_dataframe(
             df,
-            self.build(results_dir, capture_dir),
+            self.build(summary["dirs"]["results"], summary["dirs"]["capture"]),
             time=self.time,
             key=self.key,
             records=self.records,
@@ -152,44 +169,59 @@ class Workload:
         )
         ctx.lap("dataflow")
 
-        results = spark.read.parquet(results_dir)
+    def check_with_spark(self, ctx: Context, df: Any, summary: dict[str, Any]) -> list[Any]:
+        """Stage 3: the result files against Spark's own answer; returns the result rows.
+        Adds ``rows``, ``missing``, ``extra``, ``per_worker`` and ``sample``."""
+        results = ctx.spark.read.parquet(summary["dirs"]["results"])
         ours = results.select(*self.columns)
         theirs = self.reference(df).select(*self.columns)
-        missing = theirs.exceptAll(ours).count()
-        extra = ours.exceptAll(theirs).count()
+        summary["missing"] = theirs.exceptAll(ours).count()
+        summary["extra"] = ours.exceptAll(theirs).count()
         result_rows = ours.collect()
-        per_worker = {r["worker"]: r["count"] for r in results.groupBy("worker").count().collect()}
+        summary["rows"] = len(result_rows)
+        summary["per_worker"] = dict(sorted(
+            (r["worker"], r["count"]) for r in results.groupBy("worker").count().collect()
+        ))
+        summary["sample"] = self.describe(result_rows) if result_rows else "empty"
         ctx.lap("check with Spark")
+        return result_rows
 
-        captured = spark.read.parquet(capture_dir)
-        kinds = {r["kind"]: r["count"] for r in captured.groupBy("kind").count().collect()}
+    def replay_capture(self, ctx: Context, result_rows: list[Any],
+                       summary: dict[str, Any]) -> None:
+        """Stage 4: the capture replayed locally must equal the result files.  Adds
+        ``capture_kinds`` and ``replay_ok``."""
+        import pytimely as pt
+        from pytimely import spark as ps
+        from pytimely.capture import replay_into
+
+        capture_dir = summary["dirs"]["capture"]
+        captured = ctx.spark.read.parquet(capture_dir)
+        summary["capture_kinds"] = {
+            r["kind"]: r["count"] for r in captured.groupBy("kind").count().collect()
+        }
         replayed = pt.example(
             lambda scope: replay_into(ps.capture_readers(capture_dir), scope).capture()
         ).extract()
         from_replay = sorted((t_, *rec) for t_, recs in replayed for rec in recs)
-        from_files = sorted(tuple(r) for r in result_rows)
-        replay_ok = from_replay == from_files
+        summary["replay_ok"] = from_replay == sorted(tuple(r) for r in result_rows)
         ctx.lap("capture replay")
 
-        ok = missing == 0 and extra == 0 and replay_ok and bool(result_rows)
-        say("")
-        say(f"pytimely on Spark: {self.summary}")
-        say(f"  results   {len(result_rows):,} rows (worker: rows "
-            f"{dict(sorted(per_worker.items()))}) in {results_dir}")
-        say(f"            {self.describe(result_rows) if result_rows else 'empty'}")
-        say(f"  check     equal to Spark's groupBy: {missing == 0 and extra == 0} "
-            f"(missing {missing}, extra {extra})")
-        say(f"  capture   {kinds.get('messages', 0):,} record rows + {kinds.get('progress', 0)} "
-            f"progress rows in {capture_dir}")
-        say(f"            replayed locally, identical to the results: {replay_ok}")
-        say(f"  read them: spark.read.parquet({results_dir!r})")
-        return {
-            "ok": ok,
-            "rows": len(result_rows),
-            "missing": missing,
-            "extra": extra,
-            "replay_ok": replay_ok,
-        }
+    def report(self, summary: dict[str, Any]) -> list[str]:
+        """The printed summary, from the summary dict alone."""
+        dirs, kinds = summary["dirs"], summary["capture_kinds"]
+        missing, extra = summary["missing"], summary["extra"]
+        return [
+            f"pytimely on Spark: {self.summary}",
+            f"  results   {summary['rows']:,} rows (worker: rows {summary['per_worker']}) in "
+            f"{dirs['results']}",
+            f"            {summary['sample']}",
+            f"  check     equal to Spark's groupBy: {missing == 0 and extra == 0} "
+            f"(missing {missing}, extra {extra})",
+            f"  capture   {kinds.get('messages', 0):,} record rows + {kinds.get('progress', 0)} "
+            f"progress rows in {dirs['capture']}",
+            f"            replayed locally, identical to the results: {summary['replay_ok']}",
+            f"  read them: spark.read.parquet({dirs['results']!r})",
+        ]
 
 
 def _words_dataset(spark: Any, rows: int, epochs: int) -> Any:
@@ -202,6 +234,15 @@ def _words_dataset(spark: Any, rows: int, epochs: int) -> Any:
         (F.col("id") * epochs / rows).cast("long").alias("epoch"),
         F.element_at(words, pick).alias("word"),
     )
+
+
+def worker_placement() -> dict[str, Any]:
+    """Where the calling pytimely worker runs (inside its Spark barrier task): its process id
+    and its executor's address (distinct executors have distinct addresses)."""
+    from pyspark import BarrierTaskContext
+
+    ctx = BarrierTaskContext.get()
+    return {"pid": os.getpid(), "executor": ctx.getTaskInfos()[ctx.partitionId()].address}
 
 
 def _wordcount_build(results_dir: str, capture_dir: str) -> Callable[[Any, Any], Any]:
@@ -223,7 +264,8 @@ def _wordcount_build(results_dir: str, capture_dir: str) -> Callable[[Any, Any],
             lambda word, n, total: total + n, lambda word, total: (word, total), name="Count"
         )
         ps.capture_parquet(counts, capture_dir)
-        return ps.write_parquet(counts, results_dir, columns=["word", "count"])
+        ps.write_parquet(counts, results_dir, columns=["word", "count"])
+        return worker_placement()
 
     return build
 
@@ -280,7 +322,8 @@ def _nexmark_build(queries: tuple[str, ...], capture: tuple[str, ...], epoch_ns:
         from pytimely.nexmark.queries import build_query
 
         stats: dict[str, Any] = {"worker": scope.index, "events": 0, "first": None,
-                                 "last": None, "rows": dict.fromkeys(queries, 0)}
+                                 "last": None, "rows": dict.fromkeys(queries, 0),
+                                 "placement": worker_placement()}
 
         def to_events(batch: Any) -> Any:
             if stats["first"] is None:
@@ -374,48 +417,79 @@ class NexmarkWorkload:
         return max(1, -(-span // max(1, epochs)))
 
     def run(self, ctx: Context) -> dict[str, Any]:
-        import numpy as np
-        from pyspark.sql import functions as F
-
-        import pytimely as pt
-        from pytimely import spark as ps
-        from pytimely.capture import replay_into
-        from pytimely.nexmark import generate
-        from pytimely.nexmark import reference as nexmark_reference
-        from pytimely.nexmark import spark as nxs
-
+        """The stages in order (module docstring), each adding its part to the summary; then
+        the report, printed from the summary alone."""
         unknown = [q for q in self.queries if q not in NEXMARK_QUERIES]
         if unknown or not self.queries:
             raise ValueError(f"unknown NEXMark queries {unknown or '(none)'}; known: "
                              f"{', '.join(NEXMARK_QUERIES)}")
-        capture = tuple(q for q in self.capture if q in self.queries)
-        spark, say, n = ctx.spark, ctx.say, ctx.rows
         cfg = self.config()
-        epoch_ns = self.epoch_ns(n, ctx.epochs)
-        span_ns = cfg.ts(n)
-        events_dir = os.path.join(ctx.out, "events")
-        results_dir = os.path.join(ctx.out, "results")
-        capture_dir = os.path.join(ctx.out, "capture")
+        epoch_ns = self.epoch_ns(ctx.rows, ctx.epochs)
+        span_ns = cfg.ts(ctx.rows)
+        summary: dict[str, Any] = {
+            "events": ctx.rows,
+            "workers": ctx.workers,
+            "epoch_ns": epoch_ns,
+            "span_ns": span_ns,
+            "epochs": -(-span_ns // epoch_ns),
+            "queries_run": list(self.queries),
+            "captured": [q for q in self.capture if q in self.queries],
+            "dirs": {name: os.path.join(ctx.out, name) for name in ("events", "results",
+                                                                       "capture")},
+        }
+        events_df = self.generate_events(ctx, summary)
+        stats = self.run_queries(ctx, events_df, summary)
+        self.check_results(ctx, events_df, stats, summary)
+        self.replay_captures(ctx, summary)
+        summary["latency"] = self._latency(ctx)
+        checks, replay = summary["queries"], summary["replay"]
+        summary["replay_ok"] = all(r["identical"] for r in replay.values())
+        summary["ok"] = (summary["events_ok"]
+                         and sum(summary["worker_events"].values()) == ctx.rows
+                         and all(c["equal"] and c["on_time"] == 1.0 for c in checks.values())
+                         and summary["replay_ok"]
+                         and any(c["rows"] for c in checks.values()))
+        ctx.say("")
+        for line in self.report(summary):
+            ctx.say(line)
+        return summary
 
-        # 1. Spark generates the events and writes them as Parquet.
-        nxs.events_dataframe(spark, cfg, n).write.parquet(events_dir)
-        events_df = spark.read.parquet(events_dir)
+    def generate_events(self, ctx: Context, summary: dict[str, Any]) -> Any:
+        """Stage 1: Spark generates the events and writes them as Parquet; returns them read
+        back.  Adds ``kinds`` (events per kind) to ``summary``."""
+        from pytimely.nexmark import spark as nxs
+
+        cfg = self.config()
+        events_dir = summary["dirs"]["events"]
+        nxs.events_dataframe(ctx.spark, cfg, ctx.rows).write.parquet(events_dir)
+        events_df = ctx.spark.read.parquet(events_dir)
         kinds = {r["kind"]: r["count"] for r in events_df.groupBy("kind").count().collect()}
+        summary["kinds"] = {"persons": kinds.get(0, 0), "auctions": kinds.get(1, 0),
+                            "bids": kinds.get(2, 0)}
         ctx.lap("generate events")
-        say(f"events: {n:,} NEXMark events ({kinds.get(0, 0):,} persons, "
-            f"{kinds.get(1, 0):,} auctions, {kinds.get(2, 0):,} bids; {_fmt_s(span_ns)} of event "
-            f"time at {self.rate:,}/s), generated by {cfg.workers} Spark tasks, written to "
-            f"{events_dir}")
+        ctx.say(f"events: {ctx.rows:,} NEXMark events ({kinds.get(0, 0):,} persons, "
+                f"{kinds.get(1, 0):,} auctions, {kinds.get(2, 0):,} bids; "
+                f"{_fmt_s(summary['span_ns'])} of event time at {self.rate:,}/s), generated by "
+                f"{cfg.workers} Spark tasks, written to {events_dir}")
+        return events_df
 
-        # 2. The queries on Spark-placed workers, epoch by epoch.
+    def run_queries(self, ctx: Context, events_df: Any, summary: dict[str, Any]) -> list[Any]:
+        """Stage 2: the queries on Spark-placed workers, epoch by epoch; returns the workers'
+        statistics.  Adds ``dataflow``, ``worker_events`` and ``placement`` to ``summary``."""
+        from pyspark.sql import functions as F
+
+        from pytimely import spark as ps
+
+        epoch_ns = summary["epoch_ns"]
         df = events_df.withColumn("epoch", F.expr(f"date_time div {epoch_ns} * {epoch_ns}"))
-        n_epochs = -(-span_ns // epoch_ns)
-        say(f"running {', '.join(q.upper() for q in self.queries)} on {ctx.workers} pytimely "
-            f"workers in one Spark barrier stage: {n_epochs} epochs of {_fmt_s(epoch_ns)} ...")
+        ctx.say(f"running {', '.join(q.upper() for q in self.queries)} on {ctx.workers} "
+                f"pytimely workers in one Spark barrier stage: {summary['epochs']} epochs of "
+                f"{_fmt_s(epoch_ns)} ...")
         started = time.perf_counter()
         stats = ps.run_on_dataframe(
             df,
-            _nexmark_build(self.queries, capture, epoch_ns, results_dir, capture_dir),
+            _nexmark_build(self.queries, tuple(summary["captured"]), epoch_ns,
+                           summary["dirs"]["results"], summary["dirs"]["capture"]),
             time="epoch",
             workers=ctx.workers,
             records="arrow",
@@ -425,15 +499,29 @@ class NexmarkWorkload:
         busy = [s["last"] - s["first"] for s in stats if s["first"] is not None
                 and s["last"] is not None]
         busy_s = max(busy) if busy and max(busy) > 0 else 0.0
-        worker_events = {s["worker"]: s["events"] for s in stats}
+        summary["dataflow"] = {"stage_s": round(stage_s, 3), "busy_s": round(busy_s, 3),
+                               "events_per_s": round(ctx.rows / busy_s) if busy_s else None}
+        summary["worker_events"] = {s["worker"]: s["events"] for s in stats}
+        summary["placement"] = [s["placement"] for s in stats]
+        return stats
 
-        # 3. Check: events against the generator, results against the reference.
+    def check_results(self, ctx: Context, events_df: Any, stats: list[Any],
+                      summary: dict[str, Any]) -> None:
+        """Stage 3: the events against the generator, every query's results against the
+        reference.  Adds ``events_ok`` and ``queries`` to ``summary``."""
+        import numpy as np
+
+        from pytimely.nexmark import generate
+        from pytimely.nexmark import reference as nexmark_reference
+        from pytimely.nexmark import spark as nxs
+
+        epoch_ns = summary["epoch_ns"]
         events = nxs.arrow_to_events(events_df.toArrow())
-        events_ok = _same_events(events, generate(cfg, 0, n))
+        summary["events_ok"] = _same_events(events, generate(self.config(), 0, ctx.rows))
         records = events.to_records()
         checks: dict[str, dict[str, Any]] = {}
         for q in self.queries:
-            table, files = _read_parquet(spark, os.path.join(results_dir, q))
+            table, files = _read_parquet(ctx.spark, os.path.join(summary["dirs"]["results"], q))
             ours = nxs.result_rows(table, q)
             theirs = sorted(getattr(nexmark_reference, q)(records))
             on_time = 1.0
@@ -445,77 +533,74 @@ class NexmarkWorkload:
             checks[q] = {"rows": len(ours), "reference": len(theirs), "equal": ours == theirs,
                          "on_time": on_time, "files": files, "worker_rows": per_worker,
                          "sample": [list(r) for r in ours[:3]]}
+        summary["queries"] = checks
         ctx.lap("check with reference")
 
-        # Q7's capture, replayed locally: the same rows at the same epochs.
+    def replay_captures(self, ctx: Context, summary: dict[str, Any]) -> None:
+        """Stage 4: every captured query replayed locally must give the same rows at the same
+        epochs as its result files.  Adds ``replay`` to ``summary``."""
+        import pytimely as pt
+        from pytimely import spark as ps
+        from pytimely.capture import replay_into
+        from pytimely.nexmark import spark as nxs
+
         replay: dict[str, Any] = {}
-        for q in capture:
-            directory = os.path.join(capture_dir, q)
+        for q in summary["captured"]:
+            directory = os.path.join(summary["dirs"]["capture"], q)
             replayed = pt.example(
                 lambda scope, d=directory: replay_into(ps.capture_readers(d), scope).capture()
             ).extract()
             from_replay = sorted((t, *rec) for t, recs in replayed for rec in recs)
-            table, _ = _read_parquet(spark, os.path.join(results_dir, q))
+            table, _ = _read_parquet(ctx.spark, os.path.join(summary["dirs"]["results"], q))
             from_files = [] if table is None else sorted(
                 zip(table.column("epoch").to_pylist(),
                     *(table.column(c).to_pylist() for c, _ in nxs.RESULT_COLUMNS[q]))
             )
             replay[q] = {"rows": len(from_replay), "identical": from_replay == from_files}
+        summary["replay"] = replay
         ctx.lap("capture replay")
 
-        # 4. Latency (local, open loop).
-        latency = self._latency(ctx)
-
-        ok = (events_ok and sum(worker_events.values()) == n
-              and all(c["equal"] and c["on_time"] == 1.0 for c in checks.values())
-              and all(r["identical"] for r in replay.values())
-              and any(c["rows"] for c in checks.values()))
-
-        # 5. The summary.
-        say("")
-        say(f"NEXMark on Spark: {n:,} events, {_fmt_s(span_ns)} of event time in {n_epochs} "
-            f"epochs of {_fmt_s(epoch_ns)}, {ctx.workers} pytimely workers placed by Spark")
-        say(f"  {'query':<6}{'what':<54}{'rows':>9}{'reference':>11}{'equal':>7}{'on time':>9}"
-            f"{'files':>7}")
-        for q, c in checks.items():
-            say(f"  {q.upper():<6}{NEXMARK_QUERIES[q]:<54}{c['rows']:>9,}{c['reference']:>11,}"
+    def report(self, summary: dict[str, Any]) -> list[str]:
+        """The printed summary, from the summary dict alone (``summary.json`` reproduces it)."""
+        dirs, flow = summary["dirs"], summary["dataflow"]
+        n = summary["events"]
+        lines = [
+            f"NEXMark on Spark: {n:,} events, {_fmt_s(summary['span_ns'])} of event time in "
+            f"{summary['epochs']} epochs of {_fmt_s(summary['epoch_ns'])}, "
+            f"{summary['workers']} pytimely workers placed by Spark",
+            f"  {'query':<6}{'what':<54}{'rows':>9}{'reference':>11}{'equal':>7}{'on time':>9}"
+            f"{'files':>7}",
+        ]
+        for q, c in summary["queries"].items():
+            lines.append(
+                f"  {q.upper():<6}{NEXMARK_QUERIES[q]:<54}{c['rows']:>9,}{c['reference']:>11,}"
                 f"{'yes' if c['equal'] else 'NO':>7}{c['on_time']:>9.0%}{c['files']:>7}")
-        say("  (equal: the same rows as pytimely.nexmark.reference on the same events; on time: "
-            "written with the epoch of the row's logical time or earlier)")
-        say(f"  events    equal to pytimely.nexmark.generate: {events_ok}; per worker "
-            f"{dict(sorted(worker_events.items()))} in {events_dir}")
-        throughput = (f"; workers busy {busy_s:.1f} s: {n / busy_s:,.0f} events/s through "
-                      f"{len(self.queries)} queries") if busy_s else ""
-        say(f"  dataflow  Spark stage {stage_s:.1f} s (reading, shuffle, worker start, the "
-            f"queries){throughput}")
-        for q, r in replay.items():
-            say(f"  capture   {q.upper()}: {r['rows']:,} rows replayed locally from "
-                f"{os.path.join(capture_dir, q)}, identical to the results: {r['identical']}")
+        lines.append("  (equal: the same rows as pytimely.nexmark.reference on the same events; "
+                     "on time: written with the epoch of the row's logical time or earlier)")
+        lines.append(f"  events    equal to pytimely.nexmark.generate: {summary['events_ok']}; "
+                     f"per worker {dict(sorted(summary['worker_events'].items()))} in "
+                     f"{dirs['events']}")
+        throughput = (f"; workers busy {flow['busy_s']:.1f} s: {flow['events_per_s']:,} events/s "
+                      f"through {len(summary['queries'])} queries") if flow["busy_s"] else ""
+        lines.append(f"  dataflow  Spark stage {flow['stage_s']:.1f} s (reading, shuffle, worker "
+                     f"start, the queries){throughput}")
+        for q, r in summary["replay"].items():
+            lines.append(f"  capture   {q.upper()}: {r['rows']:,} rows replayed locally from "
+                         f"{os.path.join(dirs['capture'], q)}, identical to the results: "
+                         f"{r['identical']}")
+        latency = summary["latency"]
         if latency.get("runs"):
-            say(f"  latency   open loop, {self.latency_workers} local worker(s), "
-                f"{self.latency_seconds:g} s per run after {self.latency_warmup:g} s warm-up:")
-            for lines in latency["tables"].values():
-                for line in lines:
-                    say(f"            {line}")
+            lines.append(f"  latency   open loop, {self.latency_workers} local worker(s), "
+                         f"{self.latency_seconds:g} s per run after {self.latency_warmup:g} s "
+                         "warm-up:")
+            for table in latency["tables"].values():
+                lines.extend(f"            {line}" for line in table)
             if latency.get("plot"):
-                say(f"  plot      {latency['plot']}")
-        say(f"  files     {events_dir} (events), {results_dir}/qN (results per worker and "
-            f"epoch), {capture_dir}")
-        say(f"  read them: spark.read.parquet({os.path.join(results_dir, 'q7')!r})")
-        return {
-            "ok": ok,
-            "events": n,
-            "events_ok": events_ok,
-            "worker_events": worker_events,
-            "epoch_ns": epoch_ns,
-            "epochs": n_epochs,
-            "queries": checks,
-            "replay": replay,
-            "replay_ok": all(r["identical"] for r in replay.values()),
-            "dataflow": {"stage_s": round(stage_s, 3), "busy_s": round(busy_s, 3),
-                         "events_per_s": round(n / busy_s) if busy_s else None},
-            "latency": latency,
-        }
+                lines.append(f"  plot      {latency['plot']}")
+        lines.append(f"  files     {dirs['events']} (events), {dirs['results']}/qN (results per "
+                     f"worker and epoch), {dirs['capture']}")
+        lines.append(f"  read them: spark.read.parquet({os.path.join(dirs['results'], 'q7')!r})")
+        return lines
 
     def _latency(self, ctx: Context) -> dict[str, Any]:
         if not self.latency_rates or not self.latency_queries:
@@ -564,11 +649,14 @@ def run_demo(
     epochs: int | None = None,
     out: str = os.path.join("out", "demo"),
     spark: Any = None,
+    master: str | None = None,
+    conf: dict[str, str] | None = None,
     say: Callable[[str], Any] = print,
 ) -> dict[str, Any]:
     """Run ``workload`` (module docstring) on ``workers`` Spark-placed workers over ``rows``
     input rows in ``epochs`` epochs (None: the workload's defaults), writing into ``out``
-    (replaced); ``spark``: a session to use (None: start ``local[workers + 2]``).  Returns the
+    (replaced); ``spark``: a session to use (None: :func:`pytimely.spark.connect` to ``master``
+    with ``conf``, or start ``local[workers + 2]`` when ``master`` is None too).  Returns the
     workload's summary dict with ``timings`` and ``out``; ``ok`` says if all checks passed."""
     from pytimely import spark as ps
 
@@ -577,9 +665,12 @@ def run_demo(
     if os.path.exists(out):
         shutil.rmtree(out)
     os.makedirs(out)
-    if spark is None:
+    if spark is None and master is not None:
+        say(f"connecting to Spark at {master} ...")
+        spark = ps.connect(master, app_name="pytimely-demo", conf=conf)
+    elif spark is None:
         say(f"starting Spark (local[{workers + 2}]) ...")
-        spark = ps.local_session(cores=workers + 2, app_name="pytimely-demo")
+        spark = ps.local_session(cores=workers + 2, app_name="pytimely-demo", conf=conf)
     ctx = Context(spark=spark, out=out, workers=workers,
                   rows=workload.rows if rows is None else rows,
                   epochs=workload.epochs if epochs is None else epochs, say=say, _mark=t0)
@@ -614,7 +705,14 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"epochs the input is cut into (defaults {NEXMARK.epochs} / "
                              f"{WORDCOUNT.epochs})")
     parser.add_argument("--out", default=os.path.join("out", "demo"),
-                        help="output directory (replaced)")
+                        help="output directory (replaced; on a cluster, a path every executor "
+                             "and the driver see)")
+    parser.add_argument("--master", default=None,
+                        help="Spark master URL, e.g. spark://host:7077 (default: an embedded "
+                             "local[workers + 2]); the secret of spark.authenticate comes from "
+                             "SPARK_AUTHENTICATE_SECRET or --conf spark.authenticate.secret=...")
+    parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                        help="a Spark setting (repeatable)")
     nx = parser.add_argument_group("nexmark")
     nx.add_argument("--queries", default=",".join(NEXMARK.queries),
                     help="queries to run (default all of q1-q8)")
@@ -643,8 +741,9 @@ def main(argv: list[str] | None = None) -> int:
     from pytimely.spark import JavaUnavailable
 
     try:
+        conf = dict(item.split("=", 1) for item in args.conf)
         summary = run_demo(workload, workers=args.workers, rows=args.rows, epochs=args.epochs,
-                           out=args.out)
+                           out=args.out, master=args.master, conf=conf or None)
     except JavaUnavailable as exc:
         print(f"pytimely demo: {exc}", file=sys.stderr)
         return 2

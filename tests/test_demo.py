@@ -91,6 +91,11 @@ def test_demo_nexmark_on_spark_equals_the_reference(spark, tmp_path):
     assert lines[-1] == "OK"
     assert summary["events_ok"] and summary["replay_ok"]
     assert summary["epoch_ns"] == 5 * 10**9  # 60 s of event time in 12 epochs
+    # The printed report is made from the summary alone.
+    table = workload.report(summary)
+    after_blank = lines[len(lines) - 1 - lines[::-1].index("") + 1 :]
+    assert after_blank[: len(table)] == table
+    assert table[0].startswith("NEXMark on Spark: 12,000 events")
 
     # Independently of the demo's own checks: the events Spark wrote are the canonical ones,
     # and every query's results read back with Spark equal the batch reference on them.

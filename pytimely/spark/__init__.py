@@ -1,12 +1,13 @@
 """Running pytimely on Spark: Spark places the workers, feeds them and stores their output.
 
-Deployment model (see ``docs/spark.md``): N pytimely workers are the N tasks of **one barrier
+Deployment model: N pytimely workers are the N tasks of **one barrier
 stage**, each a long-running task holding one task slot.  The tasks find each other once via
 ``BarrierTaskContext.allGather`` and then talk over pytimely's own authenticated TCP mesh; the
 driver keeps a control connection to each.
 
 * :func:`local_session` -- an embedded ``local[N]`` Spark with a fast-starting configuration
-  whose Python workers run this interpreter.
+  whose Python workers run this interpreter; :func:`connect` -- a session on a cluster
+  (standalone, YARN, Kubernetes) with authentication and this driver's pytimely shipped.
 * :func:`run` -- ``fn(worker)`` on N Spark-placed workers; results in worker order.
   :func:`run_to_dataframe` -- the same, the workers' rows as one DataFrame.
 * :func:`run_on_dataframe` -- a dataflow over a DataFrame: worker ``i`` reads partition ``i``
@@ -43,8 +44,10 @@ from .session import (
     LOCAL_CONF,
     JavaUnavailable,
     SparkSetupError,
+    connect,
     java_version,
     local_session,
+    package_fingerprint,
     prepare_environment,
     ship_package,
 )
@@ -63,10 +66,12 @@ __all__ = [
     "capture_parquet",
     "capture_readers",
     "check_deployable",
+    "connect",
     "epoch_path",
     "feed_batches",
     "java_version",
     "local_session",
+    "package_fingerprint",
     "prepare_dataframe",
     "prepare_environment",
     "run",

@@ -8,11 +8,14 @@ so a control or feed connection can never be mistaken for a mesh connection, nor
 
 * **control** — every worker task connects to the driver's :class:`Coordinator` as soon as it
   starts.  Workers report ``hello`` (pid, host), ``ready`` (with the address of their feed
-  listener, for the streaming bridge), ``epoch`` (an epoch completed), ``error`` (they failed:
-  summary and traceback, sent *before* the task fails so the driver learns the real cause
-  first) and ``done``.  The driver sends ``close`` (an epoch of pushed input is complete) and
-  ``stop``.  If a worker's control connection ends without ``stop``/``done`` — the driver died
-  or gave up — the worker interrupts itself: no task outlives its driver.
+  listener, for the streaming bridge), ``epoch`` (an epoch completed), ``output`` (a directory
+  they stage files under, see :mod:`pytimely.spark.staging`), ``error`` (they failed: summary
+  and traceback, sent *before* the task fails so the driver learns the real cause first) and
+  ``done``.  The driver sends ``close`` (an epoch of pushed input is complete) and ``stop``.
+  A worker whose connection ends without ``done`` or ``error`` is recorded as *lost*: its
+  process died, and the driver is the one process that can still name it.  If a worker's
+  control connection ends without ``stop``/``done`` — the driver died or gave up — the worker
+  interrupts itself: no task outlives its driver.
 * **feed** — short-lived connections from the tasks of a streaming micro-batch job to worker
   ``partition % N`` carrying Arrow IPC streams tagged with their epoch (:func:`push_batches`).
 
@@ -153,6 +156,7 @@ class Coordinator:
         self.epochs: dict[int, int] = {}  # worker -> highest completed epoch it reported
         self.failure: dict[str, Any] | None = None  # the first worker error reported
         self.errors: list[dict[str, Any]] = []
+        self.outputs: set[str] = set()  # directories the workers staged files under
         self._socks: dict[int, socket.socket] = {}
         self._send_lock = threading.Lock()
         self._closed = False
@@ -209,8 +213,36 @@ class Coordinator:
             with self.changed:
                 if self._socks.get(i) is sock:
                     del self._socks[i]
+                ended = i in self.done or any(e["worker"] == i for e in self.errors)
+                if not ended and not self._closed:
+                    self._record_error(i, self._lost_report(i))
                 self.changed.notify_all()
             sock.close()
+
+    def _lost_report(self, i: int) -> dict[str, Any]:
+        """The report of worker ``i``, whose control connection ended without ``done`` or
+        ``error``: its process died (killed, crashed, or its executor was lost)."""
+        hello = self.hellos.get(i, {})
+        where = f" (pid {hello['pid']} on {hello['host']})" if "pid" in hello else ""
+        return {
+            "worker": i,
+            "origin": i,
+            "relayed": False,
+            "lost": True,
+            "summary": f"the process of worker {i}{where} ended without reporting an error: it "
+            "was killed, crashed, or its executor was lost",
+            "traceback": "",
+        }
+
+    def _record_error(self, i: int, report: dict[str, Any]) -> None:
+        """Keep ``report`` (call with ``changed`` held).  The first report that is not relayed
+        (a worker's own failure, rather than another's failure seen through the mesh) becomes
+        :attr:`failure`."""
+        report = dict(report)
+        report["time"] = time.monotonic()
+        self.errors.append(report)
+        if self.failure is None or (self.failure.get("relayed") and not report.get("relayed")):
+            self.failure = report
 
     def _record(self, i: int, header: Any) -> None:
         kind = header[0]
@@ -224,13 +256,9 @@ class Coordinator:
             elif kind == "done":
                 self.done.add(i)
             elif kind == "error":
-                report = dict(header[1])
-                report["time"] = time.monotonic()
-                self.errors.append(report)
-                if self.failure is None or (
-                    self.failure.get("relayed") and not report.get("relayed")
-                ):
-                    self.failure = report
+                self._record_error(i, header[1])
+            elif kind == "output":
+                self.outputs.add(header[1])
             self.changed.notify_all()
 
     def send(self, i: int, header: Any, payload: bytes = b"") -> bool:

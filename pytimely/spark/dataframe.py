@@ -29,7 +29,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from .launcher import Launch, TaskInbox, _result_row, _submit, worker_task
+from .executor import TaskInbox, _result_row, worker_task
+from .launcher import Launch, _submit
 
 __all__ = ["arrow_to_records", "feed_batches", "prepare_dataframe", "run_on_dataframe"]
 

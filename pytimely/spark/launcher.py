@@ -1,16 +1,12 @@
-"""Placing pytimely workers on Spark: one barrier stage, one long-running task per worker.
+"""The driver side of placing pytimely workers on Spark: one barrier stage, one long-running
+task per worker.
 
 :func:`run` submits ``sc.parallelize(range(N), N).barrier().mapPartitionsWithIndex(task)``.
 Spark gang-schedules the N tasks of a barrier stage (all start together or none does); task
-``i`` becomes worker ``i``:
-
-1. it connects to the driver's control server (:class:`._control.Coordinator`) and says hello;
-2. it binds its mesh listener, and the workers exchange addresses **once** with
-   ``BarrierTaskContext.allGather`` (:class:`~pytimely.communication.GatherRendezvous`; the
-   shared secret was generated on the driver and travels in the task closure);
-3. it builds the :class:`~pytimely.communication.TcpAllocator` mesh and runs the worker body
-   (``run_worker(fn, Worker(allocator))`` for :func:`run`);
-4. it reports ``done`` and yields its (cloud-pickled) result, which the driver collects.
+``i`` becomes worker ``i`` by running :func:`.executor.worker_task` (the executor side: control
+connection, one ``allGather`` of the mesh addresses, the TCP mesh, the worker body, its
+report).  Here, on the driver, :class:`Launch` holds the control server
+(:class:`._control.Coordinator`) and supervises one submission; :func:`_submit` retries.
 
 Barrier primitives cost at least a second each (the JVM polls once a second), so they are used
 for that bootstrap only; progress and data travel over the mesh.
@@ -23,8 +19,14 @@ the job), and :func:`run` raises ``WorkerFailure`` naming the worker that failed
 message and traceback.  If the job has not ended ``grace`` seconds after the failure, or on
 timeout, ``KeyboardInterrupt`` or any other error in the caller, the job group is cancelled
 (Spark kills the tasks' Python processes about two seconds later), and a worker whose control
-connection to the driver breaks interrupts itself.  ``attempts > 1`` resubmits the whole stage
-after a failure (every worker restarts from scratch).
+connection to the driver breaks interrupts itself.  A worker whose process dies without a word
+(killed, crashed, executor lost) is named by the driver, which sees its control connection end.
+
+``attempts > 1`` resubmits the whole stage after any worker failure (every worker restarts from
+scratch), but not after a timeout or the caller's interrupt.  The sinks stage their files per
+attempt and the driver commits the successful attempt's (:mod:`pytimely.spark.staging`).
+Spark's exception stays out of the traceback printed for the error: its JVM frames are the
+error's ``jvm_frames`` attribute.
 
 Before anything is submitted, :func:`check_deployable` fails fast when the cluster has fewer
 task slots than workers (Spark itself would retry for up to ten minutes by default) or when
@@ -35,19 +37,19 @@ from __future__ import annotations
 
 import json
 import os
-import signal
+import re
 import socket
 import sys
 import threading
 import time
-import traceback
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
-from ..errors import TimelyError, WorkerFailure
-from .session import SparkSetupError, _same_python
+from ..errors import WorkerFailure
+from .errors import NotEnoughSlots, SparkJobFailed, SparkSetupError
+from .executor import _MARK_CLOSE, _MARK_OPEN, TaskInbox, TaskSpec, _result_row, worker_task
+from .session import _same_python, package_fingerprint, package_location
 
 __all__ = [
     "NotEnoughSlots",
@@ -57,19 +59,6 @@ __all__ = [
     "run",
     "run_to_dataframe",
 ]
-
-_MARK_OPEN = "<<pytimely-failure "
-_MARK_CLOSE = " pytimely-failure>>"
-
-
-class NotEnoughSlots(SparkSetupError):
-    """The cluster has fewer task slots than the run needs (workers, plus room for other jobs)."""
-
-
-class SparkJobFailed(TimelyError):
-    """The Spark job hosting the workers failed for a reason no worker reported (cancelled,
-    executor lost, barrier sync timeout, ...)."""
-
 
 # --- checks ----------------------------------------------------------------------------------
 
@@ -92,7 +81,7 @@ def _parse_local_master(master: str) -> int | None:
             inner = master[len(prefix) : -1].split(",")
             if prefix == "local[":
                 first = inner[0].strip()
-                return os.cpu_count() or 1 if first == "*" else int(first)
+                return (os.cpu_count() or 1) if first == "*" else int(first)
             return int(inner[0]) * int(inner[1])
     return None
 
@@ -136,8 +125,9 @@ def check_deployable(
             "Spark's dynamic allocation is enabled (spark.dynamicAllocation.enabled=true), and "
             "barrier stages cannot run with it (SPARK-24942): Spark could hand the stage fewer "
             "executors than it has workers.  Submit with --conf "
-            "spark.dynamicAllocation.enabled=false and enough executors (--num-executors x "
-            f"--executor-cores >= {workers + extra_slots})"
+            "spark.dynamicAllocation.enabled=false and enough executor cores for "
+            f"{workers + extra_slots} tasks (standalone: --total-executor-cores; YARN: "
+            "--num-executors x --executor-cores)"
         )
     if local and not _same_python(sc.pythonExec):
         raise SparkSetupError(
@@ -171,184 +161,21 @@ def check_deployable(
     )
 
 
-# --- what travels to the tasks ----------------------------------------------------------------
+def listen_addresses(master: str, conf: Any, bind_host: str | None) -> tuple[str, str, str]:
+    """``(workers' bind host, driver's bind host, driver's advertised host)`` for a run.
 
-
-@dataclass(frozen=True)
-class TaskSpec:
-    """Everything a worker task needs to join the run (pickled into the task closure)."""
-
-    workers: int
-    secret: bytes
-    coordinator: tuple[str, int]
-    bind_host: str
-    connect_timeout: float
-    python: tuple[int, int]
-    run_id: str
-
-
-def _report(index: int, exc: BaseException) -> dict[str, Any]:
-    """What a worker tells the driver about the exception that ended it."""
-    blamed: WorkerFailure | None = None
-    link: BaseException | None = exc
-    while link is not None:
-        if isinstance(link, WorkerFailure) and link.worker is not None and link.worker != index:
-            blamed = link
-            break
-        link = link.__cause__ or link.__context__
-    summary = f"{type(exc).__name__}: {exc}"
-    return {
-        "worker": index,
-        "origin": index if blamed is None else blamed.worker,
-        "relayed": blamed is not None,
-        "summary": summary,
-        "traceback": "".join(traceback.format_exception(exc)),
-    }
-
-
-class _TaskFailed(RuntimeError):
-    """Raised by a failing worker task; its message carries the report for the driver (used
-    when the control connection could not deliver it)."""
-
-
-def _failed(report: dict[str, Any]) -> _TaskFailed:
-    brief = {k: report[k] for k in ("worker", "origin", "relayed", "summary")}
-    return _TaskFailed(f"{_MARK_OPEN}{json.dumps(brief)}{_MARK_CLOSE}")
-
-
-class TaskInbox:
-    """Messages for a worker task from its side threads (control, feeds), and a way to wake the
-    worker when one arrives.  ``wake`` is bound once the worker's allocator exists."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._items: list[Any] = []
-        self.wake: Callable[[], None] = lambda: None
-
-    def put(self, item: Any) -> None:
-        with self._lock:
-            self._items.append(item)
-        self.wake()
-
-    def take(self) -> list[Any]:
-        with self._lock:
-            items, self._items = self._items, []
-        return items
-
-
-def worker_task(
-    spec: TaskSpec,
-    body: Callable[[Any, Any, TaskInbox], Any],
-) -> tuple[int, Any]:
-    """Run one worker inside a barrier task: control connection, mesh, ``body(worker, control,
-    inbox)``.  Returns ``(index, result)``; on failure reports to the driver and raises."""
-    from pyspark import BarrierTaskContext
-
-    from ..communication.rendezvous import GatherRendezvous
-    from ..communication.tcp import TcpAllocator
-    from ..worker import Worker
-    from ._control import ControlClient
-
-    ctx = BarrierTaskContext.get()
-    index = ctx.partitionId()
-    if sys.version_info[:2] != tuple(spec.python):
-        raise SparkSetupError(
-            f"worker {index} runs Python {sys.version_info[0]}.{sys.version_info[1]}, the driver "
-            f"{spec.python[0]}.{spec.python[1]}: set PYSPARK_PYTHON to the same interpreter"
-        )
-    finished = threading.Event()
-    task_thread = threading.get_ident()
-    inbox = TaskInbox()
-
-    def lost(reason: str) -> None:
-        # The driver is gone or gave up: stop this task rather than linger as an orphan.
-        if finished.is_set():
-            return
-        inbox.put(("lost", reason))
-        try:
-            if task_thread == threading.main_thread().ident:
-                signal.pthread_kill(task_thread, signal.SIGINT)
-        except (OSError, ValueError):
-            pass
-
-        def last_resort() -> None:
-            if not finished.wait(15.0):
-                os._exit(1)
-
-        threading.Thread(target=last_resort, daemon=True, name="pytimely-watchdog").start()
-
-    control = ControlClient(
-        spec.coordinator, spec.secret, index, on_message=inbox.put, on_lost=lost,
-        timeout=spec.connect_timeout,
-    )
-    allocator = None
-    try:
-        control.send(("hello", {
-            "pid": os.getpid(),
-            "host": socket.gethostname(),
-            "attempt": ctx.attemptNumber(),
-            "task": ctx.taskAttemptId(),
-        }))
-        if spec.bind_host in ("0.0.0.0", "::", ""):
-            advertise = ctx.getTaskInfos()[index].address.rsplit(":", 1)[0].strip("[]")
-        else:
-            advertise = spec.bind_host
-        rendezvous = GatherRendezvous(
-            ctx.allGather, spec.secret, host=advertise, bind_host=spec.bind_host
-        )
-        allocator = TcpAllocator(index, spec.workers, rendezvous, timeout=spec.connect_timeout)
-        inbox.wake = allocator.wake
-        worker = Worker(allocator)
-        result = body(worker, control, inbox)
-        payload = _pickle_result(index, result)
-        allocator.close()
-        control.send(("done", {"steps": worker.steps}))
-        return index, payload
-    except BaseException as exc:
-        report = _report(index, exc)
-        control.send(("error", report))
-        if allocator is not None:
-            allocator.close(error=report["summary"])
-        raise _failed(report) from exc
-    finally:
-        finished.set()
-        control.close()
-
-
-def _check_lost(inbox_items: list[Any]) -> None:
-    for item in inbox_items:
-        if item and item[0] == "lost":
-            raise SparkJobFailed(item[1])
-
-
-# --- the driver side ----------------------------------------------------------------------------
-
-
-def _portable(result: Any) -> Any:
-    """Streams (and lists/tuples of them) stand for "nothing to return": they become None."""
-    from ..dataflow.stream import Stream
-
-    if isinstance(result, Stream):
-        return None
-    if isinstance(result, (list, tuple)) and result and all(isinstance(r, Stream) for r in result):
-        return None
-    return result
-
-
-def _pickle_result(index: int, result: Any) -> bytes:
-    from pyspark import cloudpickle
-
-    try:
-        return cloudpickle.dumps(_portable(result))
-    except Exception as exc:
-        raise TypeError(
-            f"worker {index}'s result cannot be sent to the driver ({exc}); return plain data "
-            "(lists, dicts, numbers, strings, Arrow tables), not handles of the dataflow"
-        ) from exc
-
-
-def _result_row(index: int, payload: bytes) -> tuple[int, bytes]:
-    return index, payload
+    ``bind_host`` applies to every listener of the run: the workers' mesh and feed listeners
+    and the driver's control server.  Default: loopback for ``local`` masters (the executors
+    live in the driver's JVM); otherwise every interface, with the driver advertising
+    ``spark.driver.host`` (or its host name) and each worker its executor's host.
+    """
+    wildcard = ("0.0.0.0", "::", "")
+    if bind_host is None:
+        bind_host = "127.0.0.1" if master.startswith("local") else "0.0.0.0"
+    if bind_host not in wildcard:
+        return bind_host, bind_host, bind_host
+    driver_host = conf.get("spark.driver.host", None) or socket.gethostname()
+    return bind_host, bind_host or "0.0.0.0", driver_host
 
 
 def _decode_results(rows: list[Any], workers: int) -> list[Any]:
@@ -376,15 +203,38 @@ def _parse_marker(text: str) -> dict[str, Any] | None:
     return None
 
 
-def _spark_reason(exc: BaseException) -> str:
+_FAILED_TASK = re.compile(r"barrier task ResultTask\(\d+, (\d+)\)|Exception in task (\d+)\.\d+ ")
+
+
+def _spark_reason(exc: BaseException) -> tuple[str, str]:
+    """``(reason, jvm_frames)`` from a failed Spark job's exception: the reason is Spark's whole
+    message (with the failing task's Python traceback) without the JVM's stack frames, which
+    are the second part."""
     text = str(exc)
     for needle in ("Job aborted due to stage failure: ", "SparkException: "):
         at = text.find(needle)
         if at >= 0:
             text = text[at + len(needle) :]
             break
-    lines = [line for line in text.splitlines() if line.strip() and not line.startswith("\tat ")]
-    return "\n".join(lines[:12])
+    text, _sep, driver_stack = text.partition("Driver stacktrace:")
+    reason: list[str] = []
+    frames: list[str] = []
+    for line in text.splitlines():
+        if line.startswith(("\tat ", "\t... ")):
+            frames.append(line)
+        elif line.strip():
+            reason.append(line)
+    if driver_stack.strip():
+        frames.append("Driver stacktrace:" + driver_stack)
+    return "\n".join(reason), "\n".join(frames)
+
+
+def _failed_task(reason: str) -> int | None:
+    """The partition (= worker index) of the task Spark names as the one that failed."""
+    match = _FAILED_TASK.search(reason)
+    if match is None:
+        return None
+    return int(match.group(1) or match.group(2))
 
 
 class Launch:
@@ -405,6 +255,7 @@ class Launch:
         description: str = "pytimely workers",
         on_message: Callable[[int, Any, Any], None] | None = None,
         slot_wait: float | None = None,
+        stage_outputs: bool = True,
     ) -> None:
         from ._control import Coordinator
 
@@ -419,14 +270,9 @@ class Launch:
             secret = secret.encode()
         self.secret = secret
         master = self.sc.master or ""
-        local = master.startswith("local")
-        self.bind_host = bind_host or ("127.0.0.1" if local else "0.0.0.0")
-        if local:  # executors live in this driver's JVM: everything stays on loopback
-            coordinator_bind = driver_host = "127.0.0.1"
-        else:
-            conf = self.sc.getConf()
-            driver_host = conf.get("spark.driver.host", None) or socket.gethostname()
-            coordinator_bind = "0.0.0.0"
+        self.bind_host, coordinator_bind, driver_host = listen_addresses(
+            master, self.sc.getConf(), bind_host
+        )
         self.coordinator = Coordinator(secret, workers, coordinator_bind, driver_host, on_message)
         self.run_id = uuid.uuid4().hex[:12]
         self.group = f"pytimely-{self.run_id}"
@@ -441,12 +287,16 @@ class Launch:
             bind_host=self.bind_host,
             connect_timeout=connect_timeout,
             python=tuple(sys.version_info[:2]),
+            fingerprint=package_fingerprint(),
+            package=package_location(),
             run_id=self.run_id,
+            stage_outputs=stage_outputs,
         )
         self._thread: threading.Thread | None = None
         self._rows: list[Any] | None = None
         self._error: BaseException | None = None
         self._cancelled: str | None = None
+        self._cancel_retryable = True
         self._started_at = 0.0
 
     # -- running ---------------------------------------------------------------------------
@@ -473,9 +323,12 @@ class Launch:
     def alive(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
 
-    def cancel(self, reason: str) -> None:
+    def cancel(self, reason: str, *, retryable: bool = True) -> None:
+        """Cancel the job group; ``retryable=False`` when the run was stopped on purpose (a
+        timeout), which ``attempts`` must not resubmit."""
         if self._cancelled is None:
             self._cancelled = reason
+            self._cancel_retryable = retryable
         try:
             self.sc.cancelJobGroup(self.group)
         except Exception:  # noqa: BLE001, S110 - the context may already be stopped
@@ -498,10 +351,12 @@ class Launch:
         ):
             self.cancel(
                 f"only {len(coord.hellos)} of {self.workers} workers started within "
-                f"{self.start_timeout:g} s (are other jobs holding the task slots?)"
+                f"{self.start_timeout:g} s (are other jobs holding the task slots?)",
+                retryable=False,
             )
         elif self.timeout is not None and now - self._started_at > self.timeout:
-            self.cancel(f"the run did not finish within its {self.timeout:g} s timeout")
+            self.cancel(f"the run did not finish within its {self.timeout:g} s timeout",
+                        retryable=False)
 
     def wait(self, until: Callable[[], bool] | None = None, timeout: float | None = None) -> bool:
         """Supervise until the job ends (or ``until()`` holds, or ``timeout``); returns whether
@@ -533,44 +388,65 @@ class Launch:
         return _decode_results(self._rows or [], self.workers)
 
     def failure_exception(self) -> BaseException | None:
+        """What the run's failure is, or None if it succeeded.  A deliberate stop (timeout)
+        wins over what the workers reported while being stopped; then a worker's own report
+        (over the control connection, or the marker in its task's exception); then Spark's."""
         coord = self.coordinator
-        report = coord.failure
         spark_error = self._error
+        reason, frames = _spark_reason(spark_error) if spark_error is not None else ("", "")
+        if self._cancelled is not None and not self._cancel_retryable:
+            return SparkJobFailed(f"the run was cancelled: {self._cancelled}",
+                                  jvm_frames=frames, retryable=False)
+        report = coord.failure
         if report is None and spark_error is not None:
             report = _parse_marker(str(spark_error))
+        if report is not None and report.get("setup"):
+            return SparkSetupError(report["summary"].split(": ", 1)[-1])
         if report is not None:
-            return self._worker_failure(report, spark_error)
+            return self._worker_failure(report, spark_error, frames)
         if spark_error is not None:
             text = str(spark_error)
             if "BarrierJobSlotsNumberCheckFailed" in text:
                 return NotEnoughSlots(
                     f"Spark refused the barrier stage of {self.workers} workers for lack of task "
-                    f"slots: {_spark_reason(spark_error)}"
+                    f"slots: {reason}"
                 )
             if "BarrierJobRunWithDynamicAllocationException" in text:
                 return SparkSetupError(
                     "barrier stages do not run with dynamic allocation; set "
                     "spark.dynamicAllocation.enabled=false"
                 )
-            why = self._cancelled or _spark_reason(spark_error)
-            return SparkJobFailed(f"the Spark job running the pytimely workers failed: {why}")
+            why = self._cancelled or reason
+            return SparkJobFailed(f"the Spark job running the pytimely workers failed: {why}",
+                                  worker=_failed_task(reason), jvm_frames=frames)
         if self._cancelled is not None:
             return SparkJobFailed(f"the run was cancelled: {self._cancelled}")
         return None
 
-    def _worker_failure(self, report: dict[str, Any], cause: BaseException | None) -> WorkerFailure:
+    def _worker_failure(
+        self, report: dict[str, Any], spark_error: BaseException | None, jvm_frames: str
+    ) -> WorkerFailure:
         coord = self.coordinator
         origin = report.get("origin")
         if report.get("relayed"):
             head = f"{report['summary']} (reported by worker {report['worker']})"
+        elif report.get("lost"):
+            head = report["summary"]
         else:
             head = f"worker {origin} failed: {report['summary']}"
         lines = []
         errors = {e["worker"]: e for e in coord.errors}
         for i in range(self.workers):
-            if i in errors:
+            if i in errors and errors[i].get("lost") and i != origin:
+                lines.append(f"  worker {i}: stopped by Spark")
+            elif i in errors:
                 e = errors[i]
-                state = "stopped by WorkerFailure" if e.get("relayed") else "raised"
+                if e.get("lost"):
+                    state = "lost"
+                elif e.get("relayed"):
+                    state = "stopped by WorkerFailure"
+                else:
+                    state = "raised"
                 lines.append(f"  worker {i}: {state}: {e['summary'].splitlines()[0]}")
             elif i in coord.done:
                 lines.append(f"  worker {i}: finished")
@@ -584,9 +460,25 @@ class Launch:
             text += f"\n\nworker {report['worker']}'s traceback:\n{detail.rstrip()}"
         failure = WorkerFailure(text, worker=origin)
         failure.outcomes = lines  # type: ignore[attr-defined]
-        if cause is not None:
-            failure.__cause__ = cause
+        # Spark's own exception repeats the traceback under hundreds of JVM frames: keep it
+        # (and the frames) as attributes instead of chaining it into every printed traceback.
+        failure.spark_error = spark_error  # type: ignore[attr-defined]
+        failure.jvm_frames = jvm_frames  # type: ignore[attr-defined]
         return failure
+
+    def commit_outputs(self) -> None:
+        """Move what the workers staged into their output directories (the run succeeded)."""
+        from .staging import commit
+
+        for directory in sorted(self.coordinator.outputs):
+            commit(directory, self.run_id)
+
+    def discard_outputs(self) -> None:
+        """Remove what the workers of this attempt staged (the attempt failed)."""
+        from .staging import discard
+
+        for directory in sorted(self.coordinator.outputs):
+            discard(directory, self.run_id)
 
     def close(self) -> None:
         """Cancel the job if it still runs, wait for its thread briefly, close the control
@@ -598,6 +490,15 @@ class Launch:
         self.coordinator.close()
 
 
+def _retryable(exc: BaseException) -> bool:
+    """Whether ``attempts`` resubmits after ``exc``: any worker failure -- an exception, a
+    killed worker process or executor, a lost barrier task -- but not a deliberate stop
+    (timeout, the caller's interrupt) nor a cluster that cannot host the workers."""
+    if isinstance(exc, WorkerFailure):
+        return True
+    return isinstance(exc, SparkJobFailed) and exc.retryable
+
+
 def _submit(
     launch_args: dict[str, Any],
     spark: Any,
@@ -605,19 +506,40 @@ def _submit(
     build_action: Callable[[Launch], Callable[[], list[Any]]],
     attempts: int,
 ) -> list[Any]:
+    """Submit the stage up to ``attempts`` times, each attempt from scratch; the files of a
+    failed attempt are discarded and those of the successful one committed (see
+    :mod:`pytimely.spark.staging`), so the outputs equal those of a clean run."""
     if attempts < 1:
         raise ValueError("attempts must be at least 1")
+    failed: list[Launch] = []
+    earlier: list[str] = []
     for attempt in range(attempts):
         launch = Launch(spark, workers, **launch_args)
+        committed = False
         try:
             launch.start(build_action(launch))
             launch.wait()
-            return launch.finish()
-        except WorkerFailure:
-            if attempt + 1 == attempts:
+            results = launch.finish()
+            launch.commit_outputs()
+            committed = True
+            return results
+        except (WorkerFailure, SparkJobFailed) as exc:
+            if attempt + 1 == attempts or not _retryable(exc):
+                for note in earlier:
+                    exc.add_note(note)
                 raise
+            earlier.append(f"attempt {attempt + 1} of {attempts} failed: "
+                           f"{str(exc).splitlines()[0]}")
         finally:
             launch.close()
+            if not committed:
+                launch.discard_outputs()
+                failed.append(launch)
+            else:
+                # A task of a failed attempt that outlived its cancellation may have written
+                # after the discard: sweep once more.
+                for old in failed:
+                    old.discard_outputs()
     raise AssertionError("unreachable")
 
 
@@ -650,10 +572,16 @@ def run(
     * ``timeout`` bounds the whole run; ``start_timeout`` bounds how long the N tasks may take
       to start (they wait for free slots); ``grace`` is how long a failed run may take to wind
       down before its job group is cancelled.
-    * ``attempts``: how many times to submit the stage when a worker fails (from scratch).
+    * ``attempts``: how many times to submit the stage when a worker fails (from scratch):
+      any failure of a worker (its exception, its process or executor killed, its barrier task
+      lost) resubmits; a ``timeout`` or the caller's interrupt does not.  Files written with
+      :func:`pytimely.spark.write_parquet` / :func:`~pytimely.spark.capture_parquet` are staged
+      per attempt and moved into place only when an attempt succeeds, so the outputs equal a
+      clean run's.  The error of the last attempt carries notes about the earlier ones.
 
     Raises :class:`~pytimely.errors.WorkerFailure` (naming the worker that failed first, with
-    its message and traceback) when a worker fails, :class:`NotEnoughSlots` or
+    its message and traceback; a worker whose process died without a word is named by the
+    driver, which saw its control connection end) when a worker fails, :class:`NotEnoughSlots` or
     :class:`~pytimely.spark.session.SparkSetupError` before submitting when the cluster cannot
     host the workers, and :class:`SparkJobFailed` when the job fails otherwise.
     """

@@ -1,7 +1,7 @@
 """Building a Spark session that can host pytimely workers, and checking one that exists.
 
 :func:`local_session` starts an embedded Spark (``local[cores]``) with the lean, fast-starting
-configuration measured in ``spark.md`` (UI off, loopback only, few shuffle partitions, barrier
+configuration (UI off, loopback only, few shuffle partitions, barrier
 slot checks that fail in seconds instead of ten minutes).  Most importantly it makes Spark's
 Python workers run **this** interpreter: ``PYSPARK_PYTHON`` must name ``sys.executable`` before
 the JVM starts, otherwise the workers run whatever ``python3`` is on the PATH, which usually
@@ -15,6 +15,7 @@ installed there).
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import shutil
@@ -24,7 +25,7 @@ import tempfile
 import zipfile
 from typing import Any
 
-from ..errors import TimelyError
+from .errors import JavaUnavailable, SparkSetupError
 
 __all__ = [
     "FAST_START_JAVA_OPTIONS",
@@ -33,24 +34,20 @@ __all__ = [
     "SparkSetupError",
     "java_version",
     "local_session",
+    "connect",
+    "package_fingerprint",
+    "package_location",
     "prepare_environment",
     "ship_package",
 ]
-
-
-class SparkSetupError(TimelyError):
-    """Spark cannot host pytimely workers as configured (the message says what to change)."""
-
-
-class JavaUnavailable(SparkSetupError):
-    """No Java 17+ to run Spark 4 (``scripts/ensure-java.sh`` installs one on Debian/Ubuntu)."""
 
 
 #: JVM flags that halve Spark's start-up (C1 only, serial GC).  They cost about a third of the
 #: JVM's throughput: good for tests and demos, not for benchmarks.
 FAST_START_JAVA_OPTIONS = "-XX:+UseSerialGC -XX:TieredStopAtLevel=1"
 
-#: The configuration :func:`local_session` starts from (see spark.md, "Recommended test config").
+#: The configuration :func:`local_session` starts from (Spark's settings are described in
+#: https://spark.apache.org/docs/latest/configuration.html).
 LOCAL_CONF: dict[str, str] = {
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
@@ -214,11 +211,50 @@ def local_session(
     return spark
 
 
+def package_fingerprint() -> str:
+    """A digest of the source of the pytimely package this process imports (from a directory
+    or from a shipped zip alike): two processes with equal fingerprints run the same code."""
+    global _FINGERPRINT
+    if _FINGERPRINT is None:
+        import importlib.resources
+
+        digest = hashlib.sha256()
+        pending = [("", importlib.resources.files("pytimely"))]
+        sources = []
+        while pending:
+            prefix, folder = pending.pop()
+            for entry in folder.iterdir():
+                if entry.is_dir():
+                    if entry.name != "__pycache__":
+                        pending.append((f"{prefix}{entry.name}/", entry))
+                elif entry.name.endswith(".py"):
+                    sources.append((f"{prefix}{entry.name}", entry))
+        for name, entry in sorted(sources, key=lambda item: item[0]):
+            digest.update(name.encode())
+            digest.update(hashlib.sha256(entry.read_bytes()).digest())
+        _FINGERPRINT = digest.hexdigest()[:16]
+    return _FINGERPRINT
+
+
+_FINGERPRINT: str | None = None
+
+
+def package_location() -> str:
+    """Where this process imports pytimely from (a directory, or a path inside a zip)."""
+    import pytimely
+
+    return os.path.dirname(os.path.abspath(pytimely.__file__))
+
+
 def ship_package(spark: Any, directory: str | None = None) -> str:
-    """Zip the pytimely package and ``addPyFile`` it, so that executors can import it.
+    """Zip the pytimely package this driver imports and ``addPyFile`` it, so that executors
+    run exactly the driver's pytimely (the zip comes first on their ``sys.path``, before an
+    installed copy).
 
     For clusters whose executors do not have pytimely installed (numpy and pyarrow they must
-    have).  Returns the path of the zip file.
+    have), or have another version.  :func:`connect` calls it for non-local masters.  Workers
+    compare their package's :func:`package_fingerprint` with the driver's and refuse to run
+    with different code.  Returns the path of the zip file.
     """
     import pytimely
 
@@ -234,3 +270,74 @@ def ship_package(spark: Any, directory: str | None = None) -> str:
                     zf.write(full, os.path.relpath(full, os.path.dirname(package)))
     spark.sparkContext.addPyFile(path)
     return path
+
+
+#: What :func:`connect` sets for a cluster master unless ``conf`` says otherwise.
+CLUSTER_CONF: dict[str, str] = {
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.execution.arrow.pyspark.enabled": "true",
+    "spark.sql.execution.arrow.maxRecordsPerBatch": "100000",
+    "spark.scheduler.barrier.maxConcurrentTasksCheck.maxFailures": "4",
+    "spark.scheduler.barrier.maxConcurrentTasksCheck.interval": "5s",
+    "spark.barrier.sync.timeout": "300s",
+    "spark.python.task.killTimeout": "2s",
+    # Barrier stages refuse dynamic allocation (SPARK-24942).
+    "spark.dynamicAllocation.enabled": "false",
+}
+
+
+def connect(
+    master: str,
+    *,
+    app_name: str = "pytimely",
+    conf: dict[str, str] | None = None,
+    secret: str | None = None,
+    ship: bool = True,
+    log_level: str = "ERROR",
+) -> Any:
+    """A SparkSession on ``master`` (``spark://host:7077``, ``yarn``, ``k8s://...``, or
+    ``local[N]``, which is :func:`local_session`), ready to host pytimely workers.
+
+    * The driver and the executors' Python is this interpreter unless ``conf`` sets
+      ``spark.pyspark.python`` (it must have numpy and pyarrow on the executors' machines);
+      ``spark.pyspark.driver.python`` is pinned to this interpreter, so the driver does not
+      switch to another one.
+    * ``secret`` (default: ``SPARK_AUTHENTICATE_SECRET`` from the environment) turns on
+      ``spark.authenticate`` with that secret -- a standalone master and its workers must have
+      been started with the same secret.
+    * ``ship`` zips this driver's pytimely and ships it to the executors
+      (:func:`ship_package`), so they need no pytimely installed and never run another version.
+    """
+    if master.startswith("local"):
+        cores = _parse_cores(master)
+        return local_session(cores=cores, app_name=app_name, conf=conf, log_level=log_level)
+    from pyspark.sql import SparkSession
+
+    _check_java()
+    os.environ["PYSPARK_PYTHON"] = os.environ.get("PYSPARK_PYTHON", sys.executable)
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    settings = dict(CLUSTER_CONF)
+    settings["spark.master"] = master
+    settings["spark.app.name"] = app_name
+    settings["spark.pyspark.driver.python"] = sys.executable
+    settings.setdefault("spark.pyspark.python", os.environ["PYSPARK_PYTHON"])
+    secret = secret if secret is not None else os.environ.get("SPARK_AUTHENTICATE_SECRET")
+    if secret:
+        settings["spark.authenticate"] = "true"
+        settings["spark.authenticate.secret"] = secret
+    settings.update(conf or {})
+    builder = SparkSession.builder
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel(log_level)
+    if ship:
+        ship_package(spark)
+    return spark
+
+
+def _parse_cores(master: str) -> int:
+    if master.startswith("local[") and master.endswith("]"):
+        first = master[len("local[") : -1].split(",")[0].strip()
+        return (os.cpu_count() or 1) if first == "*" else int(first)
+    return 1

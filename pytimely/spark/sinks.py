@@ -16,7 +16,10 @@ write their output themselves, with pyarrow, as soon as it is final:
   streams that run forever use :func:`write_parquet`.)
 
 Files appear atomically: they are written under a hidden name (``.epoch=e.parquet.tmp``, which
-Spark and pyarrow skip) and renamed when complete.
+Spark and pyarrow skip) and renamed when complete.  In a batch run on Spark
+(:func:`pytimely.spark.run`, :func:`~pytimely.spark.run_on_dataframe`) they are first staged
+per attempt and moved into ``directory`` only when the whole run succeeded
+(:mod:`pytimely.spark.staging`), so that a retried run leaves exactly the files of a clean one.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from ..dataflow.operators.aggregation import release_ready
 from ..dataflow.operators.generic import unary_frontier
 from ..errors import TimelyError
 from ..progress.operate import FrontierInterest
+from .staging import output_folder
 
 __all__ = ["capture_parquet", "capture_readers", "epoch_path", "to_arrow", "write_parquet"]
 
@@ -109,9 +113,7 @@ def write_parquet(
     import pyarrow.parquet as pq
 
     index = stream.scope.index
-    directory = os.fspath(directory)
-    folder = os.path.join(directory, f"worker={index}")
-    os.makedirs(folder, exist_ok=True)
+    folder = output_folder(directory, index)
     state: dict[str, Any] = {"schema": schema}
 
     def write(t: Any, batches: list[Any]) -> None:
@@ -132,7 +134,7 @@ def write_parquet(
             state["schema"] = table.schema
         if epoch_column is not None and epoch_column not in table.column_names:
             table = table.append_column(epoch_column, pa.array([t] * table.num_rows, pa.int64()))
-        final = epoch_path(directory, index, t)
+        final = os.path.join(folder, f"epoch={t}.parquet")
         temp = os.path.join(folder, f".epoch={t}.parquet.tmp")
         pq.write_table(table, temp, compression=compression)
         os.replace(temp, final)
@@ -204,7 +206,7 @@ def capture_parquet(stream: Any, directory: str, **writer_options: Any) -> str:
     type its ``value`` column has).  ``spark.read.parquet(directory)`` reads the workers' files
     together when their record types agree (the first batch fixes each file's columns).
     """
-    path = os.path.join(os.fspath(directory), f"worker={stream.scope.index}", "capture.parquet")
+    path = os.path.join(output_folder(directory, stream.scope.index), "capture.parquet")
     stream.capture_into(_DeferredParquetWriter(path, writer_options))
     return path
 

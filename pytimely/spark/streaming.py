@@ -12,7 +12,8 @@ input, and a feed listener.  Its :meth:`~StreamingBridge.foreach_batch` is a
 2. sends every worker "close epoch ``b``: you got ``k`` pushes" over its control connection.
 
 A worker holds the pushed batches of epoch ``b`` until the close (data of a later epoch may
-overtake it), then sends them at time ``b`` and advances its input to ``b + 1``.  Input of an
+overtake it), then sends them at the batch's time and advances its input (see **Times**
+below; by default time ``b``, then ``b + 1``).  Input of an
 epoch that is never closed -- its micro-batch was interrupted, e.g. by stopping the query -- is
 dropped when the bridge stops (Spark delivers that batch again after a restart).  When
 its dataflow has finished epoch ``b`` -- the streams ``build`` returned (default: the input
@@ -22,7 +23,29 @@ Per-epoch results are best written with :func:`pytimely.spark.write_parquet` (re
 stream from ``build``: when epoch ``b`` is reported complete, every worker's file for ``b`` is
 on disk).
 
-Micro-batch ids are the epochs.  A batch id at or below the last closed epoch (Spark re-runs
+**Times.**  By default the micro-batch ids are the epochs (processing time): batch ``b``'s rows
+are sent at time ``b`` and the input then advances to ``b + 1``.  With ``event_time=column``
+(an integer column, e.g. ``F.unix_millis(ts)``) the times are event time, following the
+watermark rule of Spark's ``withWatermark`` ("Handling Late Data and Watermarking" in the
+Structured Streaming guide): the watermark is the largest event time seen so far minus
+``delay``, never decreasing; batch ``b``'s rows are sent at the watermark in force when it
+started, and the input then advances to the watermark after it.  An event-time window operator
+(``window_count(..., event_time=...)``, :mod:`pytimely.dataflow.operators.windowing`) treats
+that timestamp as the watermark: window ``[s, e)`` is emitted once the watermark reaches
+``e + lateness``, and a row whose window was already emitted goes to ``.late``.  Batch ``b`` is
+reported complete once the dataflow has passed both its rows' time and the watermark after it
+(so with an unchanged watermark, when a later batch moves it).
+
+**Restarts.**  With ``checkpoint=`` (the query's ``checkpointLocation``), every micro-batch's
+rows are logged there by the workers before they enter the dataflow, and committed by the
+driver before ``foreach_batch`` returns (before Spark commits the batch).  A bridge started
+again on the same checkpoint replays the committed batches into its new workers -- possibly
+fewer or more of them -- before the query's first batch, so the dataflow's state (windows,
+keyed state, joins) is what it was, and the outputs after a kill and restart equal a clean
+run's (:mod:`pytimely.spark.recovery`; :func:`pytimely.spark.write_parquet` rewrites an epoch's
+file whole, so replayed epochs are written again identically).
+
+Micro-batch ids still name the batches.  A batch id at or below the last closed one (Spark re-runs
 the last batch after a restart from its checkpoint) is skipped: delivery into one bridge is
 exactly-once per batch id.  The workers hold N task slots for the bridge's whole life, and each
 micro-batch needs at least one more: the bridge insists on ``N + 1`` slots.
@@ -45,7 +68,9 @@ from typing import Any
 
 from ..errors import TimelyError
 from .dataframe import RECORD_FORMATS, arrow_to_records
-from .launcher import Launch, TaskInbox, _check_lost, _portable, _result_row, worker_task
+from .executor import TaskInbox, _check_lost, _portable, _result_row, worker_task
+from .launcher import Launch
+from .recovery import InputLog
 
 __all__ = ["StreamingBridge"]
 
@@ -78,7 +103,8 @@ def _as_streams(out: Any, default: Any) -> list[Any]:
 
 
 def _bridge_body(
-    build: Callable[[Any, Any], Any], records: str, secret: bytes, bind_host: str, advertise: str
+    build: Callable[[Any, Any], Any], records: str, secret: bytes, bind_host: str, advertise: str,
+    checkpoint: str | None = None,
 ) -> Callable[[Any, Any, TaskInbox], Any]:
     def body(worker: Any, control: Any, inbox: TaskInbox) -> Any:
         from ._control import FeedListener
@@ -90,6 +116,7 @@ def _bridge_body(
             return handle, out, probes
 
         handle, out, probes = worker.dataflow(dataflow)
+        log = InputLog(checkpoint) if checkpoint is not None else None
         feed = FeedListener(
             secret, worker.index, bind_host,
             on_batch=lambda e, payload: inbox.put(("data", e, payload)),
@@ -97,10 +124,12 @@ def _bridge_body(
         )
         try:
             control.send(("ready", {"feed": (advertise, feed.port)}))
-            held: dict[int, list[Any]] = {}  # epoch -> payloads received, not yet closed
+            held: dict[int, list[Any]] = {}  # batch -> payloads received, not yet closed
             received: dict[int, int] = {}
-            closes: list[tuple[int, int]] = []
-            closed: list[int] = []  # epochs closed, not yet reported complete
+            # (batch, pushes, at, advance to, replayed part files or None)
+            closes: list[tuple[Any, ...]] = []
+            closed: list[tuple[int, int, int]] = []  # (batch, at, then): not yet reported
+            last_batch = -1  # the last batch closed
             stopping = False
             epochs = 0
             rows = 0
@@ -112,46 +141,63 @@ def _bridge_body(
                     kind = item[0]
                     if kind == "data":
                         epoch, payload = item[1], item[2]
-                        if epoch < handle.time:
+                        if epoch <= last_batch:
                             raise TimelyError(
-                                f"worker {worker.index}: input for epoch {epoch} arrived after "
-                                "the epoch was closed"
+                                f"worker {worker.index}: input for micro-batch {epoch} arrived "
+                                "after the batch was closed"
                             )
                         received[epoch] = received.get(epoch, 0) + 1
                         held.setdefault(epoch, []).append(payload)
                     elif kind == "close":
-                        closes.append((item[1], item[2]))
+                        closes.append((*item[1:5], None))
+                    elif kind == "replay":  # a committed batch from the input log
+                        closes.append((item[1], 0, item[3], item[4], item[2]))
                     elif kind == "stop":
                         stopping = True
                     elif kind == "feed-error":
                         raise TimelyError(f"worker {worker.index}: {item[1]}")
-                # An epoch enters the dataflow when the driver closes it (its micro-batch was
-                # delivered completely) and every push it counted has arrived.
+                # A micro-batch enters the dataflow when the driver closes it (it was delivered
+                # completely) and every push it counted has arrived.  Its rows are sent at time
+                # ``at`` and the input then advances to ``then`` (see the module docstring).
                 while closes and received.get(closes[0][0], 0) >= closes[0][1]:
-                    epoch, expected = closes.pop(0)
+                    epoch, expected, at, then, files = closes.pop(0)
                     if received.pop(epoch, 0) != expected:
                         raise TimelyError(
-                            f"worker {worker.index}: epoch {epoch}: more pushes arrived than "
-                            f"the driver counted ({expected})"
+                            f"worker {worker.index}: micro-batch {epoch}: more pushes arrived "
+                            f"than the driver counted ({expected})"
                         )
-                    if epoch < handle.time:
-                        raise TimelyError(f"worker {worker.index}: epoch {epoch} closed twice")
-                    if epoch > handle.time:
-                        handle.advance_to(epoch)
-                    for payload in held.pop(epoch, []):
+                    if epoch <= last_batch or at < handle.time:
+                        raise TimelyError(
+                            f"worker {worker.index}: micro-batch {epoch} closed twice, or at "
+                            f"time {at} after {handle.time}"
+                        )
+                    last_batch = epoch
+                    payloads = held.pop(epoch, [])
+                    if files is not None:
+                        payloads = [p for f in files for p in InputLog.read_part(f)]
+                    elif log is not None:  # durable before it can change any state
+                        log.write_part(epoch, worker.index, payloads)
+                        control.send(("logged", epoch))
+                    if at > handle.time:
+                        handle.advance_to(at)
+                    for payload in payloads:
                         for batch in _read_ipc(payload):
                             if batch.num_rows:
                                 handle.send_batch(arrow_to_records(batch, records))
                                 rows += batch.num_rows
-                    handle.advance_to(epoch + 1)
-                    closed.append(epoch)
+                    if then > handle.time:
+                        handle.advance_to(then)
+                    closed.append((epoch, at, then))
                     epochs += 1
                 if stopping and not closes:
                     break
                 worker.step_or_park(0.5)
+                # A batch is complete when the dataflow has passed its rows' time and every
+                # time before the one the input advanced to after it.
                 last = None
-                while closed and not any(p.less_equal(closed[0]) for p in probes):
-                    last = closed.pop(0)
+                while closed and not any(p.less_equal(closed[0][1]) or p.less_than(closed[0][2])
+                                         for p in probes):
+                    last = closed.pop(0)[0]
                 if last is not None:
                     control.send(("epoch", last))
             # Input of epochs never closed (a micro-batch interrupted by stopping the query) is
@@ -160,13 +206,26 @@ def _bridge_body(
             handle.close()
             worker.run()
             if closed:
-                control.send(("epoch", closed[-1]))
+                control.send(("epoch", closed[-1][0]))
             return {"result": _portable(out), "epochs": epochs, "rows": rows,
                     "dropped_pushes": dropped}
         finally:
             feed.close()
 
     return body
+
+
+def _check_event_time(df: Any, column: str) -> None:
+    from pyspark.sql.types import IntegralType
+
+    if column not in df.columns:
+        raise ValueError(f"event-time column {column!r} is not among the columns {df.columns}")
+    dtype = df.schema[column].dataType
+    if not isinstance(dtype, IntegralType):
+        raise TypeError(
+            f"event-time column {column!r} is {dtype.simpleString()}; it must be an integer "
+            "type (e.g. F.unix_millis(ts), or F.col('ts').cast('long') for seconds)"
+        )
 
 
 class StreamingBridge:
@@ -176,7 +235,10 @@ class StreamingBridge:
     ``"rows"``, ``"tuples"`` or ``"arrow"``).  ``on_epoch(epoch)`` is called on the driver when
     every worker has finished an epoch.  ``wait=True`` makes ``foreach_batch`` return only once
     its epoch is complete (back-pressure on the query; per-epoch latency is then what Spark
-    reports as batch duration).  Other options as for :func:`pytimely.spark.run`.
+    reports as batch duration).  ``event_time`` / ``delay``: times from an event-time column
+    and the watermark (module docstring, **Times**); ``checkpoint``: the input log that lets a
+    restarted bridge rebuild its state (**Restarts**).  Other options as for
+    :func:`pytimely.spark.run`.
     """
 
     def __init__(
@@ -190,10 +252,28 @@ class StreamingBridge:
         on_epoch: Callable[[int], Any] | None = None,
         wait: bool = False,
         ready_timeout: float = 120.0,
+        event_time: str | None = None,
+        delay: int = 0,
+        checkpoint: str | None = None,
         **options: Any,
     ) -> None:
         if records not in RECORD_FORMATS:
             raise ValueError(f"records must be one of {RECORD_FORMATS}, not {records!r}")
+        if delay < 0:
+            raise ValueError("delay must be >= 0")
+        self.checkpoint = checkpoint
+        self._log = InputLog(checkpoint) if checkpoint is not None else None
+        self._recovered = checkpoint is None
+        self._logged: dict[int, set[int]] = {}
+        #: Micro-batches replayed from the input log when the bridge started (see ``checkpoint``).
+        self.replayed: list[int] = []
+        self.event_time = event_time
+        self.delay = int(delay)
+        #: The time the next micro-batch's rows are sent at: its batch id, or with
+        #: ``event_time`` the watermark (max event time so far - ``delay``, never decreasing).
+        self.watermark = 0
+        #: Micro-batch id -> the time the input advanced to after it (the watermark).
+        self.watermarks: dict[int, int] = {}
         self.spark = spark
         self.workers = workers
         self.records = records
@@ -207,7 +287,8 @@ class StreamingBridge:
         self._closed_at: dict[int, float] = {}
         self.latencies: dict[int, float] = {}  # epoch -> seconds from foreach_batch to complete
         options.setdefault("description", "pytimely workers fed by a stream")
-        self._launch = Launch(spark, workers, extra_slots=1, on_message=self._message, **options)
+        self._launch = Launch(spark, workers, extra_slots=1, on_message=self._message,
+                              stage_outputs=False, **options)
         launch = self._launch
         spec = launch.spec
         bind_host = launch.bind_host
@@ -220,7 +301,7 @@ class StreamingBridge:
                 advertise = ctx.getTaskInfos()[index].address.rsplit(":", 1)[0].strip("[]")
             else:
                 advertise = bind_host
-            body = _bridge_body(build, records, spec.secret, bind_host, advertise)
+            body = _bridge_body(build, records, spec.secret, bind_host, advertise, checkpoint)
             i, result = worker_task(spec, body)
             yield _result_row(i, result)
 
@@ -244,6 +325,11 @@ class StreamingBridge:
     # -- driver-side bookkeeping ------------------------------------------------------------
 
     def _message(self, index: int, header: Any, payload: Any) -> None:
+        if header[0] == "logged":
+            with self._epoch_lock:
+                self._logged.setdefault(header[1], set()).add(index)
+                self._epoch_lock.notify_all()
+            return
         if header[0] != "epoch":
             return
         coord = self._launch.coordinator
@@ -282,6 +368,8 @@ class StreamingBridge:
 
         self._check_running()
         epoch = int(batch_id)
+        if not self._recovered:
+            self._recover(epoch)
         if epoch <= self._last_closed:
             return  # a re-run of a batch we already delivered
         started = _time.monotonic()
@@ -289,19 +377,28 @@ class StreamingBridge:
         secret = self._launch.secret
         n = self.workers
         df = batch_df.repartition(n, *self.key) if self.key else batch_df
+        event_time = self.event_time
+        if event_time is not None:
+            _check_event_time(batch_df, event_time)
         schema = pa.schema([("worker", pa.int64()), ("pushes", pa.int64()),
-                            ("rows", pa.int64())])
+                            ("rows", pa.int64()), ("max_time", pa.int64())])
 
         def push(batches: Iterator[Any]) -> Iterator[Any]:
+            import pyarrow.compute as pc
             from pyspark import TaskContext
 
             w = TaskContext.get().partitionId() % n
-            counted = {"rows": 0}
+            counted: dict[str, Any] = {"rows": 0, "max": None}
 
             def payloads() -> Iterator[Any]:
                 for b in batches:
                     if b.num_rows:
                         counted["rows"] += b.num_rows
+                        if event_time is not None:
+                            top = pc.max(b.column(event_time)).as_py()
+                            if top is not None and (counted["max"] is None
+                                                    or top > counted["max"]):
+                                counted["max"] = top
                         yield _ipc_bytes(b)
 
             it = payloads()
@@ -315,23 +412,69 @@ class StreamingBridge:
                 pushes = push_batches(feeds[w], secret, w, epoch, chain())
             yield pa.RecordBatch.from_arrays(
                 [pa.array([w], pa.int64()), pa.array([pushes], pa.int64()),
-                 pa.array([counted["rows"]], pa.int64())], schema=schema,
+                 pa.array([counted["rows"]], pa.int64()),
+                 pa.array([counted["max"]], pa.int64())], schema=schema,
             )
 
-        stats = df.mapInArrow(push, "worker long, pushes long, rows long").collect()
+        stats = df.mapInArrow(push, "worker long, pushes long, rows long, max_time long"
+                              ).collect()
         counts = [0] * n
         for row in stats:
             counts[row["worker"]] += row["pushes"]
+        at = self.watermark if event_time is not None else epoch
+        then = at + 1
+        if event_time is not None:
+            tops = [row["max_time"] for row in stats if row["max_time"] is not None]
+            then = max(at, max(tops) - self.delay) if tops else at
         with self._epoch_lock:
             self._closed_at[epoch] = started
         coord = self._launch.coordinator
         for w in range(n):
-            if not coord.send(w, ("close", epoch, counts[w])):
+            if not coord.send(w, ("close", epoch, counts[w], at, then)):
                 self._check_running()
                 raise TimelyError(f"worker {w} is not connected; cannot close epoch {epoch}")
+        if self._log is not None:
+            self._wait_logged(epoch)
+            self._log.commit(epoch, at, then, n)
         self._last_closed = epoch
+        self.watermark = then
+        self.watermarks[epoch] = then
         if self.wait:
             self.wait_for(epoch)
+
+    # -- the input log (``checkpoint``) -----------------------------------------------------------
+
+    def _recover(self, first: int) -> None:
+        """Before Spark's first batch ``first`` of this run: replay every committed batch
+        ``< first`` from the input log (Spark committed them; their state must be rebuilt) and
+        discard the log from ``first`` on (Spark delivers those batches again)."""
+        assert self._log is not None
+        self._recovered = True
+        self._log.discard_from(first)
+        coord = self._launch.coordinator
+        for batch, meta in self._log.committed():
+            for w in range(self.workers):
+                files = self._log.parts(batch, meta, w, self.workers)
+                if not coord.send(w, ("replay", batch, files, meta["at"], meta["then"])):
+                    self._check_running()
+                    raise TimelyError(f"worker {w} is not connected; cannot replay batch {batch}")
+            self._last_closed = batch
+            self.watermark = meta["then"]
+            self.watermarks[batch] = meta["then"]
+            self.replayed.append(batch)
+
+    def _wait_logged(self, epoch: int, timeout: float = 120.0) -> None:
+        """Block until every worker has written its part of ``epoch`` to the input log."""
+        deadline = _time.monotonic() + timeout
+        while True:
+            with self._epoch_lock:
+                if len(self._logged.get(epoch, ())) == self.workers:
+                    del self._logged[epoch]
+                    return
+                self._epoch_lock.wait(0.25)
+            self._check_running()
+            if _time.monotonic() > deadline:
+                raise TimeoutError(f"micro-batch {epoch} was not logged within {timeout:g} s")
 
     # -- observing and stopping --------------------------------------------------------------
 
@@ -363,6 +506,11 @@ class StreamingBridge:
         self.results = [r["result"] for r in outcome]
         self.stats = [{k: v for k, v in r.items() if k != "result"} for r in outcome]
         return self.results
+
+    def worker_processes(self) -> dict[int, tuple[str, int]]:
+        """``{worker: (host, pid)}`` of the running workers, as they reported when starting."""
+        hellos = self._launch.coordinator.hellos
+        return {i: (h["host"], h["pid"]) for i, h in sorted(hellos.items())}
 
     def cancel(self) -> None:
         """Stop the workers now (cancels their Spark job)."""

@@ -1,0 +1,234 @@
+"""The executor side of a Spark run: what a barrier task does to become pytimely worker ``i``.
+
+:func:`worker_task` runs inside task ``i`` of the barrier stage that :mod:`.launcher` submits
+from the driver.  It
+
+1. checks that this executor runs the driver's Python version and pytimely code (a package
+   fingerprint, see :func:`pytimely.spark.session.package_fingerprint`);
+2. connects to the driver's control server (:class:`._control.ControlClient`) and says hello;
+3. binds its mesh listener, and the workers exchange addresses **once** with
+   ``BarrierTaskContext.allGather`` (:class:`~pytimely.communication.GatherRendezvous`; the
+   shared secret was generated on the driver and travels in :class:`TaskSpec`);
+4. builds the :class:`~pytimely.communication.TcpAllocator` mesh and runs the worker body,
+   with the sinks staging their files for the driver to commit
+   (:mod:`pytimely.spark.staging`);
+5. reports ``done`` and returns its (cloud-pickled) result; or, on failure, reports ``error``
+   (summary and traceback) *before* the task fails, so that the driver learns the real cause
+   first, and raises with the report marked in the message for when the control connection
+   could not deliver it.
+
+If the control connection to the driver breaks, the task interrupts itself: no task outlives
+its driver.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import sys
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import failure_report
+from .errors import SparkJobFailed, SparkSetupError
+from .session import package_fingerprint, package_location
+
+__all__ = ["TaskInbox", "TaskSpec", "worker_task"]
+
+_MARK_OPEN = "<<pytimely-failure "
+_MARK_CLOSE = " pytimely-failure>>"
+
+
+# --- what travels to the tasks ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """Everything a worker task needs to join the run (pickled into the task closure)."""
+
+    workers: int
+    secret: bytes
+    coordinator: tuple[str, int]
+    bind_host: str
+    connect_timeout: float
+    python: tuple[int, int]
+    run_id: str
+    #: :func:`~pytimely.spark.session.package_fingerprint` and location of the driver's pytimely.
+    fingerprint: str = ""
+    package: str = ""
+    #: Stage the sinks' files for the driver to commit when the run succeeds
+    #: (:mod:`pytimely.spark.staging`); False for the streaming bridge, whose epochs must
+    #: appear as they complete.
+    stage_outputs: bool = True
+
+
+def _report(index: int, exc: BaseException) -> dict[str, Any]:
+    """What a worker tells the driver about the exception that ended it: the shared
+    :func:`~pytimely.errors.failure_report`, plus whether it is a setup error (not retried)."""
+    report = failure_report(index, exc)
+    report["setup"] = isinstance(exc, SparkSetupError)
+    return report
+
+
+class _TaskFailed(RuntimeError):
+    """Raised by a failing worker task; its message carries the report for the driver (used
+    when the control connection could not deliver it)."""
+
+
+def _failed(report: dict[str, Any]) -> _TaskFailed:
+    brief = {k: report[k] for k in ("worker", "origin", "relayed", "setup", "summary")}
+    return _TaskFailed(f"{_MARK_OPEN}{json.dumps(brief)}{_MARK_CLOSE}")
+
+
+class TaskInbox:
+    """Messages for a worker task from its side threads (control, feeds), and a way to wake the
+    worker when one arrives.  ``wake`` is bound once the worker's allocator exists."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._items: list[Any] = []
+        self.wake: Callable[[], None] = lambda: None
+
+    def put(self, item: Any) -> None:
+        with self._lock:
+            self._items.append(item)
+        self.wake()
+
+    def take(self) -> list[Any]:
+        with self._lock:
+            items, self._items = self._items, []
+        return items
+
+
+def worker_task(
+    spec: TaskSpec,
+    body: Callable[[Any, Any, TaskInbox], Any],
+) -> tuple[int, Any]:
+    """Run one worker inside a barrier task: control connection, mesh, ``body(worker, control,
+    inbox)``.  Returns ``(index, result)``; on failure reports to the driver and raises."""
+    from pyspark import BarrierTaskContext
+
+    from ..communication.rendezvous import GatherRendezvous
+    from ..communication.tcp import TcpAllocator
+    from ..worker import Worker
+    from ._control import ControlClient
+    from .staging import staged
+
+    ctx = BarrierTaskContext.get()
+    index = ctx.partitionId()
+    if sys.version_info[:2] != tuple(spec.python):
+        raise SparkSetupError(
+            f"worker {index} runs Python {sys.version_info[0]}.{sys.version_info[1]}, the driver "
+            f"{spec.python[0]}.{spec.python[1]}: set PYSPARK_PYTHON to the same interpreter"
+        )
+    finished = threading.Event()
+    task_thread = threading.get_ident()
+    inbox = TaskInbox()
+
+    def lost(reason: str) -> None:
+        # The driver is gone or gave up: stop this task rather than linger as an orphan.
+        if finished.is_set():
+            return
+        inbox.put(("lost", reason))
+        try:
+            if task_thread == threading.main_thread().ident:
+                signal.pthread_kill(task_thread, signal.SIGINT)
+        except (OSError, ValueError):
+            pass
+
+        def last_resort() -> None:
+            if not finished.wait(15.0):
+                os._exit(1)
+
+        threading.Thread(target=last_resort, daemon=True, name="pytimely-watchdog").start()
+
+    control = ControlClient(
+        spec.coordinator, spec.secret, index, on_message=inbox.put, on_lost=lost,
+        timeout=spec.connect_timeout,
+    )
+    allocator = None
+    try:
+        _check_same_package(spec, index)
+        control.send(("hello", {
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "attempt": ctx.attemptNumber(),
+            "task": ctx.taskAttemptId(),
+        }))
+        if spec.bind_host in ("0.0.0.0", "::", ""):
+            advertise = ctx.getTaskInfos()[index].address.rsplit(":", 1)[0].strip("[]")
+        else:
+            advertise = spec.bind_host
+        rendezvous = GatherRendezvous(
+            ctx.allGather, spec.secret, host=advertise, bind_host=spec.bind_host
+        )
+        allocator = TcpAllocator(index, spec.workers, rendezvous, timeout=spec.connect_timeout)
+        inbox.wake = allocator.wake
+        worker = Worker(allocator)
+        if spec.stage_outputs:
+            with staged(spec.run_id, lambda directory: control.send(("output", directory))):
+                result = body(worker, control, inbox)
+        else:
+            result = body(worker, control, inbox)
+        payload = _pickle_result(index, result)
+        allocator.close()
+        control.send(("done", {"steps": worker.steps}))
+        return index, payload
+    except BaseException as exc:
+        report = _report(index, exc)
+        control.send(("error", report))
+        if allocator is not None:
+            allocator.close(error=report["summary"])
+        raise _failed(report) from exc
+    finally:
+        finished.set()
+        control.close()
+
+
+def _check_same_package(spec: TaskSpec, index: int) -> None:
+    """Refuse to run another pytimely than the driver's: the driver's closures and the
+    executor's package would disagree in ways no error message could explain."""
+    if spec.fingerprint and package_fingerprint() != spec.fingerprint:
+        raise SparkSetupError(
+            f"worker {index} imports pytimely from {package_location()}, whose code differs from "
+            f"the driver's ({spec.package}): ship the driver's package with "
+            "pytimely.spark.ship_package(spark) (pytimely.spark.connect does it) or install the "
+            "same pytimely on the executors"
+        )
+
+
+def _check_lost(inbox_items: list[Any]) -> None:
+    for item in inbox_items:
+        if item and item[0] == "lost":
+            raise SparkJobFailed(item[1])
+
+
+def _portable(result: Any) -> Any:
+    """Streams (and lists/tuples of them) stand for "nothing to return": they become None."""
+    from ..dataflow.stream import Stream
+
+    if isinstance(result, Stream):
+        return None
+    if isinstance(result, (list, tuple)) and result and all(isinstance(r, Stream) for r in result):
+        return None
+    return result
+
+
+def _pickle_result(index: int, result: Any) -> bytes:
+    from pyspark import cloudpickle
+
+    try:
+        return cloudpickle.dumps(_portable(result))
+    except Exception as exc:
+        raise TypeError(
+            f"worker {index}'s result cannot be sent to the driver ({exc}); return plain data "
+            "(lists, dicts, numbers, strings, Arrow tables), not handles of the dataflow"
+        ) from exc
+
+
+def _result_row(index: int, payload: bytes) -> tuple[int, bytes]:
+    return index, payload

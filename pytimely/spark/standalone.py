@@ -1,0 +1,247 @@
+"""A Spark standalone cluster on this machine: a master and N workers as separate JVMs.
+
+For tests and demos of the cluster path (``make cluster-demo``): the processes are those of a
+real deployment -- ``spark-class org.apache.spark.deploy.master.Master`` and
+``...deploy.worker.Worker`` from the installed pyspark's ``SPARK_HOME``, with
+``spark.authenticate`` and the shared secret on the master and every worker (the application
+must present the same secret, :func:`pytimely.spark.connect` does) -- bound to one address
+(``127.0.0.1`` by default).  See Spark's "Spark Standalone Mode" and "Security" guides
+(https://spark.apache.org/docs/latest/spark-standalone.html,
+https://spark.apache.org/docs/latest/security.html).
+
+Every process is started in a session of its own; :meth:`StandaloneCluster.stop` ends exactly
+those process groups (the master, the workers and the executor JVMs the workers started), and
+nothing else, also when starting failed half-way.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any
+
+from .errors import SparkSetupError
+from .session import FAST_START_JAVA_OPTIONS, _check_java
+
+__all__ = ["StandaloneCluster", "spark_home"]
+
+
+def spark_home() -> str:
+    """The Spark installation of the installed pyspark (``bin/spark-class`` is inside)."""
+    import pyspark
+
+    home = os.environ.get("SPARK_HOME") or os.path.dirname(os.path.abspath(pyspark.__file__))
+    if not os.path.exists(os.path.join(home, "bin", "spark-class")):
+        raise SparkSetupError(f"no bin/spark-class under SPARK_HOME={home}")
+    return home
+
+
+def _free_port(host: str) -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+class StandaloneCluster:
+    """A master and ``workers`` workers (``cores`` cores, ``memory`` each) on ``host``.
+
+    Use as a context manager, or :meth:`start` / :meth:`stop`.  :attr:`master_url` is the URL
+    to connect to, :attr:`secret` the ``spark.authenticate.secret``, :attr:`log_dir` holds every
+    process's log and the workers' work directories.
+    """
+
+    def __init__(
+        self,
+        workers: int = 2,
+        *,
+        cores: int = 1,
+        memory: str = "1g",
+        host: str = "127.0.0.1",
+        secret: str | None = None,
+        log_dir: str | None = None,
+        java_options: str = FAST_START_JAVA_OPTIONS,
+    ) -> None:
+        self.workers = workers
+        self.cores = cores
+        self.memory = memory
+        self.host = host
+        self.secret = secret or secrets.token_hex(16)
+        self.log_dir = log_dir or tempfile.mkdtemp(prefix="pytimely-standalone-")
+        self.java_options = java_options
+        self.master_url = ""
+        self.processes: list[subprocess.Popen[bytes]] = []
+
+    # -- starting ------------------------------------------------------------------------------
+
+    def _environment(self) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith(("PYSPARK_", "SPARK_")) and k != "PYTHONPATH"}
+        env["SPARK_HOME"] = spark_home()
+        env["SPARK_LOCAL_IP"] = self.host
+        env["SPARK_DAEMON_JAVA_OPTS"] = self.java_options
+        env["SPARK_LOG_DIR"] = self.log_dir
+        # The executors' Python (spark.pyspark.python of the application overrides it).
+        env["PYSPARK_PYTHON"] = sys.executable
+        return env
+
+    def _properties(self) -> str:
+        """The secret goes in a properties file readable by this user only (not on the
+        command line, where every user of the machine could read it)."""
+        path = os.path.join(self.log_dir, "spark-daemon.conf")
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write("spark.authenticate true\n")
+            f.write(f"spark.authenticate.secret {self.secret}\n")
+            f.write(f"spark.executor.extraJavaOptions {self.java_options}\n")
+        return path
+
+    def _spawn(self, name: str, args: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
+        log = open(os.path.join(self.log_dir, f"{name}.log"), "wb")  # noqa: SIM115
+        try:
+            proc = subprocess.Popen(
+                [os.path.join(env["SPARK_HOME"], "bin", "spark-class"), *args],
+                env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        finally:
+            log.close()
+        self.processes.append(proc)
+        return proc
+
+    def _log(self, name: str) -> str:
+        try:
+            with open(os.path.join(self.log_dir, f"{name}.log"), encoding="utf-8",
+                      errors="replace") as f:
+                return f.read()
+        except FileNotFoundError:
+            return ""
+
+    def _wait_for(self, what: str, ready: Any, deadline: float) -> None:
+        while not ready():
+            for proc in self.processes:
+                if proc.poll() is not None:
+                    raise SparkSetupError(
+                        f"a Spark standalone process exited with {proc.returncode} while "
+                        f"waiting for {what}; logs in {self.log_dir}"
+                    )
+            if time.monotonic() > deadline:
+                raise SparkSetupError(f"timed out waiting for {what}; logs in {self.log_dir}")
+            time.sleep(0.2)
+
+    def start(self, timeout: float = 120.0) -> StandaloneCluster:
+        """Start the master, then the workers; return once every worker has registered."""
+        _check_java()
+        deadline = time.monotonic() + timeout
+        env = self._environment()
+        conf = self._properties()
+        port = _free_port(self.host)
+        self.master_url = f"spark://{self.host}:{port}"
+        try:
+            self._spawn("master", [
+                "org.apache.spark.deploy.master.Master", "--host", self.host, "--port",
+                str(port), "--webui-port", str(_free_port(self.host)), "--properties-file", conf,
+            ], env)
+
+            def master_up() -> bool:
+                try:
+                    socket.create_connection((self.host, port), timeout=0.5).close()
+                    return True
+                except OSError:
+                    return False
+
+            self._wait_for("the master", master_up, deadline)
+            for i in range(self.workers):
+                work = os.path.join(self.log_dir, f"work-{i}")
+                os.makedirs(work, exist_ok=True)
+                self._spawn(f"worker-{i}", [
+                    "org.apache.spark.deploy.worker.Worker", "--host", self.host,
+                    "--cores", str(self.cores), "--memory", self.memory,
+                    "--webui-port", str(_free_port(self.host)), "--work-dir", work,
+                    "--properties-file", conf, self.master_url,
+                ], env)
+            self._wait_for(
+                f"{self.workers} workers to register",
+                lambda: all("Successfully registered with master" in self._log(f"worker-{i}")
+                            for i in range(self.workers)),
+                deadline,
+            )
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    # -- running applications -----------------------------------------------------------------
+
+    def application_conf(self) -> dict[str, str]:
+        """Spark settings for an application on this cluster (besides the secret, which
+        :meth:`driver_environment` passes): a driver on the cluster's address, and executors
+        small enough that each worker hosts exactly one (so N pytimely workers run in N
+        different executors)."""
+        return {
+            "spark.driver.host": self.host,
+            "spark.driver.bindAddress": self.host,
+            "spark.executor.cores": str(self.cores),
+            "spark.executor.memory": "512m",
+            "spark.executor.extraJavaOptions": self.java_options,
+            "spark.driver.extraJavaOptions": self.java_options,
+            "spark.ui.enabled": "false",
+            "spark.sql.shuffle.partitions": str(self.workers * self.cores),
+            "spark.default.parallelism": str(self.workers * self.cores),
+        }
+
+    def driver_environment(self) -> dict[str, str]:
+        """The environment of a driver process for this cluster: the secret (read by
+        :func:`pytimely.spark.connect`) and the local address."""
+        env = dict(os.environ)
+        env["SPARK_AUTHENTICATE_SECRET"] = self.secret
+        env["SPARK_LOCAL_IP"] = self.host
+        return env
+
+    def demo_command(self, *options: str) -> list[str]:
+        """``python -m pytimely.demo --master URL --conf ... options`` for this cluster."""
+        argv = [sys.executable, "-m", "pytimely.demo", "--master", self.master_url]
+        for key, value in self.application_conf().items():
+            argv += ["--conf", f"{key}={value}"]
+        return [*argv, *options]
+
+    # -- stopping ------------------------------------------------------------------------------
+
+    def pids(self) -> list[int]:
+        """The process ids of the master and the workers this cluster started."""
+        return [p.pid for p in self.processes]
+
+    def stop(self, timeout: float = 15.0) -> None:
+        """End the process groups this cluster started (workers first, with their executors),
+        politely (SIGTERM), then by force (SIGKILL) after ``timeout``."""
+        procs = list(reversed(self.processes))
+        for proc in procs:
+            self._signal(proc, signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        for proc in procs:
+            try:
+                proc.wait(max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                pass
+            # The group may hold executors that outlived their worker: end them too.
+            self._signal(proc, signal.SIGKILL)
+            proc.wait()
+        self.processes = []
+
+    @staticmethod
+    def _signal(proc: subprocess.Popen[bytes], sig: int) -> None:
+        try:
+            os.killpg(proc.pid, sig)  # its own session: the group id is its pid
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    def __enter__(self) -> StandaloneCluster:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
