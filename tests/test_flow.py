@@ -158,3 +158,50 @@ def test_a_sender_waiting_on_a_dead_peer_gets_worker_failure():
     assert time.monotonic() - started < 20
     assert info.value.worker == 1
     assert "WorkerFailure" in info.value.outcomes[0] and "worker 1" in info.value.outcomes[0]
+
+
+class _OneEventPerPoll:
+    """A capture reader with ``BATCHES`` batches at time 0, one per ``poll``."""
+
+    def __init__(self):
+        from pytimely.capture import Messages, Progress
+
+        self.events = [Messages(0, list(range(i * BATCH, (i + 1) * BATCH)))
+                       for i in range(BATCHES)]
+        self.events.append(Progress([(0, -1)]))
+        self.done = False
+
+    def poll(self):
+        if not self.events:
+            self.done = True
+            return []
+        return [self.events.pop(0)]
+
+
+def _slow_replay(worker):
+    """Worker 0 replays a capture as fast as it polls; worker 1 consumes slowly."""
+    from pytimely.capture import replay_into
+
+    seen = [0]
+
+    def consume(batch):
+        time.sleep(0.0005)
+        seen[0] += len(batch)
+
+    def build(scope):
+        readers = [_OneEventPerPoll()] if worker.index == 0 else []
+        replay_into(readers, scope, period=0.0001).exchange(lambda n: 1) \
+            .inspect_batch(lambda t, batch: consume(batch))
+
+    worker.dataflow(build)
+    worker.run()
+    return {"seen": seen[0], "flow": worker.allocator.flow_statistics()}
+
+
+def test_replay_holds_back_while_a_peer_is_congested():
+    producer, consumer = pt.execute(_slow_replay, workers=2, timeout=60, max_in_flight=TINY * 4)
+    assert consumer["seen"] == BATCH * BATCHES
+    flow = producer["flow"]
+    one_batch = max(flow["sent_bytes"][1] // BATCHES, 1) * 2
+    assert flow["sent_bytes"][1] > 10 * flow["max_in_flight"]
+    assert flow["peak_backlog"][1] <= flow["max_in_flight"] + one_batch
