@@ -11,7 +11,7 @@ import pytest
 
 import pytimely as pt
 from pytimely.communication.flow import MAX_IN_FLIGHT, MAX_IN_FLIGHT_ENV, FlowLedger
-from pytimely.errors import WorkerFailure
+from pytimely.errors import CommunicationError, WorkerFailure
 
 # --- the ledger -------------------------------------------------------------------------------
 
@@ -205,3 +205,31 @@ def test_replay_holds_back_while_a_peer_is_congested():
     one_batch = max(flow["sent_bytes"][1] // BATCHES, 1) * 2
     assert flow["sent_bytes"][1] > 10 * flow["max_in_flight"]
     assert flow["peak_backlog"][1] <= flow["max_in_flight"] + one_batch
+
+
+def _peer_busy_in_user_code(allocator):
+    worker = pt.Worker(allocator, max_in_flight=TINY, flow_timeout=1.0)
+
+    def build(scope):
+        handle, numbers = scope.new_input()
+        numbers.exchange(lambda n: 1).inspect(lambda n: None)
+        return handle
+
+    handle = worker.dataflow(build)
+    if worker.index == 1:  # alive (it heartbeats) but not stepping, so not consuming
+        time.sleep(4.0)
+        return None
+    try:
+        for _ in range(1000):
+            handle.send_batch(list(range(1000)))
+    except CommunicationError as exc:
+        return str(exc)
+    return "never waited"
+
+
+def test_a_peer_that_never_drains_is_named_after_the_flow_timeout():
+    from pytimely.communication import run_processes
+
+    message, _ = run_processes(_peer_busy_in_user_code, 2, timeout=30)
+    assert message.startswith("input 'Input' on worker 0: worker 1 acknowledged none of the")
+    assert "for 1 s" in message and f"bound {TINY} bytes" in message
