@@ -65,6 +65,7 @@ def execute(
     stuck_after: float | None = None,
     heartbeat_timeout: float | None = None,
     dashboard: int | None = None,
+    max_in_flight: int | None = None,
 ) -> list[T]:
     """Run ``fn(worker)`` on ``workers`` workers; returns their results in worker order.
 
@@ -86,6 +87,10 @@ def execute(
     A worker process that sends nothing for ``heartbeat_timeout`` seconds (default 20, or
     ``$PYTIMELY_HEARTBEAT_TIMEOUT``) — stopped, deadlocked — is a ``WorkerFailure`` naming it.
 
+    ``max_in_flight``: bytes of data a worker may have sent to a peer and not yet seen consumed
+    before its inputs wait for that peer (default 64 MB, or ``$PYTIMELY_MAX_IN_FLIGHT``; see
+    :mod:`pytimely.communication.flow`).
+
     ``dashboard=PORT`` serves a live dashboard of worker 0 on ``http://127.0.0.1:PORT/`` (see
     :func:`pytimely.serve_dashboard`); with one worker it keeps showing the final state, or the
     error that stopped the run, until the process exits.
@@ -94,11 +99,12 @@ def execute(
     if n < 1:
         raise ValueError("execute(): need at least one worker")
     if n == 1:
-        return [run_worker(fn, Worker(), dashboard)]
+        return [run_worker(fn, Worker(max_in_flight=max_in_flight), dashboard)]
     from .communication.launch import run_processes
 
     def body(allocator: Any) -> Any:
-        return run_worker(fn, Worker(allocator, stuck_after=stuck_after), dashboard)
+        worker = Worker(allocator, stuck_after=stuck_after, max_in_flight=max_in_flight)
+        return run_worker(fn, worker, dashboard)
 
     return run_processes(
         body,

@@ -36,7 +36,7 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from .communication.allocator import Allocator, ThreadAllocator
-from .errors import GraphError, StuckError, WorkerFailure
+from .errors import CommunicationError, GraphError, StuckError, WorkerFailure
 from .order import domain_of
 from .progress.broadcast import Progcaster
 from .progress.reachability import Source
@@ -51,6 +51,9 @@ __all__ = ["Worker", "WorkerServices", "StuckError", "activity", "STRICT_ENV"]
 
 #: Set to ``1`` to make every :class:`Worker` strict (see ``Worker.strict``).
 STRICT_ENV = "PYTIMELY_STRICT"
+
+#: Seconds an input waits for a congested peer that acknowledges nothing before it gives up.
+FLOW_TIMEOUT = 300.0
 
 #: A step that schedules for longer than this many seconds is logged (``Worker.slow_step``).
 SLOW_STEP = 1.0
@@ -94,6 +97,17 @@ class WorkerServices(Protocol):
         what leaving :func:`pytimely.execute`'s function does)."""
         ...
 
+    def congested(self) -> bool:
+        """Some peer has more data in flight from this worker than the flow-control bound
+        (:mod:`pytimely.communication.flow`): sources should hold back."""
+        ...
+
+    def wait_for_credit(self, who: str) -> None:
+        """For inputs fed from user code: step this worker until no peer is congested
+        (returns at once when called from inside a step: operators never wait).  ``who``
+        names the input in the error raised if a peer acknowledges nothing for too long."""
+        ...
+
 
 class Worker:
     """Owns dataflows on one thread; see the module docstring.  Implements
@@ -105,16 +119,30 @@ class Worker:
         freeze_gc: bool = True,
         stuck_after: float | None = None,
         strict: bool | None = None,
+        max_in_flight: int | None = None,
+        flow_timeout: float = FLOW_TIMEOUT,
     ) -> None:
         """``stuck_after``: with several workers, seconds of global idleness after which
         ``step_while`` / ``run`` raise :class:`StuckError` (default ``STUCK_AFTER``, 2 s).
-        ``strict``: see :attr:`strict`."""
+        ``strict``: see :attr:`strict`.  ``max_in_flight``: the flow-control bound, bytes of
+        data in flight per peer before inputs wait (default 64 MB or
+        ``$PYTIMELY_MAX_IN_FLIGHT``; see :mod:`pytimely.communication.flow`).
+        ``flow_timeout``: seconds an input may wait for a congested peer that acknowledges
+        nothing before :meth:`wait_for_credit` raises."""
         self._freeze_gc = freeze_gc
         self.strict = os.environ.get(STRICT_ENV, "") not in ("", "0") if strict is None else strict
         """Strict mode: every Exchange round-trips the first record of each batch through the
         codec and checks every key, even on one worker, so a record that cannot cross workers
         fails in a one-worker test.  Default: the ``PYTIMELY_STRICT`` environment variable."""
         self.allocator = allocator if allocator is not None else ThreadAllocator()
+        if max_in_flight is not None:
+            self.allocator.limit_in_flight(max_in_flight)
+        if flow_timeout <= 0:
+            raise ValueError(f"flow_timeout must be positive, not {flow_timeout}")
+        self.flow_timeout = flow_timeout
+        self.flow_waits = 0
+        """How many times an input waited for credit (see :meth:`wait_for_credit`)."""
+        self._scheduling = False  # inside step_or_park's scheduling loop
         self.index = self.allocator.index
         self.peers = self.allocator.peers
         self._quiescence: QuiescenceDetector | None = None
@@ -251,6 +279,36 @@ class Worker:
         heapq.heappush(self._timers, (_time.monotonic() + delay, next(self._timer_seq), activate))
         self.allocator.wake()
 
+    def congested(self) -> bool:
+        """See :class:`WorkerServices`."""
+        return self.allocator.congested() is not None
+
+    def wait_for_credit(self, who: str) -> None:
+        """See :class:`WorkerServices`.  Raises :class:`CommunicationError` naming the peer if
+        its backlog did not shrink for ``flow_timeout`` seconds, and ``WorkerFailure`` if it
+        failed meanwhile."""
+        allocator = self.allocator
+        peer = allocator.congested()
+        if peer is None or self._scheduling:
+            return
+        self.flow_waits += 1
+        backlog = allocator.backlog()[peer]
+        deadline = _time.monotonic() + self.flow_timeout
+        while peer is not None:
+            now = _time.monotonic()
+            if now > deadline:
+                raise CommunicationError(
+                    f"{who} on worker {self.index}: worker {peer} acknowledged none of the "
+                    f"{backlog} bytes in flight to it for {self.flow_timeout:g} s (bound "
+                    f"{allocator.flow_statistics().get('max_in_flight')} bytes); it is not "
+                    "consuming its input"
+                )
+            self.step_or_park(min(0.1, deadline - now))
+            peer = allocator.congested()
+            if peer is not None and allocator.backlog()[peer] < backlog:
+                backlog = allocator.backlog()[peer]  # progress: give it time again
+                deadline = _time.monotonic() + self.flow_timeout
+
     # -- activation -----------------------------------------------------------------------
 
     def _fire_timers(self) -> None:
@@ -300,14 +358,18 @@ class Worker:
             self._active.clear()
             dataflows = self._dataflows
             started = _time.monotonic()
-            for index in active:
-                subgraph = dataflows.get(index)
-                if subgraph is not None and not subgraph.schedule():
-                    del dataflows[index]
-                    _log.info("worker %d completed dataflow %d (%r)", self.index, index,
-                              self._names[index])
-                    if self._freeze_gc:
-                        gc.unfreeze()  # let the collector reclaim the completed graph
+            self._scheduling = True
+            try:
+                for index in active:
+                    subgraph = dataflows.get(index)
+                    if subgraph is not None and not subgraph.schedule():
+                        del dataflows[index]
+                        _log.info("worker %d completed dataflow %d (%r)", self.index, index,
+                                  self._names[index])
+                        if self._freeze_gc:
+                            gc.unfreeze()  # let the collector reclaim the completed graph
+            finally:
+                self._scheduling = False
             elapsed = _time.monotonic() - started
             if elapsed > self.slow_step:
                 _log.warning("worker %d: slow step %d took %.3f s scheduling dataflows %s",
@@ -481,6 +543,7 @@ class Worker:
             "index": self.index,
             "peers": self.peers,
             "steps": self.steps,
+            "flow_waits": self.flow_waits,
             "active": sorted(self._active),
             "dataflows": {i: sg.statistics() for i, sg in self._dataflows.items()},
         }

@@ -19,6 +19,9 @@ Guarantees every allocator gives
       sender must not mutate a payload after sending it.
     * Failure is loud: once any worker has failed, ``receive`` and ``await_events`` raise
       :class:`~pytimely.errors.WorkerFailure` naming it, on every surviving worker.
+    * Memory is bounded by the senders: at most ``max_in_flight`` bytes of data per peer are
+      sent and not yet acknowledged as consumed before :meth:`congested` names the peer, and
+      inputs wait while it does (:mod:`.flow`).
     * Idle costs nothing: ``await_events`` parks the thread on a condition variable until a
       message arrives, a peer fails, ``wake()`` is called, or the timeout passes.
 
@@ -39,6 +42,7 @@ from types import TracebackType
 from typing import Any, Self
 
 from ..errors import CommunicationError
+from .flow import check_max_in_flight
 
 __all__ = ["Allocator", "ThreadAllocator"]
 
@@ -92,6 +96,27 @@ class Allocator(ABC):
     def statistics(self) -> dict[str, Any]:
         """A snapshot of counters and state, for debugging."""
         return {"index": self.index, "peers": self.peers}
+
+    # --- flow control (:mod:`.flow`); a lone worker has nobody to wait for -------------------
+
+    def limit_in_flight(self, max_in_flight: int) -> None:
+        """Bound the bytes of data sent to each peer and not yet acknowledged as consumed
+        (default :data:`.flow.MAX_IN_FLIGHT` or ``$PYTIMELY_MAX_IN_FLIGHT``)."""
+        check_max_in_flight(max_in_flight)
+
+    def congested(self) -> int | None:
+        """A connected peer whose backlog exceeds the bound, or None: inputs wait (stepping)
+        while there is one."""
+        return None
+
+    def backlog(self) -> list[int]:
+        """Per worker, the bytes sent to it and not yet acknowledged (0 for this worker)."""
+        return [0] * self.peers
+
+    def flow_statistics(self) -> dict[str, Any]:
+        """Flow control's counters (see :meth:`.flow.FlowLedger.statistics`); empty for a
+        lone worker."""
+        return {}
 
     # --- the control plane (termination detection); trivial for a lone worker ---------------
 

@@ -42,10 +42,16 @@ Shutting down
     with unread data makes the kernel reset the connection, which can destroy our own last
     frames in flight; reading until the peer's end of stream avoids that.
 
-Trade-offs taken: unbounded inboxes (a slow worker buffers what its peers send rather than
-stalling them; the dataflow's progress tracking bounds how far ahead they run in practice), and
-frames to a peer that has already said goodbye are dropped (it has finished; counted in
-``statistics()``).
+Flow control
+    Every DATA payload queued for a peer and every one handed to the worker is entered in a
+    :class:`.flow.FlowLedger`; ``flush()`` sends the ACK frames it says are due, and receiver
+    threads enter the ACKs that arrive (and wake a worker waiting for credit).
+    :meth:`TcpAllocator.congested` tells the inputs when to wait (see :mod:`.flow` for the rule
+    that keeps this free of deadlock).  Inboxes themselves are unbounded: the bound is kept by
+    the senders.
+
+Trade-off taken: frames to a peer that has already said goodbye are dropped (it has finished;
+counted in ``statistics()``).
 """
 
 from __future__ import annotations
@@ -61,18 +67,22 @@ from typing import Any
 
 from ..errors import CommunicationError, WorkerFailure
 from .allocator import Allocator
+from .flow import FlowLedger
 from .mesh import build_mesh
 from .rendezvous import Rendezvous
 from .wire import (
     KIND_ABORT,
+    KIND_ACK,
     KIND_CONTROL,
     KIND_DATA,
     KIND_GOODBYE,
     FrameError,
     FrameReader,
     StreamEnded,
+    data_payload_bytes,
     deserialize,
     encode_abort,
+    encode_ack,
     encode_control,
     encode_data,
     encode_goodbye,
@@ -168,6 +178,7 @@ class TcpAllocator(Allocator):
         timeout: float = 30.0,
         linger: float = 5.0,
         heartbeat_timeout: float | None = None,
+        max_in_flight: int | None = None,
     ) -> None:
         if peers < 1 or not 0 <= index < peers:
             raise ValueError(f"worker index {index} out of range for {peers} workers")
@@ -196,6 +207,7 @@ class TcpAllocator(Allocator):
         self._outgoing: list[list[bytes | memoryview]] = [[] for _ in range(peers)]
         self._frames_queued = [0] * peers  # DATA frames queued since the last flush, per target
         self._peers: list[_Peer | None] = [None] * peers
+        self._flow = FlowLedger(peers, max_in_flight)
         self._remote: list[_Peer] = []
         if peers > 1:
             sockets = build_mesh(index, peers, rendezvous, timeout)
@@ -228,15 +240,18 @@ class TcpAllocator(Allocator):
         data, buffers = serialize(payload)
         self._outgoing[target].extend(encode_data(channel, self.index, data, buffers))
         self._frames_queued[target] += 1
+        self._flow.sent(target, data_payload_bytes(data, buffers))
 
     def broadcast(self, channel: int, payload: object) -> None:
         self._local_queued.append((channel, self.index, payload))
         if self._remote:
             data, buffers = serialize(payload)
             frame = encode_data(channel, self.index, data, buffers)
+            nbytes = data_payload_bytes(data, buffers)
             for peer in self._remote:
                 self._outgoing[peer.index].extend(frame)
                 self._frames_queued[peer.index] += 1
+                self._flow.sent(peer.index, nbytes)
 
     def flush(self) -> None:
         if self._closed:
@@ -244,6 +259,8 @@ class TcpAllocator(Allocator):
         if self._local_queued:
             self._local_ready.extend(self._local_queued)
             self._local_queued = []
+        for target, consumed_total in self._flow.acknowledgements_due():
+            self._outgoing[target].append(encode_ack(self.index, consumed_total))
         for peer in self._remote:
             chunks = self._outgoing[peer.index]
             if not chunks:
@@ -300,6 +317,7 @@ class TcpAllocator(Allocator):
                     raise self._failure_exception() from exc
                 out.append((channel, source, payload))
                 self._delivered[source] += 1
+                self._flow.consumed(source, data_payload_bytes(data, buffers))
         return out
 
     def await_events(self, timeout: float | None) -> None:
@@ -364,6 +382,11 @@ class TcpAllocator(Allocator):
                     raise FrameError("frame after goodbye")
                 if kind == KIND_DATA:
                     batch.append((channel, source, payload, buffers))
+                elif kind == KIND_ACK:
+                    self._flow.acknowledged(peer.index, channel)
+                    with self._cond:  # credit is news to a worker waiting for it
+                        self._woken = True
+                        self._cond.notify()
                 elif kind == KIND_CONTROL:
                     hand_over()
                     message = _unpickle(payload, "control message")
@@ -414,6 +437,25 @@ class TcpAllocator(Allocator):
                 peer.index,
                 f"worker {self.index}: receiving from worker {peer.index} failed: {exc!r}",
             )
+
+    # --- flow control -------------------------------------------------------------------------
+
+    def limit_in_flight(self, max_in_flight: int) -> None:
+        self._flow.set_bound(max_in_flight)
+
+    def congested(self) -> int | None:
+        for peer in self._remote:
+            if peer.state == _CONNECTED and self._flow.over_bound(peer.index):
+                return peer.index
+        return None
+
+    def backlog(self) -> list[int]:
+        return [
+            self._flow.backlog(w) if w != self.index else 0 for w in range(self.peers)
+        ]
+
+    def flow_statistics(self) -> dict[str, Any]:
+        return self._flow.statistics()
 
     # --- the control plane --------------------------------------------------------------------
 
@@ -610,6 +652,7 @@ class TcpAllocator(Allocator):
             "failure": None if failure is None else failure[3],
             "inbox": len(self._inbox),
             "local_ready": len(self._local_ready),
+            "flow": self._flow.statistics(),
             "connections": {
                 peer.index: {
                     "address": peer.address,

@@ -4,11 +4,13 @@ Once two workers have authenticated each other (:mod:`.handshake`), their TCP co
 a sequence of *frames*.  Every frame starts with a fixed 32-byte little-endian header::
 
     offset size  field
-    0      1     kind            DATA (1), GOODBYE (2), ABORT (3), CONTROL (4), HEARTBEAT (5)
+    0      1     kind            DATA (1), GOODBYE (2), ABORT (3), CONTROL (4), HEARTBEAT (5),
+                                 ACK (6)
     1      1     version         WIRE_VERSION
     2      2     magic           0x5954 ("TY"): catches a stream that lost its framing
     4      4     source          index of the sending worker
-    8      8     channel         DATA: channel id;  ABORT: index of the worker that failed first
+    8      8     channel         DATA: channel id;  ABORT: index of the worker that failed first;
+                                 ACK: bytes consumed from the receiver so far
     16     8     payload length  bytes of the payload that follows
     24     4     buffer count    number of out-of-band buffers (DATA only)
     28     4     reserved        zero
@@ -29,6 +31,9 @@ followed by ``buffer count`` 8-byte buffer lengths, the payload, and the buffers
   is quiescent does not disturb the counts that answer the question.
 * HEARTBEAT: no payload; sent periodically by a background thread so that a silent peer can be
   told apart from an idle one.
+* ACK: no payload; flow control's acknowledgement (:mod:`.flow`): the channel field is the
+  running total of DATA payload bytes the sender has consumed from the receiver.  Not data:
+  not counted, never handed to the worker.
 * ABORT: the sender is shutting down because a worker failed.  The payload is the failure's
   message (UTF-8), the channel field names the worker that failed first, so that a failure
   cascading through the mesh keeps naming its root cause.
@@ -56,6 +61,7 @@ from ..errors import SerializationError
 __all__ = [
     "HEADER",
     "KIND_ABORT",
+    "KIND_ACK",
     "KIND_CONTROL",
     "KIND_DATA",
     "KIND_GOODBYE",
@@ -65,16 +71,18 @@ __all__ = [
     "StreamEnded",
     "deserialize",
     "encode_abort",
+    "encode_ack",
     "encode_control",
     "encode_data",
     "encode_goodbye",
     "encode_heartbeat",
+    "data_payload_bytes",
     "serialize",
 ]
 
 HEADER = struct.Struct("<BBHIQQI4x")
 HEADER_SIZE = HEADER.size  # 32
-WIRE_VERSION = 2  # 2: CONTROL and HEARTBEAT frames, GOODBYE with a farewell
+WIRE_VERSION = 3  # 2: CONTROL and HEARTBEAT frames, GOODBYE with a farewell; 3: ACK frames
 MAGIC = 0x5954
 
 KIND_DATA = 1
@@ -82,7 +90,8 @@ KIND_GOODBYE = 2
 KIND_ABORT = 3
 KIND_CONTROL = 4
 KIND_HEARTBEAT = 5
-_KINDS = (KIND_DATA, KIND_GOODBYE, KIND_ABORT, KIND_CONTROL, KIND_HEARTBEAT)
+KIND_ACK = 6
+_KINDS = (KIND_DATA, KIND_GOODBYE, KIND_ABORT, KIND_CONTROL, KIND_HEARTBEAT, KIND_ACK)
 
 #: Buffers smaller than this are pickled in band (a separate buffer costs a length, an iovec and
 #: an allocation on the receiver, which only pays off for large buffers).
@@ -171,6 +180,16 @@ def encode_control(source: int, message: object) -> bytes:
 
 def encode_heartbeat(source: int) -> bytes:
     return HEADER.pack(KIND_HEARTBEAT, WIRE_VERSION, MAGIC, source, 0, 0, 0)
+
+
+def encode_ack(source: int, consumed_total: int) -> bytes:
+    return HEADER.pack(KIND_ACK, WIRE_VERSION, MAGIC, source, consumed_total, 0, 0)
+
+
+def data_payload_bytes(data: bytes | bytearray, buffers: list[Any]) -> int:
+    """What one DATA frame's payload weighs for flow control: the pickle plus its out-of-band
+    buffers (``memoryview``s when sending, ``bytearray``s when received), headers excluded."""
+    return len(data) + sum(len(b) if isinstance(b, bytearray) else b.nbytes for b in buffers)
 
 
 def encode_abort(source: int, origin: int, message: str) -> bytes:

@@ -12,6 +12,11 @@ a confusing failure somewhere downstream later.  The
 operator itself does nothing when scheduled: the scope just collects the counts the handle
 recorded (produced records, capability moves) and the handle wakes the operator so that this
 happens promptly.
+
+Flow control: every batch an :class:`InputHandle` pushes downstream may make it wait, stepping
+its worker, while some peer has more of this worker's data in flight than the bound
+(:mod:`pytimely.communication.flow`); so an input fed faster than a peer consumes is slowed to
+that peer's pace instead of filling memory.  It never waits when fed from inside a step.
 """
 
 from __future__ import annotations
@@ -71,6 +76,8 @@ class InputHandle:
         else:
             self._port.forward(t, batch)  # legal: at the time of the handle's capability
             self._core.activate()
+            # Flow control: a peer slower than us makes us wait here, stepping.
+            self._core.scope.worker.wait_for_credit(f"input {self._core.name!r}")
 
     def on_close(self, callback: Callable[[], None]) -> None:
         """Call ``callback()`` when the handle is closed, before its capability is released

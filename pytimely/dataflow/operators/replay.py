@@ -20,6 +20,10 @@ truncated or corrupt capture raises after the complete prefix was replayed; with
 ``on_error="close"`` the replay instead retracts what that stream still holds, so the dataflow
 completes with the prefix (and ``ReplayHandle.errors`` records what happened).
 
+Flow control: replay is an input, so it holds back while its worker is congested (a peer has
+more of its data in flight than the bound of :mod:`pytimely.communication.flow`): it reads
+nothing and looks again after ``period`` seconds.  Being an operator it never blocks the step.
+
 Invariant: replay never waits on a reader that will say nothing more.  A reader that reports
 ``done`` while its stream still holds capabilities (its recording stopped early without the
 reader noticing, e.g. a Parquet file closed by a writer that failed half-way) is treated as a
@@ -84,6 +88,9 @@ def replay_into(
         if not state["started"]:
             state["started"] = True
             internals.update(t0, len(readers) - 1)
+        if worker.congested():  # flow control: read no more until the peers have caught up
+            worker.activate_after(core.activate, period)
+            return
         for i in list(live):
             reader = readers[i]
             try:
