@@ -45,7 +45,7 @@ from pytimely.synchronization import barrier
 VOCAB = 10_000
 WORKLOADS = ("keyed_count", "batch_count", "components", "cpu_map")
 #: Iterations of :func:`heavy`: about 5 us per call on the 2-vCPU benchmark machine under load
-#: (CPython 3.12), less on a quiet fast core.
+#: (CPython 3.11), less on a quiet fast core.
 HEAVY_ROUNDS = 160
 
 
@@ -88,13 +88,16 @@ def heavy(word: str) -> int:
 # --- the dataflows: each returns (input handle, a function giving this worker's answer) -------
 
 
-def feed(worker: pt.Worker, inp: Any, batches: list, per_time: int = 16) -> None:
-    """Send ``batches``, a new time every ``per_time`` batches, stepping in between; then run
-    the dataflow to completion."""
+def feed(worker: pt.Worker, inp: Any, batches: list, per_step: int = 16,
+         per_time: int = 256) -> None:
+    """Send ``batches``, stepping the worker every ``per_step`` batches and moving to a new
+    time every ``per_time`` batches (a window of 256,000 words: per-time operators such as
+    ``aggregate`` emit once per window); then run the dataflow to completion."""
     for i, b in enumerate(batches):
         inp.send_batch(b)
         if i % per_time == per_time - 1:
             inp.advance_to(i // per_time + 1)
+        if i % per_step == per_step - 1:
             worker.step()
     inp.close()
     worker.run()

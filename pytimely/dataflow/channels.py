@@ -25,7 +25,7 @@ record of every batch of every Exchange through the codec, so the same mistake f
 from __future__ import annotations
 
 from collections.abc import Callable
-from itertools import compress
+from itertools import compress, filterfalse
 from operator import not_
 from typing import TYPE_CHECKING, Any
 
@@ -37,6 +37,7 @@ from ..communication.routing import (
     route,
     route_array,
     route_arrow,
+    route_strs,
 )
 from ..communication.wire import deserialize, serialize
 from ..errors import OperatorError, SerializationError
@@ -222,12 +223,15 @@ class _Router:
         if len(memo) > self._MEMO_LIMIT:
             memo.clear()
         try:
-            new = dict.fromkeys(keys).keys() - memo.keys()
+            # (not ``keys() - memo.keys()``: that walks the whole memo)
+            new = list(filterfalse(memo.__contains__, dict.fromkeys(keys)))
         except TypeError:  # an unhashable key (a tuple holding a list): route record by record
             return [self._route(k) for k in keys]
         memoizable = self._MEMOIZABLE
+        words = [k for k in new if type(k) is str]
+        memo.update(zip(words, route_strs(words, self.peers)))
         for k in new:
-            if type(k) in memoizable:
+            if type(k) in memoizable and type(k) is not str:
                 memo[k] = self._route(k)
         try:
             return list(map(memo.__getitem__, keys))
