@@ -41,4 +41,4 @@ def test_unknown_workload_is_refused_by_name() -> None:
         capture_output=True, text=True, timeout=60,
     )
     assert done.returncode == 2
-    assert "nonesuch" in done.stderr
+    assert "unknown workloads ['nonesuch']" in done.stderr
