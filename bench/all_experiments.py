@@ -15,11 +15,11 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import granularity  # noqa: E402
 import idle_chain  # noqa: E402
 import nexmark_latency  # noqa: E402
-import scaling  # noqa: E402
+import process_scaling  # noqa: E402
 
 
 def main() -> None:
-    experiments = (granularity, scaling, idle_chain, nexmark_latency)
+    experiments = (granularity, process_scaling, idle_chain, nexmark_latency)
     # A bar over the experiments on a terminal (tqdm's disable=None: none in logs or pipes).
     bar = tqdm(experiments, desc="experiments", unit="experiment", file=sys.stderr, disable=None)
     for experiment in bar:

@@ -1,60 +1,287 @@
-"""Experiment 2 (seed 004, section 7.2.2): scaling the rolling word count over 1 and 2 processes.
+"""Does a second worker pay?  1 worker and 2 processes side by side, wall and CPU time.
 
-Strong scaling: the same total rate on 1 and 2 workers.  Weak scaling: the same rate per worker.
-Two timestamp quanta (coarse 2**20 ns, fine 2**8 ns) and the three idioms.  Writes
-``docs/results/scaling.json`` / ``scaling.png`` and prints the JSON.
+Each workload runs once on one worker and once on two worker processes.  Every worker process
+generates its own half of the input (seeded, before the clock starts), the workers start
+together (a barrier) and each measures its own wall time (``time.perf_counter``) and CPU time
+(``time.process_time``: all threads of the process, receiver threads included).  Reported per
+workload:
 
-    python bench/scaling.py [--rate 40000] [--duration 2]
+* ``wall_s``: the slowest worker's wall time;  ``cpu_s``: CPU time summed over the processes;
+* ``cpu_efficiency`` = CPU(1 worker) / sum of CPU(2 processes): 1.0 means the exchange costs
+  nothing; it does not depend on how many cores are free, so it is the figure that decides
+  scaling on a larger machine;
+* ``speedup`` = wall(1 worker) / wall(2 processes);
+* ``ok``: the answer matches one computed without pytimely.
+
+Workloads (issue 13), over words drawn from a 10,000-word vocabulary in batches of 1,000:
+
+* ``keyed_count``: ``map(w -> (w, 1))`` then ``aggregate`` (a per-record fold, exchanged by word);
+* ``batch_count``: ``exchange()`` by word, then ``Counter.update`` per batch;
+* ``components``: connected components of a random graph (union-find per worker over the
+  edges exchanged by source node, then over the surviving forest on worker 0);
+* ``cpu_map``: a per-record map doing about 5 us of arithmetic, then the batch count.
+
+    python bench/scaling.py [--words 4000000] [--heavy-words 400000] [--edges 100000]
+                            [--workloads keyed_count,batch_count,components,cpu_map] [--quick]
+
+Prints JSON (and writes it to ``--out`` if given).
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
 import json
-import os
 import sys
+import time
+from collections.abc import Callable
+from typing import Any
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import numpy as np
 
-import granularity  # noqa: E402
-import idioms  # noqa: E402
-import plotting  # noqa: E402
+import pytimely as pt
+from pytimely.synchronization import barrier
+
+VOCAB = 10_000
+WORKLOADS = ("keyed_count", "batch_count", "components", "cpu_map")
+#: Iterations of :func:`heavy`: about 5 us per call on the 2-vCPU benchmark machine under load
+#: (CPython 3.11), less on a quiet fast core.
+HEAVY_ROUNDS = 160
 
 
-def main(argv: list[str] | None = None) -> dict:
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--rate", type=float, default=40000)
-    ap.add_argument("--quanta", default="8,20")
-    ap.add_argument("--duration", type=float, default=2.0)
+def vocabulary() -> list[str]:
+    rng = np.random.default_rng(7)
+    letters = np.array(list("abcdefghijklmnopqrstuvwxyz"))
+    words: set[str] = set()
+    while len(words) < VOCAB:
+        words.add("".join(rng.choice(letters, int(rng.integers(3, 10)))))
+    return sorted(words)
+
+
+def word_batches(vocab: list[str], index: int, peers: int, words: int,
+                 batch: int) -> list[list[str]]:
+    """The batches worker ``index`` of ``peers`` generates: batch ``k`` is worker ``k % peers``'s;
+    together the workers generate the same ``words // batch`` batches whatever ``peers``."""
+    return [[vocab[i] for i in np.random.default_rng(k).integers(0, VOCAB, batch).tolist()]
+            for k in range(index, words // batch, peers)]
+
+
+def edge_batches(nodes: int, edges: int, index: int, peers: int,
+                 batch: int) -> list[list[tuple[int, int]]]:
+    """This worker's share of a seeded random graph's edges, as :func:`word_batches`."""
+    out = []
+    for k in range(index, -(-edges // batch), peers):
+        n = min(batch, edges - k * batch)
+        pairs = np.random.default_rng(1_000_000 + k).integers(0, nodes, (n, 2))
+        out.append(list(map(tuple, pairs.tolist())))
+    return out
+
+
+def heavy(word: str) -> int:
+    """About 5 us of pure-Python arithmetic on ``word``; deterministic."""
+    h = len(word)
+    for i in range(HEAVY_ROUNDS):
+        h = (h * 31 + i) & 0xFFFFF
+    return h
+
+
+# --- the dataflows: each returns (input handle, a function giving this worker's answer) -------
+
+
+def feed(worker: pt.Worker, inp: Any, batches: list, per_step: int = 16,
+         per_time: int = 256) -> None:
+    """Send ``batches``, stepping the worker every ``per_step`` batches and moving to a new
+    time every ``per_time`` batches (a window of 256,000 words: per-time operators such as
+    ``aggregate`` emit once per window); then run the dataflow to completion."""
+    for i, b in enumerate(batches):
+        inp.send_batch(b)
+        if i % per_time == per_time - 1:
+            inp.advance_to(i // per_time + 1)
+        if i % per_step == per_step - 1:
+            worker.step()
+    inp.close()
+    worker.run()
+
+
+def keyed_count(scope: Any) -> tuple[Any, Callable[[], Any]]:
+    totals: collections.Counter = collections.Counter()
+    inp, stream = scope.new_input()
+    (stream.map(lambda w: (w, 1))
+           .aggregate(lambda _k, v, acc: acc + v, lambda k, acc: (k, acc))
+           .for_each(lambda _t, batch: [totals.update(dict(batch))]))
+    return inp, lambda: dict(totals)
+
+
+def batch_count(scope: Any, stream_of: Callable[[Any], Any] = lambda s: s
+                ) -> tuple[Any, Callable[[], Any]]:
+    totals: collections.Counter = collections.Counter()
+    inp, stream = scope.new_input()
+    stream_of(stream).exchange().for_each(lambda _t, batch: totals.update(batch))
+    return inp, lambda: dict(totals)
+
+
+def cpu_map(scope: Any) -> tuple[Any, Callable[[], Any]]:
+    return batch_count(scope, lambda s: s.map(heavy))
+
+
+def union_find(stream: Any, name: str) -> Any:
+    """The edges of ``stream`` that join two components not yet joined (a spanning forest)."""
+    parent: dict[int, int] = {}
+
+    def find(x: int) -> int:
+        root = x
+        while (up := parent.get(root, root)) != root:
+            root = up
+        while x != root:
+            x, parent[x] = parent[x], root
+        return root
+
+    def forest(batch: list) -> list:
+        kept = []
+        for a, b in batch:
+            ra, rb = find(a), find(b)
+            if ra != rb:
+                parent[max(ra, rb)] = min(ra, rb)
+                kept.append((a, b))
+        return kept
+
+    return stream.map_batch(forest, name=name)
+
+
+def components(scope: Any) -> tuple[Any, Callable[[], Any]]:
+    survivors: list = []
+    inp, stream = scope.new_input()
+    local = union_find(stream.exchange(key=lambda e: e[0]), "LocalForest")
+    whole = union_find(local.exchange(key=lambda e: 0), "Forest")
+    whole.for_each(lambda _t, batch: survivors.extend(batch))
+    return inp, lambda: len(survivors)
+
+
+# --- running ----------------------------------------------------------------------------------
+
+
+def run(workers: int, args: argparse.Namespace) -> dict[str, Any]:
+    """Every workload on ``workers`` workers: per workload, each worker's wall and CPU time and
+    answer."""
+    names = args.workloads
+
+    def work(worker: pt.Worker) -> dict[str, Any]:
+        vocab = vocabulary()
+        me, peers = worker.index, worker.peers
+        words = word_batches(vocab, me, peers, args.words, args.batch)  # read-only: shared
+        inputs = {
+            "keyed_count": (keyed_count, lambda: words),
+            "batch_count": (batch_count, lambda: words),
+            "cpu_map": (cpu_map,
+                        lambda: word_batches(vocab, me, peers, args.heavy_words, args.batch)),
+            "components": (components,
+                           lambda: edge_batches(args.edges // 2, args.edges, me, peers,
+                                                args.batch)),
+        }
+        out = {}
+        for name in names:
+            build, make_batches = inputs[name]
+            batches = make_batches()
+            inp, answer = worker.dataflow(build, name=name)
+            barrier(worker)
+            wall0, cpu0 = time.perf_counter(), time.process_time()
+            feed(worker, inp, batches)
+            out[name] = {"wall_s": time.perf_counter() - wall0,
+                         "cpu_s": time.process_time() - cpu0, "answer": answer()}
+        return out
+
+    results = pt.execute(work, workers=workers, timeout=args.timeout)
+    return {name: [r[name] for r in results] for name in names}
+
+
+def expected(name: str, args: argparse.Namespace) -> Any:
+    """The answer of workload ``name`` computed without pytimely."""
+    if name == "components":
+        nodes = args.edges // 2
+        parent = list(range(nodes))
+
+        def find(x: int) -> int:
+            while parent[x] != x:
+                parent[x] = parent[parent[x]]
+                x = parent[x]
+            return x
+
+        merges = 0
+        for b in edge_batches(nodes, args.edges, 0, 1, args.batch):
+            for a, c in b:
+                ra, rc = find(a), find(c)
+                if ra != rc:
+                    parent[ra] = rc
+                    merges += 1
+        return merges  # the size of any spanning forest
+    words = args.heavy_words if name == "cpu_map" else args.words
+    counts: collections.Counter = collections.Counter()
+    for b in word_batches(vocabulary(), 0, 1, words, args.batch):
+        counts.update(map(heavy, b) if name == "cpu_map" else b)
+    return dict(counts)
+
+
+def merged(name: str, answers: list[Any]) -> Any:
+    """One answer from the workers' answers (counts must be disjoint: each key on one worker)."""
+    if name == "components":
+        return sum(answers)
+    total: dict = {}
+    for part in answers:
+        if set(part) & set(total):
+            return None  # a key counted on two workers: the exchange is broken
+        total.update(part)
+    return total
+
+
+def summarize(name: str, one: list, two: list, args: argparse.Namespace) -> dict[str, Any]:
+    cpu1, cpu2 = one[0]["cpu_s"], sum(r["cpu_s"] for r in two)
+    wall1, wall2 = one[0]["wall_s"], max(r["wall_s"] for r in two)
+    want = expected(name, args)
+    return {
+        "1": {"wall_s": round(wall1, 3), "cpu_s": round(cpu1, 3)},
+        "2": {"wall_s": round(wall2, 3), "cpu_s": round(cpu2, 3),
+              "cpu_per_process_s": [round(r["cpu_s"], 3) for r in two]},
+        "cpu_efficiency": round(cpu1 / cpu2, 3),
+        "speedup": round(wall1 / wall2, 3),
+        "ok": merged(name, [one[0]["answer"]]) == want
+              and merged(name, [r["answer"] for r in two]) == want,
+    }
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--words", type=int, default=4_000_000)
+    ap.add_argument("--heavy-words", type=int, default=400_000,
+                    help="words of the CPU-heavy map (about 5 us each)")
+    ap.add_argument("--edges", type=int, default=100_000,
+                    help="edges of the random graph (on edges/2 nodes)")
+    ap.add_argument("--batch", type=int, default=1_000)
+    ap.add_argument("--workloads", default=",".join(WORKLOADS))
+    ap.add_argument("--timeout", type=float, default=600.0)
+    ap.add_argument("--quick", action="store_true", help="tiny sizes: a smoke test")
+    ap.add_argument("--out", help="also write the JSON to this file")
     args = ap.parse_args(argv)
-    runs = []
-    for q in (int(x) for x in args.quanta.split(",")):
-        for idiom in idioms.IDIOMS:
-            for mode in ("strong", "weak"):
-                for workers in (1, 2):
-                    rate = args.rate if mode == "strong" else args.rate * workers
-                    r = granularity.measure(idiom, rate, q, args.duration, workers)
-                    r["mode"] = mode
-                    print(json.dumps(r), file=sys.stderr)
-                    runs.append(r)
-    out = {"experiment": "scaling", "duration_s": args.duration, "runs": runs}
-    with open(plotting.path("scaling.json"), "w") as f:
-        json.dump(out, f, indent=1)
-    quanta = sorted({r["quantum_log2"] for r in runs})
-    plt = plotting.plt
-    fig, axes = plt.subplots(len(quanta), 2, figsize=(11, 3.6 * len(quanta)), squeeze=False)
-    for row, q in enumerate(quanta):
-        for col, mode in enumerate(("strong", "weak")):
-            ax = axes[row][col]
-            for idiom in idioms.IDIOMS:
-                sel = [r for r in runs if r["quantum_log2"] == q and r["mode"] == mode
-                       and r["idiom"] == idiom]
-                plotting.latency_lines(ax, [r["workers"] for r in sel], sel, idiom, "p50_ms")
-            ax.set_xticks([1, 2])
-            plotting.finish(ax, "worker processes", "p50 latency (ms)",
-                            f"{mode} scaling, quantum 2^{q} ns (x = DNF)")
-    out["plot"] = plotting.save(fig, "scaling.png")
-    print(json.dumps(out, indent=1))
+    args.workloads = [w for w in args.workloads.split(",") if w]
+    unknown = set(args.workloads) - set(WORKLOADS)
+    if unknown:
+        ap.error(f"unknown workloads {sorted(unknown)}; choose from {','.join(WORKLOADS)}")
+    if args.quick:
+        args.words, args.heavy_words, args.edges, args.batch = 40_000, 4_000, 2_000, 500
+    one, two = run(1, args), run(2, args)
+    out = {
+        "benchmark": "scaling",
+        "python": sys.version.split()[0],
+        "words": args.words, "heavy_words": args.heavy_words, "edges": args.edges,
+        "batch": args.batch, "vocabulary": VOCAB,
+        "workloads": {name: summarize(name, one[name], two[name], args)
+                      for name in args.workloads},
+    }
+    text = json.dumps(out, indent=1)
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write(text + "\n")
+    print(text)
     return out
 
 

@@ -413,3 +413,18 @@ def test_numpy_and_arrow_batches_route_like_their_records_on_two_workers():
         assert rows and all(route(r["k"], 2) == me for r in rows)
     total = sum(len(np.concatenate(r[0])) for r in results)
     assert total == 200
+
+
+# ============================================================================================
+# route_strs: the vectorized route of new words agrees with route, key for key
+
+
+def test_route_strs_agrees_with_route_for_every_string():
+    from pytimely.communication.hashing import stable_hash, stable_hash_strs
+    from pytimely.communication.routing import route_strs
+
+    words = ["", "a", "word", "é", "日本語", "\ud800lone surrogate", "x" * 1000, "a\x00b"]
+    assert stable_hash_strs(words).tolist() == [stable_hash(w) for w in words]
+    for peers in (1, 2, 3, 7):
+        assert route_strs(words, peers) == [route(w, peers) for w in words]
+    assert route_strs([], 2) == []

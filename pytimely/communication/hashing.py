@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["stable_hash", "stable_hash_array"]
+__all__ = ["stable_hash", "stable_hash_array", "stable_hash_strs"]
 
 _M64 = (1 << 64) - 1
 _GOLDEN = 0x9E3779B97F4A7C15
@@ -111,6 +111,22 @@ def _other(key: Any) -> int:
         "str, bytes, float, bool, None or a tuple of these, or give the type a "
         "__stable_hash__() method"
     )
+
+
+def stable_hash_strs(keys: list[str]) -> np.ndarray:
+    """:func:`stable_hash` of every ``str`` of ``keys``, as ``uint64``: one CRC-32 per string,
+    the mixing vectorized (several times cheaper per key than :func:`stable_hash`, which is
+    what routing a stream's first batches, full of new words, mostly costs).
+
+    Element ``i`` equals ``stable_hash(keys[i])``.
+    """
+    crc = zlib.crc32
+    x = np.fromiter((crc(k.encode("utf-8", "surrogatepass")) for k in keys), np.uint64,
+                    len(keys))
+    x ^= np.uint64(_STR)
+    x *= np.uint64(_GOLDEN)  # wraps modulo 2**64, as _mix
+    x ^= x >> np.uint64(32)
+    return x
 
 
 def stable_hash_array(keys: np.ndarray) -> np.ndarray:

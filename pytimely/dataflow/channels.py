@@ -25,7 +25,7 @@ record of every batch of every Exchange through the codec, so the same mistake f
 from __future__ import annotations
 
 from collections.abc import Callable
-from itertools import compress
+from itertools import compress, filterfalse
 from operator import not_
 from typing import TYPE_CHECKING, Any
 
@@ -37,6 +37,7 @@ from ..communication.routing import (
     route,
     route_array,
     route_arrow,
+    route_strs,
 )
 from ..communication.wire import deserialize, serialize
 from ..errors import OperatorError, SerializationError
@@ -148,17 +149,21 @@ class _RouteFunction:
 class _Router:
     """Destinations of a batch's records under the routing rule, for one Exchange channel.
 
-    Routes of ``str``, ``bytes`` and ``tuple`` keys are memoized (hashing a ``str`` costs far
-    more than a dict lookup, and key sets are usually much smaller than record counts); the
-    memo is bounded.  Why a memo keyed by value cannot give one key two routes: the route is a
-    function of the canonical key and equal keys have equal canonical keys, so whichever of
-    ``"a"`` and ``np.str_("a")`` (or ``(1, "x")`` and ``(1.0, "x")``) was memoized first, the
-    other's route is the same.  Integer keys are never memoized (``k % peers`` is cheaper).
+    Routes of ``int``, ``str``, ``bytes``, ``float`` and ``tuple`` keys are memoized: a batch
+    whose keys are all known is routed by one dict lookup per record in a C loop (``map``),
+    where routing each record in Python would cost several times more; key sets are usually
+    much smaller than record counts, and the memo is bounded.  Why a memo keyed by value cannot
+    give one key two routes: the route is a function of the canonical key and equal keys (which
+    a dict treats as one key) have equal canonical keys, so whichever of ``1`` and ``1.0``,
+    ``"a"`` and ``np.str_("a")`` or ``(1, "x")`` and ``(1.0, "x")`` was memoized first, the
+    other's route is the same.
     """
 
     __slots__ = ("key", "column", "peers", "channel_name", "_memo", "_routable")
 
     _MEMO_LIMIT = 1 << 20
+    #: Key types memoized by value (exact types: a subclass may define its own equality).
+    _MEMOIZABLE = frozenset({int, str, bytes, float, tuple})
 
     def __init__(self, key: Callable[[Any], Any] | None, column: str | int | None, peers: int,
                  channel_name: str) -> None:
@@ -206,6 +211,10 @@ class _Router:
             ) from exc
 
     def _list_destinations(self, keys: Any) -> list[int]:
+        """The route of every key: one memo lookup per key (a C loop) once the memo knows
+        every key of the batch.  A batch with unknown keys first routes each *distinct*
+        unknown key once (so the first batches of a stream, which miss, cost one route per
+        new key, not one per record), then looks the whole batch up."""
         memo = self._memo
         try:
             return list(map(memo.__getitem__, keys))
@@ -213,21 +222,28 @@ class _Router:
             pass
         if len(memo) > self._MEMO_LIMIT:
             memo.clear()
-        peers = self.peers
+        try:
+            # (not ``keys() - memo.keys()``: that walks the whole memo)
+            new = list(filterfalse(memo.__contains__, dict.fromkeys(keys)))
+        except TypeError:  # an unhashable key (a tuple holding a list): route record by record
+            return [self._route(k) for k in keys]
+        memoizable = self._MEMOIZABLE
+        words = [k for k in new if type(k) is str]
+        memo.update(zip(words, route_strs(words, self.peers)))
+        for k in new:
+            if type(k) in memoizable and type(k) is not str:
+                memo[k] = self._route(k)
+        try:
+            return list(map(memo.__getitem__, keys))
+        except KeyError:  # keys of other types (numpy scalars, __stable_hash__ objects)
+            pass
         dests = []
         for k in keys:
-            kind = type(k)
-            if kind is int:
-                d = k % peers
-            elif kind is str or kind is bytes or kind is tuple:
-                try:
-                    d = memo.get(k)
-                except TypeError:  # a tuple holding an unhashable value
-                    d = self._route(k)
-                if d is None:
-                    d = memo[k] = self._route(k)
-            else:
+            d = memo.get(k)
+            if d is None:
                 d = self._route(k)
+                if type(k) in memoizable:
+                    memo[k] = d
             dests.append(d)
         return dests
 

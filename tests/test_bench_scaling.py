@@ -1,0 +1,44 @@
+"""``bench/scaling.py --quick`` runs on 1 worker and 2 processes and gets every answer right.
+
+A smoke test of the benchmark's shape and answers only: its speed is the benchmark's business
+(timed tests on a shared machine would be noise).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+SCRIPT = Path(__file__).resolve().parent.parent / "bench" / "scaling.py"
+WORKLOADS = {"keyed_count", "batch_count", "components", "cpu_map"}
+
+
+def test_quick_run_reports_every_workload_with_correct_answers(tmp_path: Path) -> None:
+    out = tmp_path / "scaling.json"
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), "--quick", "--out", str(out)],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    report = json.loads(out.read_text())
+    assert json.loads(done.stdout) == report
+    assert report["benchmark"] == "scaling"
+    assert set(report["workloads"]) == WORKLOADS
+    for name, figures in report["workloads"].items():
+        assert figures["ok"] is True, name
+        assert set(figures) == {"1", "2", "cpu_efficiency", "speedup", "ok"}
+        assert len(figures["2"]["cpu_per_process_s"]) == 2
+        for side in ("1", "2"):
+            assert figures[side]["wall_s"] >= 0 and figures[side]["cpu_s"] >= 0
+        assert figures["cpu_efficiency"] > 0 and figures["speedup"] > 0
+
+
+def test_unknown_workload_is_refused_by_name() -> None:
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), "--quick", "--workloads", "keyed_count,nonesuch"],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert done.returncode == 2
+    assert "unknown workloads ['nonesuch']" in done.stderr
