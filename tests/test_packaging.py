@@ -139,8 +139,9 @@ def test_demo_command_without_spark_says_which_extra():
     assert "pip install 'pytimely[spark]'" in done.stderr
 
 
-def test_version_flag_prints_the_package_version():
-    done = subprocess.run([sys.executable, "-m", "pytimely.cli", "--version"], capture_output=True,
+@pytest.mark.parametrize("module", ["pytimely.cli", "pytimely"])
+def test_version_flag_prints_the_package_version(module):
+    done = subprocess.run([sys.executable, "-m", module, "--version"], capture_output=True,
                           text=True, env=dict(os.environ, PYTHONPATH=ROOT), timeout=60,
                           check=False)
     assert done.returncode == 0
