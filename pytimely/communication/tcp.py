@@ -57,6 +57,7 @@ import select
 import socket
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from ..errors import CommunicationError, WorkerFailure
@@ -186,6 +187,7 @@ class TcpAllocator(Allocator):
         self._farewell: object = None
         self._cond = threading.Condition(threading.Lock())
         self._inbox: list[tuple[int, int, Any, list[bytearray]]] = []
+        self._traffic: Callable[[int, int, bool, object, int], None] | None = None
         self._woken = False
         # The first failure seen: (exception class, worker to blame, its raw message, text).
         self._failure: tuple[type[Exception], int | None, str, str] | None = None
@@ -228,6 +230,8 @@ class TcpAllocator(Allocator):
         data, buffers = serialize(payload)
         self._outgoing[target].extend(encode_data(channel, self.index, data, buffers))
         self._frames_queued[target] += 1
+        if self._traffic is not None:
+            self._traffic(channel, target, True, payload, _encoded_size(data, buffers))
 
     def broadcast(self, channel: int, payload: object) -> None:
         self._local_queued.append((channel, self.index, payload))
@@ -237,6 +241,9 @@ class TcpAllocator(Allocator):
             for peer in self._remote:
                 self._outgoing[peer.index].extend(frame)
                 self._frames_queued[peer.index] += 1
+                if self._traffic is not None:
+                    self._traffic(channel, peer.index, True, payload,
+                                  _encoded_size(data, buffers))
 
     def flush(self) -> None:
         if self._closed:
@@ -300,6 +307,8 @@ class TcpAllocator(Allocator):
                     raise self._failure_exception() from exc
                 out.append((channel, source, payload))
                 self._delivered[source] += 1
+                if self._traffic is not None:
+                    self._traffic(channel, source, False, payload, _encoded_size(data, buffers))
         return out
 
     def await_events(self, timeout: float | None) -> None:
@@ -601,6 +610,10 @@ class TcpAllocator(Allocator):
 
     # --- introspection ------------------------------------------------------------------------
 
+    def observe_traffic(self, observer: Callable[[int, int, bool, object, int], None]) -> None:
+        """See :meth:`Allocator.observe_traffic`."""
+        self._traffic = observer
+
     def statistics(self) -> dict[str, Any]:
         failure = self._failure
         return {
@@ -630,6 +643,11 @@ class TcpAllocator(Allocator):
 
 
 # --- socket helpers ---------------------------------------------------------------------------
+
+
+def _encoded_size(data: Any, buffers: Any) -> int:
+    """The bytes of one serialized payload: its pickle and its out-of-band buffers."""
+    return len(data) + sum(memoryview(b).nbytes for b in buffers)
 
 
 def _writable(sock: socket.socket) -> bool:

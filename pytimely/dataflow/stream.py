@@ -30,8 +30,7 @@ class Stream:
     def _connect(self, target: tuple[int, int], push: Callable[[Any, Any], None],
                  weight: int = 1, pact: str = "Pipeline") -> None:
         """``pact`` names the channel for describing the graph (see :mod:`pytimely.graph`)."""
-        self.scope.add_edge(self.source, target, weight, pact)
-        self.tee.consumers.append(push)
+        self.scope.add_edge(self.source, target, weight, pact, self.tee.add(push))
 
     def _check_scope(self, scope: Any, what: str) -> None:
         if scope is not self.scope:

@@ -1,0 +1,353 @@
+"""Logging streams: what a worker's dataflows do, as events (timely-dataflow's ``logging.rs``).
+
+Events are recorded per worker only once something listens: :meth:`Worker.log_to` (a
+callback handed each step's events as a list) or :func:`log_stream` (the events as an ordinary
+pytimely stream, to be counted, windowed, or ``capture_into`` a file and replayed elsewhere).
+Until then nothing is recorded and nothing is paid: the instrumented scheduling functions,
+progress sends and channel pushes are swapped in when the first listener registers (see
+``Subgraph.observe``), never tested for on the hot path.
+
+The events, after timely's ``TimelyEvent`` variants; every one starts with ``time`` (seconds
+since logging started on this worker) and ``worker`` (its index):
+
+* :class:`OperatesEvent` -- an operator (or nested scope) exists: id, address, name, ports;
+* :class:`ScheduleEvent` -- an operator was scheduled: ``"start"``, then ``"stop"`` with the
+  duration;
+* :class:`MessagesEvent` -- a batch sent or received on a channel: records, batches and, for
+  ones that cross to another worker, bytes;
+* :class:`ProgressEvent` -- a scope's progress batch sent or received;
+* :class:`CapabilityEvent` -- an operator's capability count changed at a time.
+
+Invariant: the events of one step reach the listeners at the end of that step, in the order
+they happened; operator ids are unique per worker and every other event's ``id`` names an
+operator announced before by an :class:`OperatesEvent`.
+"""
+
+from __future__ import annotations
+
+import time as _time
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+__all__ = [
+    "OperatesEvent",
+    "ScheduleEvent",
+    "MessagesEvent",
+    "ProgressEvent",
+    "CapabilityEvent",
+    "EventLog",
+    "log_stream",
+]
+
+
+class OperatesEvent(NamedTuple):
+    """Operator ``id`` (unique on this worker) exists at ``address`` with its ports.
+
+    >>> OperatesEvent(0.0, 0, 1, (0, 1), "map", 1, 1).address
+    (0, 1)
+    """
+
+    time: float
+    worker: int
+    id: int
+    address: tuple[int, ...]
+    name: str
+    inputs: int
+    outputs: int
+
+
+class ScheduleEvent(NamedTuple):
+    """Operator ``id`` started (``start_stop="start"``) or finished (``"stop"``, with
+    ``duration`` in seconds) one invocation.
+
+    >>> ScheduleEvent(0.5, 0, 1, "stop", 0.002).duration
+    0.002
+    """
+
+    time: float
+    worker: int
+    id: int
+    start_stop: str
+    duration: float | None
+
+
+class MessagesEvent(NamedTuple):
+    """``records`` in ``batches`` batches sent (``is_send``) or received on ``channel`` from
+    worker ``source`` to worker ``target``; ``bytes`` is the encoded size of what crossed to
+    another worker (0 for batches that stay on this one).  ``channel`` is the communication
+    channel for data crossing workers, else the edge ``(scope address, edge index)``.
+
+    >>> MessagesEvent(0.1, 0, (( 0,), 2), True, 0, 0, 5, 1, 0).records
+    5
+    """
+
+    time: float
+    worker: int
+    channel: Any
+    is_send: bool
+    source: int
+    target: int
+    records: int
+    batches: int
+    bytes: int
+
+
+class ProgressEvent(NamedTuple):
+    """The scope at ``address`` sent (``is_send``) or received one progress batch of
+    ``updates`` pointstamp changes.
+
+    >>> ProgressEvent(0.1, 0, (0,), True, 3).updates
+    3
+    """
+
+    time: float
+    worker: int
+    address: tuple[int, ...]
+    is_send: bool
+    updates: int
+
+
+class CapabilityEvent(NamedTuple):
+    """Operator ``id``'s capabilities for output ``port`` at ``at`` changed by ``delta``.
+
+    >>> CapabilityEvent(0.1, 0, 1, 0, 7, -1).delta
+    -1
+    """
+
+    time: float
+    worker: int
+    id: int
+    port: int
+    at: Any
+    delta: int
+
+
+class _OperatorFigures:
+    """Running totals of one operator, for ``Worker.statistics()``."""
+
+    __slots__ = ("id", "name", "address", "ports", "invocations", "time_total_s", "time_max_s",
+                 "records_in", "records_out", "batches_in", "batches_out")
+
+    def __init__(self, id: int, name: str, address: tuple[int, ...], ports: tuple[int, int]
+                 ) -> None:
+        self.id = id
+        self.name = name
+        self.address = address
+        self.ports = ports
+        self.invocations = 0
+        self.time_total_s = 0.0
+        self.time_max_s = 0.0
+        self.records_in = 0
+        self.records_out = 0
+        self.batches_in = 0
+        self.batches_out = 0
+
+
+class EventLog:
+    """The recorder of one worker: buffers events for the listeners and keeps the running
+    statistics.  It is the observer ``Subgraph.observe`` and the allocator call back into.
+
+    >>> log = EventLog(worker=0)
+    >>> seen = []
+    >>> log.listen(seen.extend)
+    >>> log.flush(); seen
+    []
+    """
+
+    def __init__(self, worker: int) -> None:
+        self.worker = worker
+        self.events: list[Any] = []
+        self.recording = False  # events for listeners (statistics are always kept)
+        self._listeners: list[Callable[[list[Any]], None]] = []
+        self._origin = _time.perf_counter()
+        self._operators: dict[tuple[int, ...], _OperatorFigures] = {}
+        self._channels: dict[int, dict[int, list[int]]] = {}  # channel -> peer -> [recs, bytes]
+
+    def listen(self, callback: Callable[[list[Any]], None]) -> None:
+        """Hand ``callback`` the events of every step that recorded any, as one list."""
+        self._listeners.append(callback)
+        if not self.recording:  # announce the operators observed so far, for statistics
+            self.recording = True
+            now = self.now()
+            for f in self._operators.values():
+                self.events.append(OperatesEvent(now, self.worker, f.id, f.address, f.name,
+                                                 *f.ports))
+
+    def flush(self) -> None:
+        """Deliver the events recorded since the last flush (the end of a worker step)."""
+        events = self.events
+        if events:
+            self.events = []
+            for listener in self._listeners:
+                listener(events)
+
+    def now(self) -> float:
+        return _time.perf_counter() - self._origin
+
+    # -- the observer of subgraphs (progress layer) ------------------------------------------
+
+    def scheduler(self, address: tuple[int, ...], child: Any,
+                  schedule: Callable[[], bool]) -> Callable[[], bool]:
+        """The instrumented replacement of ``child.schedule``: times every invocation and
+        reads the counts it left (records in and out, capability changes)."""
+        figures = self._operators.get(address)
+        if figures is None:
+            figures = _OperatorFigures(len(self._operators), child.name, address,
+                                       (child.inputs, child.outputs))
+            self._operators[address] = figures
+            if self.recording:
+                self.events.append(OperatesEvent(self.now(), self.worker, figures.id, address,
+                                                 child.name, child.inputs, child.outputs))
+        op_id = figures.id
+        worker = self.worker
+        shared = child.shared
+        clock = _time.perf_counter
+        origin = self._origin
+
+        def scheduled() -> bool:
+            recording = self.recording
+            start = clock()
+            if recording:
+                self.events.append(ScheduleEvent(start - origin, worker, op_id, "start", None))
+            try:
+                return schedule()
+            finally:
+                stop = clock()
+                elapsed = stop - start
+                figures.invocations += 1
+                figures.time_total_s += elapsed
+                if elapsed > figures.time_max_s:
+                    figures.time_max_s = elapsed
+                for cb in shared.consumeds:
+                    if cb:
+                        figures.records_in += sum(k for _t, k in cb)
+                for cb in shared.produceds:
+                    if cb:
+                        figures.records_out += sum(k for _t, k in cb)
+                if recording:
+                    events = self.events
+                    events.append(ScheduleEvent(stop - origin, worker, op_id, "stop", elapsed))
+                    for port, cb in enumerate(shared.internals):
+                        if cb:
+                            for t, d in cb:
+                                events.append(CapabilityEvent(stop - origin, worker, op_id,
+                                                              port, t, d))
+
+        return scheduled
+
+    def edge(self, scope: tuple[int, ...], index: int, source: tuple[int, int],
+             target: tuple[int, int], push: Callable[[Any, Any], None]
+             ) -> Callable[[Any, Any], None]:
+        """The instrumented replacement of the push of edge ``index`` of the scope at
+        ``scope``, from ``(node, output)`` to ``(node, input)`` (node 0: the boundary)."""
+        channel = (scope, index)
+        worker = self.worker
+        sender = self._operators.get(scope + (source[0],)) if source[0] else None
+        receiver = self._operators.get(scope + (target[0],)) if target[0] else None
+
+        def pushed(t: Any, batch: Any) -> None:
+            if sender is not None:
+                sender.batches_out += 1
+            if receiver is not None:
+                receiver.batches_in += 1
+            if self.recording:
+                self.events.append(MessagesEvent(self.now(), worker, channel, True, worker,
+                                                 worker, len(batch), 1, 0))
+            push(t, batch)
+
+        return pushed
+
+    def progress_sent(self, address: tuple[int, ...], batch: list[Any]) -> None:
+        if self.recording:
+            self.events.append(ProgressEvent(self.now(), self.worker, address, True, len(batch)))
+
+    def progress_received(self, address: tuple[int, ...], batch: list[Any]) -> None:
+        if self.recording:
+            self.events.append(
+                ProgressEvent(self.now(), self.worker, address, False, len(batch)))
+
+    # -- the observer of the allocator (communication layer) ---------------------------------
+
+    def traffic(self, channel: int, peer: int, is_send: bool, payload: Any, size: int) -> None:
+        """A message crossed to (``is_send``) or from worker ``peer`` on ``channel``:
+        ``size`` encoded bytes; a data payload is ``(time, batch)``, a progress one a list."""
+        records = _records(payload)
+        if is_send:
+            figures = self._channels.setdefault(channel, {}).setdefault(peer, [0, 0])
+            figures[0] += records
+            figures[1] += size
+        if self.recording:
+            source, target = (self.worker, peer) if is_send else (peer, self.worker)
+            self.events.append(MessagesEvent(self.now(), self.worker, channel, is_send, source,
+                                             target, records, 1, size))
+
+    # -- statistics ---------------------------------------------------------------------------
+
+    def operator_statistics(self) -> dict[tuple[int, ...], dict[str, Any]]:
+        """Per operator address, its running totals (see ``Worker.statistics``)."""
+        return {
+            address: {
+                "name": f.name,
+                "address": list(address),
+                "invocations": f.invocations,
+                "time_total_s": f.time_total_s,
+                "time_max_s": f.time_max_s,
+                "records_in": f.records_in,
+                "records_out": f.records_out,
+                "batches_in": f.batches_in,
+                "batches_out": f.batches_out,
+            }
+            for address, f in self._operators.items()
+        }
+
+    def channel_statistics(self) -> list[dict[str, Any]]:
+        """Per communication channel, what this worker sent to each other worker."""
+        out = []
+        for channel, peers in sorted(self._channels.items()):
+            out.append({
+                "channel": channel,
+                "records_sent": sum(r for r, _b in peers.values()),
+                "bytes_sent": sum(b for _r, b in peers.values()),
+                "to": {peer: {"records": r, "bytes": b} for peer, (r, b) in sorted(peers.items())},
+            })
+        return out
+
+
+def _records(payload: Any) -> int:
+    if type(payload) is tuple and len(payload) == 2:  # (time, batch) of a data channel
+        try:
+            return len(payload[1])
+        except TypeError:
+            return 1
+    return 1
+
+
+def log_stream(scope: Any) -> Any:
+    """This worker's events as a stream of ``scope`` (of int times): the events of the ``n``-th
+    delivery (one per worker step that recorded any) arrive at time ``n``.  The dataflow that
+    hosts the stream is not itself logged (its own activity would feed it forever).
+
+    >>> import pytimely as pt
+    >>> from pytimely.eventlog import log_stream, ScheduleEvent
+    >>> w = pt.Worker()
+    >>> seen = []
+    >>> _ = w.dataflow(lambda s: log_stream(s).inspect(seen.append))
+    >>> inp, probe = w.dataflow(lambda s: (lambda i, st: (i, st.map(str).probe()))(*s.new_input()))
+    >>> inp.send(1); inp.advance_to(1); w.step_while(lambda: probe.less_than(1))
+    >>> w.step(); any(isinstance(e, ScheduleEvent) for e in seen)
+    True
+    """
+    worker = scope.worker
+    handle, stream = scope.new_input()
+    deliveries = 0
+
+    def deliver(events: list[Any]) -> None:
+        nonlocal deliveries
+        if handle.closed:  # the program closed its inputs: nothing more to tell
+            return
+        deliveries += 1
+        handle.advance_to(deliveries)
+        handle.send_batch(list(events))
+
+    worker.log_to(deliver, exclude_dataflow=scope.path[0])
+    return stream
