@@ -328,14 +328,18 @@ def log_stream(scope: Any) -> Any:
     hosts the stream is not itself logged (its own activity would feed it forever).
 
     >>> import pytimely as pt
-    >>> from pytimely.eventlog import log_stream, ScheduleEvent
-    >>> w = pt.Worker()
-    >>> seen = []
-    >>> _ = w.dataflow(lambda s: log_stream(s).inspect(seen.append))
-    >>> inp, probe = w.dataflow(lambda s: (lambda i, st: (i, st.map(str).probe()))(*s.new_input()))
-    >>> inp.send(1); inp.advance_to(1); w.step_while(lambda: probe.less_than(1))
-    >>> w.step(); any(isinstance(e, ScheduleEvent) for e in seen)
-    True
+    >>> from pytimely.eventlog import log_stream
+    >>> worker = pt.Worker()
+    >>> kinds = set()
+    >>> _ = worker.dataflow(lambda s: log_stream(s).inspect(lambda e: kinds.add(type(e).__name__)))
+    >>> def build(scope):
+    ...     inp, stream = scope.new_input()
+    ...     return inp, stream.map(str).probe()
+    >>> inp, probe = worker.dataflow(build)
+    >>> inp.send(1); inp.advance_to(1); worker.step_while(lambda: probe.less_than(1))
+    >>> _ = worker.step()  # the log dataflow consumes what the last step recorded
+    >>> sorted(kinds)
+    ['CapabilityEvent', 'MessagesEvent', 'OperatesEvent', 'ProgressEvent', 'ScheduleEvent']
     """
     worker = scope.worker
     handle, stream = scope.new_input()

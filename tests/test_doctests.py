@@ -16,6 +16,7 @@ MODULES = [
     "pytimely.dataflow.operators.keyed",
     "pytimely.dataflow.operators.join",
     "pytimely.testing",
+    "pytimely.eventlog",
 ]
 
 
@@ -38,3 +39,14 @@ def test_every_public_function_and_class_has_an_example(module_name):
     assert public, f"{module_name} defines no public functions or classes"
     missing = [name for name in public if ">>>" not in (getattr(module, name).__doc__ or "")]
     assert not missing, f"{module_name}: no docstring example for {', '.join(missing)}"
+
+
+def test_worker_log_to_example_runs():
+    from pytimely.worker import Worker
+
+    finder = doctest.DocTestFinder()
+    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    (test,) = finder.find(Worker.log_to, "Worker.log_to", globs={})
+    assert test.examples, "Worker.log_to has no docstring example"
+    result = runner.run(test)
+    assert result.failed == 0, "the docstring example of Worker.log_to failed"
