@@ -11,8 +11,9 @@ The events, after timely's ``TimelyEvent`` variants; every one starts with ``tim
 since logging started on this worker) and ``worker`` (its index):
 
 * :class:`OperatesEvent` -- an operator (or nested scope) exists: id, address, name, ports;
-* :class:`ScheduleEvent` -- an operator was scheduled: ``"start"``, then ``"stop"`` with the
-  duration;
+* :class:`ScheduleEvent` -- an operator was scheduled: when it started and how long it ran
+  (timely logs a start and a stop event; here events reach listeners only at the end of a
+  step, when every start has its stop, so one event carries both, in the place of the start);
 * :class:`MessagesEvent` -- a batch sent or received on a channel: records, batches and, for
   ones that cross to another worker, bytes;
 * :class:`ProgressEvent` -- a scope's progress batch sent or received;
@@ -57,18 +58,22 @@ class OperatesEvent(NamedTuple):
 
 
 class ScheduleEvent(NamedTuple):
-    """Operator ``id`` started (``start_stop="start"``) or finished (``"stop"``, with
-    ``duration`` in seconds) one invocation.
+    """Operator ``id`` was scheduled at ``time`` and ran ``duration`` seconds (it stopped at
+    :attr:`stop`).
 
-    >>> ScheduleEvent(0.5, 0, 1, "stop", 0.002).duration
-    0.002
+    >>> ScheduleEvent(0.5, 0, 1, 0.25).stop
+    0.75
     """
 
     time: float
     worker: int
     id: int
-    start_stop: str
-    duration: float | None
+    duration: float
+
+    @property
+    def stop(self) -> float:
+        """When the invocation returned (seconds since logging started)."""
+        return self.time + self.duration
 
 
 class MessagesEvent(NamedTuple):
@@ -123,10 +128,13 @@ class CapabilityEvent(NamedTuple):
 
 
 class _OperatorFigures:
-    """Running totals of one operator, for ``Worker.statistics()``."""
+    """One observed operator: who it is, and how to read its running totals.  The totals
+    live in the closures that count them (``EventLog.scheduler`` and ``edge``: a closure's
+    own variables are the cheapest counters Python has); ``timing()`` returns
+    ``(invocations, seconds in total, longest seconds)``, each of ``inputs`` / ``outputs``
+    ``(records, batches)`` of one edge."""
 
-    __slots__ = ("id", "name", "address", "ports", "invocations", "time_total_s", "time_max_s",
-                 "records_in", "records_out", "batches_in", "batches_out")
+    __slots__ = ("id", "name", "address", "ports", "timing", "inputs", "outputs")
 
     def __init__(self, id: int, name: str, address: tuple[int, ...], ports: tuple[int, int]
                  ) -> None:
@@ -134,13 +142,13 @@ class _OperatorFigures:
         self.name = name
         self.address = address
         self.ports = ports
-        self.invocations = 0
-        self.time_total_s = 0.0
-        self.time_max_s = 0.0
-        self.records_in = 0
-        self.records_out = 0
-        self.batches_in = 0
-        self.batches_out = 0
+        self.timing: Callable[[], tuple[int, float, float]] = _never_scheduled
+        self.inputs: list[Callable[[], tuple[int, int]]] = []
+        self.outputs: list[Callable[[], tuple[int, int]]] = []
+
+
+def _never_scheduled() -> tuple[int, float, float]:
+    return 0, 0.0, 0.0
 
 
 class EventLog:
@@ -162,6 +170,7 @@ class EventLog:
         self._origin = _time.perf_counter()
         self._operators: dict[tuple[int, ...], _OperatorFigures] = {}
         self._channels: dict[int, dict[int, list[int]]] = {}  # channel -> peer -> [recs, bytes]
+        self._counted_outputs: set[tuple[tuple[int, ...], tuple[int, int]]] = set()
 
     def listen(self, callback: Callable[[list[Any]], None]) -> None:
         """Hand ``callback`` the events of every step that recorded any, as one list."""
@@ -201,70 +210,95 @@ class EventLog:
         op_id = figures.id
         worker = self.worker
         shared = child.shared
+        internals = shared.internals
         clock = _time.perf_counter
         origin = self._origin
 
+        # This runs once per invocation of every operator: plain tuples made in C
+        # (``_new``) rather than the named tuples' Python ``__new__``; records and batches are
+        # counted where they are pushed (``edge``), not here.
+        invocations = 0
+        total = longest = 0.0
+
         def scheduled() -> bool:
-            recording = self.recording
-            start = clock()
-            if recording:
-                self.events.append(ScheduleEvent(start - origin, worker, op_id, "start", None))
-            try:
-                return schedule()
-            finally:
+            nonlocal invocations, total, longest
+            if not self.recording:
+                start = clock()
+                incomplete = schedule()
+                elapsed = clock() - start
+            else:
+                events = self.events
+                slot = len(events)  # the event goes where the invocation started
+                events.append(None)
+                start = clock()
+                incomplete = schedule()
                 stop = clock()
                 elapsed = stop - start
-                figures.invocations += 1
-                figures.time_total_s += elapsed
-                if elapsed > figures.time_max_s:
-                    figures.time_max_s = elapsed
-                for cb in shared.consumeds:
+                events[slot] = _new(ScheduleEvent, (start - origin, worker, op_id, elapsed))
+                port = 0
+                for cb in internals:
                     if cb:
-                        figures.records_in += sum(k for _t, k in cb)
-                for cb in shared.produceds:
-                    if cb:
-                        figures.records_out += sum(k for _t, k in cb)
-                if recording:
-                    events = self.events
-                    events.append(ScheduleEvent(stop - origin, worker, op_id, "stop", elapsed))
-                    for port, cb in enumerate(shared.internals):
-                        if cb:
-                            for t, d in cb:
-                                events.append(CapabilityEvent(stop - origin, worker, op_id,
-                                                              port, t, d))
+                        for t, d in cb:
+                            events.append(_new(CapabilityEvent, (stop - origin, worker, op_id,
+                                                                 port, t, d)))
+                    port += 1
+            invocations += 1
+            total += elapsed
+            if elapsed > longest:
+                longest = elapsed
+            return incomplete
 
+        def timing() -> tuple[int, float, float]:
+            return invocations, total, longest
+
+        figures.timing = timing
         return scheduled
 
     def edge(self, scope: tuple[int, ...], index: int, source: tuple[int, int],
              target: tuple[int, int], push: Callable[[Any, Any], None]
              ) -> Callable[[Any, Any], None]:
         """The instrumented replacement of the push of edge ``index`` of the scope at
-        ``scope``, from ``(node, output)`` to ``(node, input)`` (node 0: the boundary)."""
+        ``scope``, from ``(node, output)`` to ``(node, input)`` (node 0: the boundary).
+        Every batch an output sends goes to each of its edges, so only its first edge counts
+        the sender's records and batches out."""
         channel = (scope, index)
         worker = self.worker
-        sender = self._operators.get(scope + (source[0],)) if source[0] else None
-        receiver = self._operators.get(scope + (target[0],)) if target[0] else None
+        clock = _time.perf_counter
+        origin = self._origin
+        records = batches = 0
 
         def pushed(t: Any, batch: Any) -> None:
-            if sender is not None:
-                sender.batches_out += 1
-            if receiver is not None:
-                receiver.batches_in += 1
+            nonlocal records, batches
+            n = len(batch)
+            records += n
+            batches += 1
             if self.recording:
-                self.events.append(MessagesEvent(self.now(), worker, channel, True, worker,
-                                                 worker, len(batch), 1, 0))
+                self.events.append(_new(MessagesEvent, (clock() - origin, worker, channel, True,
+                                                        worker, worker, n, 1, 0)))
             push(t, batch)
+
+        def counts() -> tuple[int, int]:
+            return records, batches
+
+        sender = self._operators.get(scope + (source[0],)) if source[0] else None
+        if sender is not None and (scope, source) not in self._counted_outputs:
+            self._counted_outputs.add((scope, source))
+            sender.outputs.append(counts)
+        receiver = self._operators.get(scope + (target[0],)) if target[0] else None
+        if receiver is not None:
+            receiver.inputs.append(counts)
 
         return pushed
 
-    def progress_sent(self, address: tuple[int, ...], batch: list[Any]) -> None:
+    def progress_sent(self, address: tuple[int, ...], updates: int) -> None:
         if self.recording:
-            self.events.append(ProgressEvent(self.now(), self.worker, address, True, len(batch)))
+            self.events.append(_new(ProgressEvent, (self.now(), self.worker, address, True,
+                                                    updates)))
 
-    def progress_received(self, address: tuple[int, ...], batch: list[Any]) -> None:
+    def progress_received(self, address: tuple[int, ...], updates: int) -> None:
         if self.recording:
-            self.events.append(
-                ProgressEvent(self.now(), self.worker, address, False, len(batch)))
+            self.events.append(_new(ProgressEvent, (self.now(), self.worker, address, False,
+                                                    updates)))
 
     # -- the observer of the allocator (communication layer) ---------------------------------
 
@@ -285,20 +319,23 @@ class EventLog:
 
     def operator_statistics(self) -> dict[tuple[int, ...], dict[str, Any]]:
         """Per operator address, its running totals (see ``Worker.statistics``)."""
-        return {
-            address: {
+        out = {}
+        for address, f in self._operators.items():
+            invocations, total, longest = f.timing()
+            inputs = [counts() for counts in f.inputs]
+            outputs = [counts() for counts in f.outputs]
+            out[address] = {
                 "name": f.name,
                 "address": list(address),
-                "invocations": f.invocations,
-                "time_total_s": f.time_total_s,
-                "time_max_s": f.time_max_s,
-                "records_in": f.records_in,
-                "records_out": f.records_out,
-                "batches_in": f.batches_in,
-                "batches_out": f.batches_out,
+                "invocations": invocations,
+                "time_total_s": total,
+                "time_max_s": longest,
+                "records_in": sum(r for r, _b in inputs),
+                "records_out": sum(r for r, _b in outputs),
+                "batches_in": sum(b for _r, b in inputs),
+                "batches_out": sum(b for _r, b in outputs),
             }
-            for address, f in self._operators.items()
-        }
+        return out
 
     def channel_statistics(self) -> list[dict[str, Any]]:
         """Per communication channel, what this worker sent to each other worker."""
@@ -311,6 +348,9 @@ class EventLog:
                 "to": {peer: {"records": r, "bytes": b} for peer, (r, b) in sorted(peers.items())},
             })
         return out
+
+
+_new = tuple.__new__  # a named tuple from a tuple of all its fields, without its __new__
 
 
 def _records(payload: Any) -> int:

@@ -507,8 +507,8 @@ class Worker:
         >>> inp.send(1); inp.advance_to(1); worker.step_while(lambda: probe.less_than(1))
         >>> sorted(e.name for e in events if isinstance(e, OperatesEvent))
         ['Input', 'Map', 'Probe']
-        >>> stops = [e for e in events if isinstance(e, ScheduleEvent) and e.start_stop == "stop"]
-        >>> all(e.duration >= 0 for e in stops) and len(stops) >= 3
+        >>> runs = [e for e in events if isinstance(e, ScheduleEvent)]
+        >>> len(runs) >= 3 and all(e.time <= e.stop for e in runs)
         True
         """
         if exclude_dataflow is not None:

@@ -52,12 +52,13 @@ def test_log_to_reports_every_kind_of_event():
 
     schedules = [e for e in events if isinstance(e, ScheduleEvent)]
     assert {e.id for e in schedules} <= ids
-    map_id = operates["Map"].id
-    starts = [e for e in schedules if e.id == map_id and e.start_stop == "start"]
-    stops = [e for e in schedules if e.id == map_id and e.start_stop == "stop"]
-    assert len(starts) == len(stops) >= 3
-    assert all(s.duration is not None and s.duration >= 0 for s in stops)
-    assert all(a.time <= b.time for a, b in zip(starts, stops))
+    map_runs = [e for e in schedules if e.id == operates["Map"].id]
+    assert len(map_runs) >= 3
+    assert all(e.duration >= 0 and e.time <= e.stop for e in map_runs)
+    # Invocations do not overlap (one thread), and events are in the order they started.
+    assert all(a.stop <= b.time for a, b in zip(map_runs, map_runs[1:]))
+    times = [e.time for e in events if not isinstance(e, OperatesEvent)]
+    assert times == sorted(times)
 
     # Every batch on the Exchange -> Map edge: two records per round.
     into_map = [e for e in events if isinstance(e, MessagesEvent) and e.channel == ((0,), 1)]
@@ -140,7 +141,7 @@ def test_log_stream_captured_to_a_file_and_replayed(tmp_path):
 
     kinds = Counter(rec for _t, batch in pt.example(replay).extract() for rec in batch)
     assert kinds["OperatesEvent"] == 4  # the logging dataflow itself is not logged
-    assert kinds["ScheduleEvent"] >= 2 * 4
+    assert kinds["ScheduleEvent"] >= 4
     assert kinds["MessagesEvent"] >= 3
     assert kinds["ProgressEvent"] > 0 and kinds["CapabilityEvent"] > 0
 

@@ -513,12 +513,12 @@ class Subgraph:
 
         def observed_send() -> None:
             if local:
-                observer.progress_sent(path, list(local))
+                observer.progress_sent(path, len(local))
             send_progress()
 
         def observed_receive() -> None:
             for batch in progcaster.inbox:
-                observer.progress_received(path, batch)
+                observer.progress_received(path, len(batch))
             receive_progress()
 
         # Instance attributes shadow the methods: ``schedule`` now calls these.
@@ -592,9 +592,13 @@ class SubgraphObserver(Protocol):
         """The function to push edge ``index``'s batches into instead of ``push``."""
         ...
 
-    def progress_sent(self, address: tuple[int, ...], batch: list[Any]) -> None: ...
+    def progress_sent(self, address: tuple[int, ...], updates: int) -> None:
+        """The scope at ``address`` sends a batch of ``updates`` pointstamp changes."""
+        ...
 
-    def progress_received(self, address: tuple[int, ...], batch: list[Any]) -> None: ...
+    def progress_received(self, address: tuple[int, ...], updates: int) -> None:
+        """The scope at ``address`` takes a batch of ``updates`` changes from its inbox."""
+        ...
 
 
 def _retired() -> bool:
