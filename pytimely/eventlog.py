@@ -27,8 +27,8 @@ operator announced before by an :class:`OperatesEvent`.
 from __future__ import annotations
 
 import time as _time
-from collections.abc import Callable
-from typing import Any, NamedTuple
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, NamedTuple, overload
 
 __all__ = [
     "OperatesEvent",
@@ -37,6 +37,7 @@ __all__ = [
     "ProgressEvent",
     "CapabilityEvent",
     "EventLog",
+    "EventBatch",
     "log_stream",
 ]
 
@@ -164,31 +165,34 @@ class EventLog:
 
     def __init__(self, worker: int) -> None:
         self.worker = worker
+        # Raw events, ``(event class, *fields)`` (never replaced: closures append to it).
         self.events: list[Any] = []
         self.recording = False  # events for listeners (statistics are always kept)
-        self._listeners: list[Callable[[list[Any]], None]] = []
+        self._listeners: list[Callable[[EventBatch], None]] = []
         self._origin = _time.perf_counter()
         self._operators: dict[tuple[int, ...], _OperatorFigures] = {}
         self._channels: dict[int, dict[int, list[int]]] = {}  # channel -> peer -> [recs, bytes]
         self._counted_outputs: set[tuple[tuple[int, ...], tuple[int, int]]] = set()
 
-    def listen(self, callback: Callable[[list[Any]], None]) -> None:
-        """Hand ``callback`` the events of every step that recorded any, as one list."""
+    def listen(self, callback: Callable[[EventBatch], None]) -> None:
+        """Hand ``callback`` the events of every step that recorded any, as one
+        :class:`EventBatch` (valid after the call: keep it or copy what you need)."""
         self._listeners.append(callback)
         if not self.recording:  # announce the operators observed so far, for statistics
             self.recording = True
             now = self.now()
             for f in self._operators.values():
-                self.events.append(OperatesEvent(now, self.worker, f.id, f.address, f.name,
-                                                 *f.ports))
+                self.events.append((OperatesEvent, now, self.worker, f.id, f.address, f.name,
+                                    *f.ports))
 
     def flush(self) -> None:
         """Deliver the events recorded since the last flush (the end of a worker step)."""
         events = self.events
         if events:
-            self.events = []
+            delivered = EventBatch(events[:])
+            events.clear()  # the same list: the instrumented closures hold it
             for listener in self._listeners:
-                listener(events)
+                listener(delivered)
 
     def now(self) -> float:
         return _time.perf_counter() - self._origin
@@ -205,18 +209,18 @@ class EventLog:
                                        (child.inputs, child.outputs))
             self._operators[address] = figures
             if self.recording:
-                self.events.append(OperatesEvent(self.now(), self.worker, figures.id, address,
-                                                 child.name, child.inputs, child.outputs))
+                self.events.append((OperatesEvent, self.now(), self.worker, figures.id, address,
+                                    child.name, child.inputs, child.outputs))
         op_id = figures.id
         worker = self.worker
-        shared = child.shared
-        internals = shared.internals
+        events = self.events
+        record = events.append
+        internals = child.shared.internals
         clock = _time.perf_counter
         origin = self._origin
 
-        # This runs once per invocation of every operator: plain tuples made in C
-        # (``_new``) rather than the named tuples' Python ``__new__``; records and batches are
-        # counted where they are pushed (``edge``), not here.
+        # This runs once per invocation of every operator: it records a plain tuple (see
+        # EventBatch); records and batches are counted where they are pushed (``edge``).
         invocations = 0
         total = longest = 0.0
 
@@ -227,20 +231,18 @@ class EventLog:
                 incomplete = schedule()
                 elapsed = clock() - start
             else:
-                events = self.events
                 slot = len(events)  # the event goes where the invocation started
-                events.append(None)
+                record(None)
                 start = clock()
                 incomplete = schedule()
                 stop = clock()
                 elapsed = stop - start
-                events[slot] = _new(ScheduleEvent, (start - origin, worker, op_id, elapsed))
+                events[slot] = (ScheduleEvent, start - origin, worker, op_id, elapsed)
                 port = 0
                 for cb in internals:
                     if cb:
                         for t, d in cb:
-                            events.append(_new(CapabilityEvent, (stop - origin, worker, op_id,
-                                                                 port, t, d)))
+                            record((CapabilityEvent, stop - origin, worker, op_id, port, t, d))
                     port += 1
             invocations += 1
             total += elapsed
@@ -265,6 +267,7 @@ class EventLog:
         worker = self.worker
         clock = _time.perf_counter
         origin = self._origin
+        record = self.events.append
         records = batches = 0
 
         def pushed(t: Any, batch: Any) -> None:
@@ -273,8 +276,8 @@ class EventLog:
             records += n
             batches += 1
             if self.recording:
-                self.events.append(_new(MessagesEvent, (clock() - origin, worker, channel, True,
-                                                        worker, worker, n, 1, 0)))
+                record((MessagesEvent, clock() - origin, worker, channel, True, worker, worker,
+                        n, 1, 0))
             push(t, batch)
 
         def counts() -> tuple[int, int]:
@@ -292,13 +295,11 @@ class EventLog:
 
     def progress_sent(self, address: tuple[int, ...], updates: int) -> None:
         if self.recording:
-            self.events.append(_new(ProgressEvent, (self.now(), self.worker, address, True,
-                                                    updates)))
+            self.events.append((ProgressEvent, self.now(), self.worker, address, True, updates))
 
     def progress_received(self, address: tuple[int, ...], updates: int) -> None:
         if self.recording:
-            self.events.append(_new(ProgressEvent, (self.now(), self.worker, address, False,
-                                                    updates)))
+            self.events.append((ProgressEvent, self.now(), self.worker, address, False, updates))
 
     # -- the observer of the allocator (communication layer) ---------------------------------
 
@@ -312,8 +313,8 @@ class EventLog:
             figures[1] += size
         if self.recording:
             source, target = (self.worker, peer) if is_send else (peer, self.worker)
-            self.events.append(MessagesEvent(self.now(), self.worker, channel, is_send, source,
-                                             target, records, 1, size))
+            self.events.append((MessagesEvent, self.now(), self.worker, channel, is_send, source,
+                                target, records, 1, size))
 
     # -- statistics ---------------------------------------------------------------------------
 
@@ -350,7 +351,46 @@ class EventLog:
         return out
 
 
-_new = tuple.__new__  # a named tuple from a tuple of all its fields, without its __new__
+class EventBatch(Sequence[Any]):
+    """The events of one step, as handed to listeners: a read-only sequence whose items are
+    the event named tuples.  They are recorded as plain ``(class, *fields)`` tuples (a named
+    tuple costs several times more to make and free, once per operator invocation) and typed
+    as they are read, so a listener that only counts them pays for nothing else.
+
+    >>> batch = EventBatch([(ProgressEvent, 0.5, 0, (0,), True, 2)])
+    >>> len(batch), batch[0].updates, list(batch) == [ProgressEvent(0.5, 0, (0,), True, 2)]
+    (1, 2, True)
+    """
+
+    __slots__ = ("_raw",)
+
+    def __init__(self, raw: list[tuple[Any, ...]]) -> None:
+        self._raw = raw
+
+    def __len__(self) -> int:
+        return len(self._raw)
+
+    @overload
+    def __getitem__(self, index: int) -> Any: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[Any]: ...
+
+    def __getitem__(self, index: int | slice) -> Any:
+        if isinstance(index, slice):
+            return [_typed(raw) for raw in self._raw[index]]
+        return _typed(self._raw[index])
+
+    def __iter__(self) -> Iterator[Any]:
+        return map(_typed, self._raw)
+
+    def __repr__(self) -> str:
+        return f"EventBatch({list(self)!r})"
+
+
+def _typed(raw: tuple[Any, ...]) -> Any:
+    """The named tuple of one raw event ``(class, *fields)``."""
+    return tuple.__new__(raw[0], raw[1:])
 
 
 def _records(payload: Any) -> int:

@@ -490,12 +490,13 @@ class Worker:
         (until then they cost nothing; collecting them costs a timed call per schedule)."""
         self._event_log()
 
-    def log_to(self, callback: Callable[[list[Any]], None],
+    def log_to(self, callback: Callable[[Any], None],
                exclude_dataflow: int | None = None) -> None:
-        """Hand ``callback`` this worker's events (:mod:`pytimely.eventlog`), one list at the
-        end of every step that recorded any.  Operators built before the call are announced
-        first.  ``exclude_dataflow``: a dataflow index whose operators are not logged (one
-        that consumes the log itself, see :func:`pytimely.eventlog.log_stream`).
+        """Hand ``callback`` this worker's events (:mod:`pytimely.eventlog`): one
+        ``EventBatch`` (a sequence of event named tuples) at the end of every step that
+        recorded any.  Operators built before the call are announced first.
+        ``exclude_dataflow``: a dataflow index whose operators are not logged (one that
+        consumes the log itself, see :func:`pytimely.eventlog.log_stream`).
 
         >>> import pytimely as pt
         >>> from pytimely.eventlog import OperatesEvent, ScheduleEvent
