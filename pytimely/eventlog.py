@@ -238,12 +238,10 @@ class EventLog:
                 stop = clock()
                 elapsed = stop - start
                 events[slot] = (ScheduleEvent, start - origin, worker, op_id, elapsed)
-                port = 0
-                for cb in internals:
-                    if cb:
+                if any(internals):
+                    for port, cb in enumerate(internals):
                         for t, d in cb:
                             record((CapabilityEvent, stop - origin, worker, op_id, port, t, d))
-                    port += 1
             invocations += 1
             total += elapsed
             if elapsed > longest:
