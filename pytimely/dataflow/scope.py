@@ -276,4 +276,3 @@ def _identity(x: Any) -> Any:
 
 def _untappable(wrap: Any) -> None:
     """The tap of an edge added without one: its batches are not observed."""
-

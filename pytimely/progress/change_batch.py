@@ -76,10 +76,6 @@ class ChangeBatch:
         """The accumulated delta for ``key`` (0 if absent)."""
         return self._counts.get(key, 0)
 
-    def total(self) -> int:
-        """The sum of all deltas (e.g. the records a batch of message counts stands for)."""
-        return sum(self._counts.values())
-
     def is_empty(self) -> bool:
         return not self._counts
 

@@ -363,6 +363,7 @@ class Subgraph:
                 # reports were just extracted.)
                 if not self._pending_counts(child):
                     children[index] = None
+                    schedulers[index] = _retired
                     self._live -= 1
 
     def _pending_counts(self, child: Any) -> bool:
