@@ -189,13 +189,14 @@ class EventLog:
         """Deliver the events recorded since the last flush (the end of a worker step)."""
         events = self.events
         if events:
-            delivered = EventBatch(events[:])
+            delivered = EventBatch(events[:], self._origin)
             events.clear()  # the same list: the instrumented closures hold it
             for listener in self._listeners:
                 listener(delivered)
 
     def now(self) -> float:
-        return _time.perf_counter() - self._origin
+        """The clock raw events carry (``EventBatch`` makes it seconds since logging began)."""
+        return _time.perf_counter()
 
     # -- the observer of subgraphs (progress layer) ------------------------------------------
 
@@ -217,7 +218,6 @@ class EventLog:
         record = events.append
         internals = child.shared.internals
         clock = _time.perf_counter
-        origin = self._origin
 
         # This runs once per invocation of every operator: it records a plain tuple (see
         # EventBatch); records and batches are counted where they are pushed (``edge``).
@@ -237,11 +237,11 @@ class EventLog:
                 incomplete = schedule()
                 stop = clock()
                 elapsed = stop - start
-                events[slot] = (ScheduleEvent, start - origin, worker, op_id, elapsed)
+                events[slot] = (ScheduleEvent, start, worker, op_id, elapsed)
                 if any(internals):
                     for port, cb in enumerate(internals):
                         for t, d in cb:
-                            record((CapabilityEvent, stop - origin, worker, op_id, port, t, d))
+                            record((CapabilityEvent, stop, worker, op_id, port, t, d))
             invocations += 1
             total += elapsed
             if elapsed > longest:
@@ -264,7 +264,6 @@ class EventLog:
         channel = (scope, index)
         worker = self.worker
         clock = _time.perf_counter
-        origin = self._origin
         record = self.events.append
         records = batches = 0
 
@@ -274,8 +273,7 @@ class EventLog:
             records += n
             batches += 1
             if self.recording:
-                record((MessagesEvent, clock() - origin, worker, channel, True, worker, worker,
-                        n, 1, 0))
+                record((MessagesEvent, clock(), worker, channel, True, worker, worker, n, 1, 0))
             push(t, batch)
 
         def counts() -> tuple[int, int]:
@@ -351,19 +349,22 @@ class EventLog:
 
 class EventBatch(Sequence[Any]):
     """The events of one step, as handed to listeners: a read-only sequence whose items are
-    the event named tuples.  They are recorded as plain ``(class, *fields)`` tuples (a named
-    tuple costs several times more to make and free, once per operator invocation) and typed
-    as they are read, so a listener that only counts them pays for nothing else.
+    the event named tuples.  They are recorded as plain ``(class, clock, *fields)`` tuples,
+    ``clock`` a raw ``time.perf_counter()`` reading (a named tuple, and a float for the
+    subtraction, cost more to make and free than the bookkeeping of an operator invocation)
+    and typed as they are read: ``time`` is ``clock - origin``.  A listener that only counts
+    events pays for nothing else.
 
-    >>> batch = EventBatch([(ProgressEvent, 0.5, 0, (0,), True, 2)])
+    >>> batch = EventBatch([(ProgressEvent, 10.5, 0, (0,), True, 2)], origin=10.0)
     >>> len(batch), batch[0].updates, list(batch) == [ProgressEvent(0.5, 0, (0,), True, 2)]
     (1, 2, True)
     """
 
-    __slots__ = ("_raw",)
+    __slots__ = ("_raw", "_origin")
 
-    def __init__(self, raw: list[tuple[Any, ...]]) -> None:
+    def __init__(self, raw: list[tuple[Any, ...]], origin: float = 0.0) -> None:
         self._raw = raw
+        self._origin = origin
 
     def __len__(self) -> int:
         return len(self._raw)
@@ -376,19 +377,18 @@ class EventBatch(Sequence[Any]):
 
     def __getitem__(self, index: int | slice) -> Any:
         if isinstance(index, slice):
-            return [_typed(raw) for raw in self._raw[index]]
-        return _typed(self._raw[index])
+            return [self._typed(raw) for raw in self._raw[index]]
+        return self._typed(self._raw[index])
 
     def __iter__(self) -> Iterator[Any]:
-        return map(_typed, self._raw)
+        return map(self._typed, self._raw)
+
+    def _typed(self, raw: tuple[Any, ...]) -> Any:
+        """The named tuple of one raw event."""
+        return tuple.__new__(raw[0], (raw[1] - self._origin, *raw[2:]))
 
     def __repr__(self) -> str:
         return f"EventBatch({list(self)!r})"
-
-
-def _typed(raw: tuple[Any, ...]) -> Any:
-    """The named tuple of one raw event ``(class, *fields)``."""
-    return tuple.__new__(raw[0], raw[1:])
 
 
 def _records(payload: Any) -> int:
