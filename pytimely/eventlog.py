@@ -1,11 +1,12 @@
 """Logging streams: what a worker's dataflows do, as events (timely-dataflow's ``logging.rs``).
 
 Events are recorded per worker only once something listens: :meth:`Worker.log_to` (a
-callback handed each step's events as a list) or :func:`log_stream` (the events as an ordinary
-pytimely stream, to be counted, windowed, or ``capture_into`` a file and replayed elsewhere).
-Until then nothing is recorded and nothing is paid: the instrumented scheduling functions,
-progress sends and channel pushes are swapped in when the first listener registers (see
-``Subgraph.observe``), never tested for on the hot path.
+callback handed each step's events as an :class:`EventBatch`) or :func:`log_stream` (the events
+as an ordinary pytimely stream, to be counted, windowed, or ``capture_into`` a file and
+replayed elsewhere).  :meth:`Worker.enable_statistics` keeps only the running totals of
+``Worker.statistics()``.  Until one of them is called nothing is recorded and nothing is paid:
+the instrumented scheduling functions, progress sends, edge pushes and allocator hooks are
+swapped in then (see ``Subgraph.observe``), never tested for on the hot path.
 
 The events, after timely's ``TimelyEvent`` variants; every one starts with ``time`` (seconds
 since logging started on this worker) and ``worker`` (its index):
@@ -15,7 +16,9 @@ since logging started on this worker) and ``worker`` (its index):
   (timely logs a start and a stop event; here events reach listeners only at the end of a
   step, when every start has its stop, so one event carries both, in the place of the start);
 * :class:`MessagesEvent` -- a batch sent or received on a channel: records, batches and, for
-  ones that cross to another worker, bytes;
+  ones that cross to another worker, bytes (a batch that stays on this worker is logged once,
+  as sent on its edge; one that crosses is logged as sent by one worker and received by the
+  other);
 * :class:`ProgressEvent` -- a scope's progress batch sent or received;
 * :class:`CapabilityEvent` -- an operator's capability count changed at a time.
 
