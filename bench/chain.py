@@ -4,7 +4,7 @@ Reports the median and p99 round latency (send one record, advance the input, st
 probe passes the round) and the cost per operator, for N in {8, 64, 256, 1000}.  Prints JSON.
 Target (issue 3): <= 10 us per operator per round on the 2-core machine.
 
-    python bench/chain.py [--rounds R] [--lengths 8,64,256,1000] [--workers W]
+    python bench/chain.py [--rounds R] [--lengths 8,64,256,1000] [--workers W] [--log]
 """
 
 from __future__ import annotations
@@ -55,10 +55,18 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--rounds", type=int, default=300)
     ap.add_argument("--lengths", default="8,64,256,1000")
     ap.add_argument("--workers", type=int, default=1)
+    ap.add_argument("--log", action="store_true",
+                    help="record every event (Worker.log_to) and count them")
     args = ap.parse_args(argv)
     lengths = [int(x) for x in args.lengths.split(",")]
+    logged = [0]
+
+    def count(events):
+        logged[0] += len(events)
 
     def work(worker):
+        if args.log:
+            worker.log_to(count)
         return [run_chain(worker, n, args.rounds) for n in lengths]
 
     results = pt.execute(work, workers=args.workers)
@@ -68,6 +76,8 @@ def main(argv: list[str] | None = None) -> dict:
         "python": sys.version.split()[0],
         "results": results[0],
         "target_us_per_operator": 10.0,
+        "logging": args.log,
+        "events_logged": logged[0],
     }
     print(json.dumps(out, indent=2))
     return out

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from .communication.allocator import Allocator, ThreadAllocator
 from .errors import CommunicationError, GraphError, StuckError, WorkerFailure
+from .eventlog import EventLog
 from .order import domain_of
 from .progress.broadcast import Progcaster
 from .progress.reachability import Source
@@ -164,7 +165,13 @@ class Worker:
         self._timer_seq = itertools.count()
         self._inputs: list[Any] = []
         self._step_observers: list[Callable[[], None]] = []
+        self._eventlog: EventLog | None = None  # created by enable_statistics / log_to
+        self._unlogged: set[int] = set()  # dataflows that host a log stream
         self.steps = 0
+        self.parks = 0
+        """Times this worker slept waiting for work (``step_or_park``)."""
+        self.parked_s = 0.0
+        """Seconds this worker slept waiting for work."""
         self.slow_step = SLOW_STEP
         """Seconds of scheduling in one step above which the step is logged as slow (a
         warning on the ``pytimely.worker`` logger)."""
@@ -212,6 +219,8 @@ class Worker:
         # A dataflow asks to be stepped by adding its index to ``_active`` (cleared in place,
         # so the bound method stays valid).
         subgraph.attach(self._active.add, index)
+        if self._eventlog is not None and index not in self._unlogged:
+            subgraph.observe(self._eventlog)
         if self.peers > 1:
             self._check_same_graph(check_channel, index, name, subgraph)
         self._dataflows[index] = subgraph
@@ -348,7 +357,10 @@ class Worker:
                 due = max(0.0, self._timers[0][0] - _time.monotonic())
                 delay = due if delay is None else min(delay, due)
             self.allocator.flush()
+            parked = _time.monotonic()
             self.allocator.await_events(delay)
+            self.parks += 1
+            self.parked_s += _time.monotonic() - parked
             self._receive()
             self._fire_timers()
         if self._active:
@@ -538,8 +550,59 @@ class Worker:
 
         return stop
 
+    # -- logging and statistics -------------------------------------------------------------
+
+    def enable_statistics(self) -> None:
+        """Collect per-operator and per-channel figures for :meth:`statistics` from now on
+        (until then they cost nothing; collecting them costs a timed call per schedule)."""
+        self._event_log()
+
+    def log_to(self, callback: Callable[[Any], None],
+               exclude_dataflow: int | None = None) -> None:
+        """Hand ``callback`` this worker's events (:mod:`pytimely.eventlog`): one
+        ``EventBatch`` (a sequence of event named tuples) at the end of every step that
+        recorded any.  Operators built before the call are announced first.
+        ``exclude_dataflow``: a dataflow index whose operators are not logged (one that
+        consumes the log itself, see :func:`pytimely.eventlog.log_stream`).
+
+        >>> import pytimely as pt
+        >>> from pytimely.eventlog import OperatesEvent, ScheduleEvent
+        >>> worker = pt.Worker()
+        >>> events = []
+        >>> worker.log_to(events.extend)
+        >>> inp, probe = worker.dataflow(
+        ...     lambda s: (lambda i, st: (i, st.map(lambda x: x + 1).probe()))(*s.new_input()))
+        >>> inp.send(1); inp.advance_to(1); worker.step_while(lambda: probe.less_than(1))
+        >>> sorted(e.name for e in events if isinstance(e, OperatesEvent))
+        ['Input', 'Map', 'Probe']
+        >>> runs = [e for e in events if isinstance(e, ScheduleEvent)]
+        >>> len(runs) >= 3 and all(e.time <= e.stop for e in runs)
+        True
+        """
+        if exclude_dataflow is not None:
+            self._unlogged.add(exclude_dataflow)
+        self._event_log().listen(callback)
+
+    def _event_log(self) -> EventLog:
+        """The worker's event log, created and installed (in every dataflow, the allocator
+        and the step loop) on first use."""
+        log = self._eventlog
+        if log is None:
+            log = self._eventlog = EventLog(self.index)
+            for index, subgraph in self._dataflows.items():
+                if index not in self._unlogged:
+                    subgraph.observe(log)
+            self.allocator.observe_traffic(log.traffic)
+            self.observe_steps(log.flush)
+        return log
+
     def statistics(self) -> dict[str, Any]:
-        return {
+        """What this worker does: steps, active dataflows and each scope's state; after
+        :meth:`enable_statistics` also ``"operators"`` (per operator: name, address,
+        invocations, total and longest ``schedule`` time, records and batches in and out,
+        capabilities this worker holds now), ``"channels"`` (per communication channel: records
+        and bytes sent to each other worker) and ``"totals"`` (steps, parks, seconds parked)."""
+        stats: dict[str, Any] = {
             "index": self.index,
             "peers": self.peers,
             "steps": self.steps,
@@ -547,6 +610,18 @@ class Worker:
             "active": sorted(self._active),
             "dataflows": {i: sg.statistics() for i, sg in self._dataflows.items()},
         }
+        log = self._eventlog
+        if log is None:
+            return stats
+        operators = log.operator_statistics()
+        for figures in operators.values():
+            figures["capabilities"] = []
+        for _index, _name, subgraph in self.dataflow_scopes():
+            _held_by_operator(subgraph, operators)
+        stats["operators"] = list(operators.values())
+        stats["channels"] = log.channel_statistics()
+        stats["totals"] = {"steps": self.steps, "parks": self.parks, "parked_s": self.parked_s}
+        return stats
 
     def describe(self, held_only: bool = False) -> str:
         """A human-readable account of what each live dataflow is waiting for: every positive
@@ -581,6 +656,17 @@ def activity(frame: FrameType) -> str:
     if where is not None:
         return f"waiting in Worker.{where} (no operator running)"
     return "running user code outside step_while / run"
+
+
+def _held_by_operator(sg: Any, operators: dict[tuple[int, ...], dict[str, Any]]) -> None:
+    """Add the capabilities this worker's operators hold in ``sg`` and its nested scopes to
+    their ``"capabilities"`` lists."""
+    for loc, t, c in sg.held_capabilities():
+        figures = operators.get(sg.path + (loc.node,))
+        if figures is not None:
+            figures["capabilities"].append({"output": loc.port, "time": t, "count": c})
+    for nested in sg.nested_scopes().values():
+        _held_by_operator(nested, operators)
 
 
 def _count(n: int) -> str:

@@ -18,6 +18,7 @@ MODULES = [
     "pytimely.dataflow.operators.keyed",
     "pytimely.dataflow.operators.join",
     "pytimely.testing",
+    "pytimely.eventlog",
 ]
 
 # Modules whose examples run, although not every public name in them has one (their builder
@@ -75,3 +76,12 @@ def test_every_public_stream_method_has_an_example():
     assert len(methods) > 40, "Stream spells out its operator methods"
     missing = [name for name in methods if ">>>" not in (getattr(Stream, name).__doc__ or "")]
     assert not missing, f"Stream methods without a docstring example: {', '.join(missing)}"
+def test_worker_log_to_example_runs():
+    from pytimely.worker import Worker
+
+    finder = doctest.DocTestFinder()
+    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    (test,) = finder.find(Worker.log_to, "Worker.log_to", globs={})
+    assert test.examples, "Worker.log_to has no docstring example"
+    result = runner.run(test)
+    assert result.failed == 0, "the docstring example of Worker.log_to failed"

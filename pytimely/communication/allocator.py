@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import threading
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from types import TracebackType
 from typing import Any, Self
 
@@ -117,6 +118,12 @@ class Allocator(ABC):
         """Flow control's counters (see :meth:`.flow.FlowLedger.statistics`); empty for a
         lone worker."""
         return {}
+
+    def observe_traffic(self, observer: Callable[[int, int, bool, object, int], None]) -> None:
+        """Call ``observer(channel, peer, is_send, payload, size)`` for every data message
+        sent to or received from another worker, ``size`` its encoded bytes (for logging and
+        statistics).  A lone worker exchanges nothing with others, so this one never calls."""
+        return None
 
     # --- the control plane (termination detection); trivial for a lone worker ---------------
 

@@ -63,6 +63,7 @@ import select
 import socket
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from ..errors import CommunicationError, WorkerFailure
@@ -197,6 +198,7 @@ class TcpAllocator(Allocator):
         self._farewell: object = None
         self._cond = threading.Condition(threading.Lock())
         self._inbox: list[tuple[int, int, Any, list[bytearray]]] = []
+        self._traffic: Callable[[int, int, bool, object, int], None] | None = None
         self._woken = False
         # The first failure seen: (exception class, worker to blame, its raw message, text).
         self._failure: tuple[type[Exception], int | None, str, str] | None = None
@@ -240,7 +242,10 @@ class TcpAllocator(Allocator):
         data, buffers = serialize(payload)
         self._outgoing[target].extend(encode_data(channel, self.index, data, buffers))
         self._frames_queued[target] += 1
-        self._flow.sent(target, data_payload_bytes(data, buffers))
+        nbytes = data_payload_bytes(data, buffers)
+        self._flow.sent(target, nbytes)
+        if self._traffic is not None:
+            self._traffic(channel, target, True, payload, nbytes)
 
     def broadcast(self, channel: int, payload: object) -> None:
         self._local_queued.append((channel, self.index, payload))
@@ -252,6 +257,8 @@ class TcpAllocator(Allocator):
                 self._outgoing[peer.index].extend(frame)
                 self._frames_queued[peer.index] += 1
                 self._flow.sent(peer.index, nbytes)
+                if self._traffic is not None:
+                    self._traffic(channel, peer.index, True, payload, nbytes)
 
     def flush(self) -> None:
         if self._closed:
@@ -317,7 +324,10 @@ class TcpAllocator(Allocator):
                     raise self._failure_exception() from exc
                 out.append((channel, source, payload))
                 self._delivered[source] += 1
-                self._flow.consumed(source, data_payload_bytes(data, buffers))
+                nbytes = data_payload_bytes(data, buffers)
+                self._flow.consumed(source, nbytes)
+                if self._traffic is not None:
+                    self._traffic(channel, source, False, payload, nbytes)
         return out
 
     def await_events(self, timeout: float | None) -> None:
@@ -642,6 +652,10 @@ class TcpAllocator(Allocator):
             self._inbox = []
 
     # --- introspection ------------------------------------------------------------------------
+
+    def observe_traffic(self, observer: Callable[[int, int, bool, object, int], None]) -> None:
+        """See :meth:`Allocator.observe_traffic`."""
+        self._traffic = observer
 
     def statistics(self) -> dict[str, Any]:
         failure = self._failure

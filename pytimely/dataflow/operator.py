@@ -168,6 +168,17 @@ class Tee:
     def __init__(self) -> None:
         self.consumers: list[Callable[[Any, Any], None]] = []
 
+    def add(self, push: Callable[[Any, Any], None]) -> Callable[[Any], None]:
+        """Make ``push`` a consumer; returns its *tap*: ``tap(wrap)`` replaces the consumer by
+        ``wrap(push)`` (how logging observes one edge without a test on every push)."""
+        slot = len(self.consumers)
+        self.consumers.append(push)
+
+        def tap(wrap: Callable[[Any], Any]) -> None:
+            self.consumers[slot] = wrap(self.consumers[slot])
+
+        return tap
+
     def push(self, t: Any, batch: Any) -> None:
         consumers = self.consumers
         if len(consumers) == 1:

@@ -57,6 +57,7 @@ class Scope:
         self._children: list[Operate | None] = [None]
         self._edges: list[tuple[tuple[int, int], tuple[int, int], int]] = []
         self._edge_pacts: list[str] = []  # per edge, its channel's name (for pytimely.graph)
+        self._edge_taps: list[Callable[[Any], None]] = []  # per edge, for Subgraph.observe
         self._ingress_tees: list[Tee] = []  # per scope input: fan-out of Source(0, p)
         self._egress_tees: list[Tee] = []  # per scope output: the parent-side fan-out
         self._subgraph: Subgraph | None = None
@@ -101,13 +102,15 @@ class Scope:
         self._children[index] = child
 
     def add_edge(self, source: tuple[int, int], target: tuple[int, int], weight: int = 1,
-                 pact: str = "Pipeline") -> None:
+                 pact: str = "Pipeline", tap: Callable[[Any], None] | None = None) -> None:
         """An edge from ``(node, output)`` to ``(node, input)``, counted ``weight`` times (see
         ``Pact.weight_per_peer``); ``pact`` names its channel, to describe the graph
-        (:mod:`pytimely.graph`).  Streams call this when connected."""
+        (:mod:`pytimely.graph`); ``tap`` lets an observer wrap the edge's push (see
+        ``Tee.add``).  Streams call this when connected."""
         self._check_open()
         self._edges.append((source, target, weight))
         self._edge_pacts.append(pact)
+        self._edge_taps.append(tap if tap is not None else _untappable)
 
     # -- scope inputs and outputs -----------------------------------------------------------
 
@@ -343,6 +346,7 @@ class Scope:
             outer_summary,
             worker.progcaster(self._progress_channel),
             self._edge_pacts,
+            self._edge_taps,
         )
         self._subgraph = subgraph
         self._built = True
@@ -357,3 +361,6 @@ class Scope:
 def _identity(x: Any) -> Any:
     return x
 
+
+def _untappable(wrap: Any) -> None:
+    """The tap of an edge added without one: its batches are not observed."""

@@ -63,8 +63,7 @@ class Stream:
         pact: str = "Pipeline",
     ) -> None:
         """``pact`` names the channel for describing the graph (see :mod:`pytimely.graph`)."""
-        self.scope.add_edge(self.source, target, weight, pact)
-        self.tee.consumers.append(push)
+        self.scope.add_edge(self.source, target, weight, pact, self.tee.add(push))
 
     def _check_scope(self, scope: Scope, what: str) -> None:
         if scope is not self.scope:

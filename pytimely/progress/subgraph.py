@@ -53,7 +53,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable
 from types import FrameType
-from typing import Any
+from typing import Any, Protocol
 
 from ..errors import CapabilityError, OperatorCapabilityError, OperatorError
 from ..naming import raised_in
@@ -63,7 +63,7 @@ from .change_batch import ChangeBatch
 from .operate import FrontierInterest, Operate, SharedProgress
 from .reachability import Tracker
 
-__all__ = ["Subgraph"]
+__all__ = ["Subgraph", "SubgraphObserver"]
 
 _ALWAYS = FrontierInterest.ALWAYS
 # Passes over the activated children per schedule(): each child runs at most once per pass, in
@@ -97,9 +97,12 @@ class Subgraph:
         summarize: Callable[[Any], Any],
         progcaster: Progcaster | None = None,
         pacts: list[str] | None = None,
+        edge_taps: list[Callable[[Callable[[Any], Any]], None]] | None = None,
     ) -> None:
         """``pacts``: per edge, the name of its channel (``Pipeline``, ``Exchange``,
-        ``Broadcast``, ``Feedback``), kept only to describe the graph (:meth:`edges`)."""
+        ``Broadcast``, ``Feedback``), kept only to describe the graph (:meth:`edges`).
+        ``edge_taps``: per edge, a function that replaces the edge's push ``f`` by
+        ``wrap(f)`` when given ``wrap`` -- kept only for :meth:`observe`."""
         self.name = name
         self.path = path
         self.children = children  # index 0 is None: the boundary
@@ -126,6 +129,7 @@ class Subgraph:
         self._input_targets = self._edge_targets[0]  # targets fed by scope input p
         names = pacts if pacts is not None else ["Pipeline"] * len(edges)
         self._described_edges = [(s, t, p) for (s, t, _w), p in zip(edges, names)]
+        self._edge_taps = edge_taps or []
         # Nested scopes by child index, kept after they retire so the graph stays describable.
         self._nested = {i: c for i, c in enumerate(children) if isinstance(c, Subgraph)}
         self._ingress = [ChangeBatch() for _ in range(self.inputs)]
@@ -148,6 +152,8 @@ class Subgraph:
             self._reads_tracker[i] = child.bind_frontiers(
                 [tracker.implication(loc) for loc in tracker.target_loc[i]]
             )
+        # What step 5 calls to run child i: its ``schedule``, or an observer's replacement.
+        self._schedulers = [_retired if c is None else c.schedule for c in children]
         self._active: list[int] = []
         self._active_set: set[int] = set()
         self._scheduled_self = False
@@ -327,6 +333,7 @@ class Subgraph:
         active = self._active
         active_set = self._active_set
         tracker = self.tracker
+        schedulers = self._schedulers
         while active:
             index = heapq.heappop(active)
             active_set.discard(index)
@@ -338,7 +345,7 @@ class Subgraph:
             if child is None:
                 continue
             try:
-                incomplete = child.schedule()
+                incomplete = schedulers[index]()
             except OperatorError:
                 raise  # already names the operator
             except Exception as exc:  # user logic: name the operator and where it lives
@@ -357,6 +364,7 @@ class Subgraph:
                 # reports were just extracted.)
                 if not self._pending_counts(child):
                     children[index] = None
+                    schedulers[index] = _retired
                     self._live -= 1
 
     def _pending_counts(self, child: Any) -> bool:
@@ -478,6 +486,48 @@ class Subgraph:
                     self.shared.internals[q].extend(changes)
 
     # ----------------------------------------------------------------------------------------
+    # Observation (logging and statistics).
+
+    def observe(self, observer: SubgraphObserver) -> None:
+        """From now on, run every child (here and in nested scopes) through
+        ``observer.scheduler``, push every edge's batches through ``observer.edge``, and tell
+        it of every progress batch sent and received.  The replacements are swapped in here,
+        so an unobserved scope pays nothing (timely registers loggers the same way: by
+        installing them, not by testing for them).  Observe a scope at most once."""
+        for index, child in enumerate(self.children):
+            if child is None:
+                continue
+            address = self.path + (index,)
+            self._schedulers[index] = observer.scheduler(address, child, child.schedule)
+            if isinstance(child, Subgraph):
+                child.observe(observer)
+        for index, ((source, target, _pact), tap) in enumerate(
+            zip(self._described_edges, self._edge_taps)
+        ):
+            def wrap(push: Any, index: int = index, source: Any = source,
+                     target: Any = target) -> Any:
+                return observer.edge(self.path, index, source, target, push)
+
+            tap(wrap)
+        path = self.path
+        send_progress, receive_progress = self._send_progress, self._receive_progress
+        local, progcaster = self._local, self.progcaster
+
+        def observed_send() -> None:
+            if local:
+                observer.progress_sent(path, len(local))
+            send_progress()
+
+        def observed_receive() -> None:
+            for batch in progcaster.inbox:
+                observer.progress_received(path, len(batch))
+            receive_progress()
+
+        # Instance attributes shadow the methods: ``schedule`` now calls these.
+        self._send_progress = observed_send  # type: ignore[method-assign]
+        self._receive_progress = observed_receive  # type: ignore[method-assign]
+
+    # ----------------------------------------------------------------------------------------
     # Introspection.
 
     @staticmethod
@@ -528,6 +578,34 @@ class Subgraph:
             "invocations": self.invocations,
             "pointstamps": held,
         }
+
+
+class SubgraphObserver(Protocol):
+    """What :meth:`Subgraph.observe` reports to (implemented by :mod:`pytimely.eventlog`)."""
+
+    def scheduler(self, address: tuple[int, ...], child: Any,
+                  schedule: Callable[[], bool]) -> Callable[[], bool]:
+        """The function to call instead of ``schedule`` (child ``child`` at ``address``)."""
+        ...
+
+    def edge(self, scope: tuple[int, ...], index: int, source: tuple[int, int],
+             target: tuple[int, int], push: Callable[[Any, Any], None]
+             ) -> Callable[[Any, Any], None]:
+        """The function to push edge ``index``'s batches into instead of ``push``."""
+        ...
+
+    def progress_sent(self, address: tuple[int, ...], updates: int) -> None:
+        """The scope at ``address`` sends a batch of ``updates`` pointstamp changes."""
+        ...
+
+    def progress_received(self, address: tuple[int, ...], updates: int) -> None:
+        """The scope at ``address`` takes a batch of ``updates`` changes from its inbox."""
+        ...
+
+
+def _retired() -> bool:
+    """The scheduler of a child index that holds no child."""
+    return False
 
 
 def _ignore(index: int) -> None:

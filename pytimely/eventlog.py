@@ -1,0 +1,438 @@
+"""Logging streams: what a worker's dataflows do, as events (timely-dataflow's ``logging.rs``).
+
+Events are recorded per worker only once something listens: :meth:`Worker.log_to` (a
+callback handed each step's events as an :class:`EventBatch`) or :func:`log_stream` (the events
+as an ordinary pytimely stream, to be counted, windowed, or ``capture_into`` a file and
+replayed elsewhere).  :meth:`Worker.enable_statistics` keeps only the running totals of
+``Worker.statistics()``.  Until one of them is called nothing is recorded and nothing is paid:
+the instrumented scheduling functions, progress sends, edge pushes and allocator hooks are
+swapped in then (see ``Subgraph.observe``), never tested for on the hot path.
+
+The events, after timely's ``TimelyEvent`` variants; every one starts with ``time`` (seconds
+since logging started on this worker) and ``worker`` (its index):
+
+* :class:`OperatesEvent` -- an operator (or nested scope) exists: id, address, name, ports;
+* :class:`ScheduleEvent` -- an operator was scheduled: when it started and how long it ran
+  (timely logs a start and a stop event; here events reach listeners only at the end of a
+  step, when every start has its stop, so one event carries both, in the place of the start);
+* :class:`MessagesEvent` -- a batch sent or received on a channel: records, batches and, for
+  ones that cross to another worker, bytes (a batch that stays on this worker is logged once,
+  as sent on its edge; one that crosses is logged as sent by one worker and received by the
+  other);
+* :class:`ProgressEvent` -- a scope's progress batch sent or received;
+* :class:`CapabilityEvent` -- an operator's capability count changed at a time.
+
+Invariant: the events of one step reach the listeners at the end of that step, in the order
+they happened; operator ids are unique per worker and every other event's ``id`` names an
+operator announced before by an :class:`OperatesEvent`.
+"""
+
+from __future__ import annotations
+
+import time as _time
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, NamedTuple, overload
+
+__all__ = [
+    "OperatesEvent",
+    "ScheduleEvent",
+    "MessagesEvent",
+    "ProgressEvent",
+    "CapabilityEvent",
+    "EventLog",
+    "EventBatch",
+    "log_stream",
+]
+
+
+class OperatesEvent(NamedTuple):
+    """Operator ``id`` (unique on this worker) exists at ``address`` with its ports.
+
+    >>> OperatesEvent(0.0, 0, 1, (0, 1), "map", 1, 1).address
+    (0, 1)
+    """
+
+    time: float
+    worker: int
+    id: int
+    address: tuple[int, ...]
+    name: str
+    inputs: int
+    outputs: int
+
+
+class ScheduleEvent(NamedTuple):
+    """Operator ``id`` was scheduled at ``time`` and ran ``duration`` seconds (it stopped at
+    :attr:`stop`).
+
+    >>> ScheduleEvent(0.5, 0, 1, 0.25).stop
+    0.75
+    """
+
+    time: float
+    worker: int
+    id: int
+    duration: float
+
+    @property
+    def stop(self) -> float:
+        """When the invocation returned (seconds since logging started)."""
+        return self.time + self.duration
+
+
+class MessagesEvent(NamedTuple):
+    """``records`` in ``batches`` batches sent (``is_send``) or received on ``channel`` from
+    worker ``source`` to worker ``target``; ``bytes`` is the encoded size of what crossed to
+    another worker (0 for batches that stay on this one).  ``channel`` is the communication
+    channel for data crossing workers, else the edge ``(scope address, edge index)``.
+
+    >>> MessagesEvent(0.1, 0, (( 0,), 2), True, 0, 0, 5, 1, 0).records
+    5
+    """
+
+    time: float
+    worker: int
+    channel: Any
+    is_send: bool
+    source: int
+    target: int
+    records: int
+    batches: int
+    bytes: int
+
+
+class ProgressEvent(NamedTuple):
+    """The scope at ``address`` sent (``is_send``) or received one progress batch of
+    ``updates`` pointstamp changes.
+
+    >>> ProgressEvent(0.1, 0, (0,), True, 3).updates
+    3
+    """
+
+    time: float
+    worker: int
+    address: tuple[int, ...]
+    is_send: bool
+    updates: int
+
+
+class CapabilityEvent(NamedTuple):
+    """Operator ``id``'s capabilities for output ``port`` at ``at`` changed by ``delta``.
+
+    >>> CapabilityEvent(0.1, 0, 1, 0, 7, -1).delta
+    -1
+    """
+
+    time: float
+    worker: int
+    id: int
+    port: int
+    at: Any
+    delta: int
+
+
+class _OperatorFigures:
+    """One observed operator: who it is, and how to read its running totals.  The totals
+    live in the closures that count them (``EventLog.scheduler`` and ``edge``: a closure's
+    own variables are the cheapest counters Python has); ``timing()`` returns
+    ``(invocations, seconds in total, longest seconds)``, each of ``inputs`` / ``outputs``
+    ``(records, batches)`` of one edge."""
+
+    __slots__ = ("id", "name", "address", "ports", "timing", "inputs", "outputs")
+
+    def __init__(self, id: int, name: str, address: tuple[int, ...], ports: tuple[int, int]
+                 ) -> None:
+        self.id = id
+        self.name = name
+        self.address = address
+        self.ports = ports
+        self.timing: Callable[[], tuple[int, float, float]] = _never_scheduled
+        self.inputs: list[Callable[[], tuple[int, int]]] = []
+        self.outputs: list[Callable[[], tuple[int, int]]] = []
+
+
+def _never_scheduled() -> tuple[int, float, float]:
+    return 0, 0.0, 0.0
+
+
+class EventLog:
+    """The recorder of one worker: buffers events for the listeners and keeps the running
+    statistics.  It is the observer ``Subgraph.observe`` and the allocator call back into.
+
+    >>> log = EventLog(worker=0)
+    >>> seen = []
+    >>> log.listen(seen.extend)
+    >>> log.flush(); seen
+    []
+    """
+
+    def __init__(self, worker: int) -> None:
+        self.worker = worker
+        # Raw events, ``(event class, *fields)`` (never replaced: closures append to it).
+        self.events: list[Any] = []
+        self.recording = False  # events for listeners (statistics are always kept)
+        self._listeners: list[Callable[[EventBatch], None]] = []
+        self._origin = _time.perf_counter()
+        self._operators: dict[tuple[int, ...], _OperatorFigures] = {}
+        self._channels: dict[int, dict[int, list[int]]] = {}  # channel -> peer -> [recs, bytes]
+        self._counted_outputs: set[tuple[tuple[int, ...], tuple[int, int]]] = set()
+
+    def listen(self, callback: Callable[[EventBatch], None]) -> None:
+        """Hand ``callback`` the events of every step that recorded any, as one
+        :class:`EventBatch` (valid after the call: keep it or copy what you need)."""
+        self._listeners.append(callback)
+        if not self.recording:  # announce the operators observed so far, for statistics
+            self.recording = True
+            now = self.now()
+            for f in self._operators.values():
+                self.events.append((OperatesEvent, now, self.worker, f.id, f.address, f.name,
+                                    *f.ports))
+
+    def flush(self) -> None:
+        """Deliver the events recorded since the last flush (the end of a worker step)."""
+        events = self.events
+        if events:
+            delivered = EventBatch(events[:], self._origin)
+            events.clear()  # the same list: the instrumented closures hold it
+            for listener in self._listeners:
+                listener(delivered)
+
+    def now(self) -> float:
+        """The clock raw events carry (``EventBatch`` makes it seconds since logging began)."""
+        return _time.perf_counter()
+
+    # -- the observer of subgraphs (progress layer) ------------------------------------------
+
+    def scheduler(self, address: tuple[int, ...], child: Any,
+                  schedule: Callable[[], bool]) -> Callable[[], bool]:
+        """The instrumented replacement of ``child.schedule``: times every invocation and
+        reads the counts it left (records in and out, capability changes)."""
+        figures = self._operators.get(address)
+        if figures is None:
+            figures = _OperatorFigures(len(self._operators), child.name, address,
+                                       (child.inputs, child.outputs))
+            self._operators[address] = figures
+            if self.recording:
+                self.events.append((OperatesEvent, self.now(), self.worker, figures.id, address,
+                                    child.name, child.inputs, child.outputs))
+        op_id = figures.id
+        worker = self.worker
+        events = self.events
+        record = events.append
+        internals = child.shared.internals
+        clock = _time.perf_counter
+
+        # This runs once per invocation of every operator: it records a plain tuple (see
+        # EventBatch); records and batches are counted where they are pushed (``edge``).
+        invocations = 0
+        total = longest = 0.0
+
+        def scheduled() -> bool:
+            nonlocal invocations, total, longest
+            if not self.recording:
+                start = clock()
+                incomplete = schedule()
+                elapsed = clock() - start
+            else:
+                slot = len(events)  # the event goes where the invocation started
+                record(None)
+                start = clock()
+                incomplete = schedule()
+                stop = clock()
+                elapsed = stop - start
+                events[slot] = (ScheduleEvent, start, worker, op_id, elapsed)
+                if any(internals):
+                    for port, cb in enumerate(internals):
+                        for t, d in cb:
+                            record((CapabilityEvent, stop, worker, op_id, port, t, d))
+            invocations += 1
+            total += elapsed
+            if elapsed > longest:
+                longest = elapsed
+            return incomplete
+
+        def timing() -> tuple[int, float, float]:
+            return invocations, total, longest
+
+        figures.timing = timing
+        return scheduled
+
+    def edge(self, scope: tuple[int, ...], index: int, source: tuple[int, int],
+             target: tuple[int, int], push: Callable[[Any, Any], None]
+             ) -> Callable[[Any, Any], None]:
+        """The instrumented replacement of the push of edge ``index`` of the scope at
+        ``scope``, from ``(node, output)`` to ``(node, input)`` (node 0: the boundary).
+        Every batch an output sends goes to each of its edges, so only its first edge counts
+        the sender's records and batches out."""
+        channel = (scope, index)
+        worker = self.worker
+        clock = _time.perf_counter
+        record = self.events.append
+        records = batches = 0
+
+        def pushed(t: Any, batch: Any) -> None:
+            nonlocal records, batches
+            n = len(batch)
+            records += n
+            batches += 1
+            if self.recording:
+                record((MessagesEvent, clock(), worker, channel, True, worker, worker, n, 1, 0))
+            push(t, batch)
+
+        def counts() -> tuple[int, int]:
+            return records, batches
+
+        sender = self._operators.get(scope + (source[0],)) if source[0] else None
+        if sender is not None and (scope, source) not in self._counted_outputs:
+            self._counted_outputs.add((scope, source))
+            sender.outputs.append(counts)
+        receiver = self._operators.get(scope + (target[0],)) if target[0] else None
+        if receiver is not None:
+            receiver.inputs.append(counts)
+
+        return pushed
+
+    def progress_sent(self, address: tuple[int, ...], updates: int) -> None:
+        if self.recording:
+            self.events.append((ProgressEvent, self.now(), self.worker, address, True, updates))
+
+    def progress_received(self, address: tuple[int, ...], updates: int) -> None:
+        if self.recording:
+            self.events.append((ProgressEvent, self.now(), self.worker, address, False, updates))
+
+    # -- the observer of the allocator (communication layer) ---------------------------------
+
+    def traffic(self, channel: int, peer: int, is_send: bool, payload: Any, size: int) -> None:
+        """A message crossed to (``is_send``) or from worker ``peer`` on ``channel``:
+        ``size`` encoded bytes; a data payload is ``(time, batch)``, a progress one a list."""
+        records = _records(payload)
+        if is_send:
+            figures = self._channels.setdefault(channel, {}).setdefault(peer, [0, 0])
+            figures[0] += records
+            figures[1] += size
+        if self.recording:
+            source, target = (self.worker, peer) if is_send else (peer, self.worker)
+            self.events.append((MessagesEvent, self.now(), self.worker, channel, is_send, source,
+                                target, records, 1, size))
+
+    # -- statistics ---------------------------------------------------------------------------
+
+    def operator_statistics(self) -> dict[tuple[int, ...], dict[str, Any]]:
+        """Per operator address, its running totals (see ``Worker.statistics``)."""
+        out = {}
+        for address, f in self._operators.items():
+            invocations, total, longest = f.timing()
+            inputs = [counts() for counts in f.inputs]
+            outputs = [counts() for counts in f.outputs]
+            out[address] = {
+                "name": f.name,
+                "address": list(address),
+                "invocations": invocations,
+                "time_total_s": total,
+                "time_max_s": longest,
+                "records_in": sum(r for r, _b in inputs),
+                "records_out": sum(r for r, _b in outputs),
+                "batches_in": sum(b for _r, b in inputs),
+                "batches_out": sum(b for _r, b in outputs),
+            }
+        return out
+
+    def channel_statistics(self) -> list[dict[str, Any]]:
+        """Per communication channel, what this worker sent to each other worker."""
+        out = []
+        for channel, peers in sorted(self._channels.items()):
+            out.append({
+                "channel": channel,
+                "records_sent": sum(r for r, _b in peers.values()),
+                "bytes_sent": sum(b for _r, b in peers.values()),
+                "to": {peer: {"records": r, "bytes": b} for peer, (r, b) in sorted(peers.items())},
+            })
+        return out
+
+
+class EventBatch(Sequence[Any]):
+    """The events of one step, as handed to listeners: a read-only sequence whose items are
+    the event named tuples.  They are recorded as plain ``(class, clock, *fields)`` tuples,
+    ``clock`` a raw ``time.perf_counter()`` reading (a named tuple, and a float for the
+    subtraction, cost more to make and free than the bookkeeping of an operator invocation)
+    and typed as they are read: ``time`` is ``clock - origin``.  A listener that only counts
+    events pays for nothing else.
+
+    >>> batch = EventBatch([(ProgressEvent, 10.5, 0, (0,), True, 2)], origin=10.0)
+    >>> len(batch), batch[0].updates, list(batch) == [ProgressEvent(0.5, 0, (0,), True, 2)]
+    (1, 2, True)
+    """
+
+    __slots__ = ("_raw", "_origin")
+
+    def __init__(self, raw: list[tuple[Any, ...]], origin: float = 0.0) -> None:
+        self._raw = raw
+        self._origin = origin
+
+    def __len__(self) -> int:
+        return len(self._raw)
+
+    @overload
+    def __getitem__(self, index: int) -> Any: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[Any]: ...
+
+    def __getitem__(self, index: int | slice) -> Any:
+        if isinstance(index, slice):
+            return [self._typed(raw) for raw in self._raw[index]]
+        return self._typed(self._raw[index])
+
+    def __iter__(self) -> Iterator[Any]:
+        return map(self._typed, self._raw)
+
+    def _typed(self, raw: tuple[Any, ...]) -> Any:
+        """The named tuple of one raw event."""
+        return tuple.__new__(raw[0], (raw[1] - self._origin, *raw[2:]))
+
+    def __repr__(self) -> str:
+        return f"EventBatch({list(self)!r})"
+
+
+def _records(payload: Any) -> int:
+    if type(payload) is tuple and len(payload) == 2:  # (time, batch) of a data channel
+        try:
+            return len(payload[1])
+        except TypeError:
+            return 1
+    return 1
+
+
+def log_stream(scope: Any) -> Any:
+    """This worker's events as a stream of ``scope`` (of int times): the events of the ``n``-th
+    delivery (one per worker step that recorded any) arrive at time ``n``.  The dataflow that
+    hosts the stream is not itself logged (its own activity would feed it forever).
+
+    >>> import pytimely as pt
+    >>> from pytimely.eventlog import log_stream
+    >>> worker = pt.Worker()
+    >>> kinds = set()
+    >>> _ = worker.dataflow(lambda s: log_stream(s).inspect(lambda e: kinds.add(type(e).__name__)))
+    >>> def build(scope):
+    ...     inp, stream = scope.new_input()
+    ...     return inp, stream.map(str).probe()
+    >>> inp, probe = worker.dataflow(build)
+    >>> inp.send(1); inp.advance_to(1); worker.step_while(lambda: probe.less_than(1))
+    >>> _ = worker.step()  # the log dataflow consumes what the last step recorded
+    >>> sorted(kinds)
+    ['CapabilityEvent', 'MessagesEvent', 'OperatesEvent', 'ProgressEvent', 'ScheduleEvent']
+    """
+    worker = scope.worker
+    handle, stream = scope.new_input()
+    deliveries = 0
+
+    def deliver(events: list[Any]) -> None:
+        nonlocal deliveries
+        if handle.closed:  # the program closed its inputs: nothing more to tell
+            return
+        deliveries += 1
+        handle.advance_to(deliveries)
+        handle.send_batch(list(events))
+
+    worker.log_to(deliver, exclude_dataflow=scope.path[0])
+    return stream
