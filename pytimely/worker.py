@@ -573,7 +573,7 @@ class Worker:
         >>> inp, probe = worker.dataflow(
         ...     lambda s: (lambda i, st: (i, st.map(lambda x: x + 1).probe()))(*s.new_input()))
         >>> inp.send(1); inp.advance_to(1); worker.step_while(lambda: probe.less_than(1))
-        >>> sorted(e.name for e in events if isinstance(e, OperatesEvent))
+        >>> sorted(e.name.split("(")[0] for e in events if isinstance(e, OperatesEvent))
         ['Input', 'Map', 'Probe']
         >>> runs = [e for e in events if isinstance(e, ScheduleEvent)]
         >>> len(runs) >= 3 and all(e.time <= e.stop for e in runs)
