@@ -62,6 +62,29 @@ class ChangeBatch:
         self._counts = {}
         return list(counts.items())
 
+    def drain_located_into(self, into: ChangeBatch, locations: tuple[tuple[Any, int], ...]) -> None:
+        """Move every ``(t, delta)`` into ``into`` as ``((loc, t), delta * weight)`` for each
+        ``(loc, weight)`` of ``locations``, and leave this batch empty.
+
+        The scope's per-invocation path (a child's counts become located pointstamp counts):
+        one call per batch, whether or not it holds anything, so an empty batch costs no
+        second call to ask.
+        """
+        counts = self._counts
+        if not counts:
+            return
+        self._counts = {}
+        target = into._counts
+        get = target.get
+        for t, delta in counts.items():
+            for loc, weight in locations:
+                key = (loc, t)
+                total = get(key, 0) + delta * weight
+                if total:
+                    target[key] = total
+                else:
+                    del target[key]
+
     def drain_into(self, other: ChangeBatch) -> None:
         """Move every change into ``other``."""
         if not self._counts:

@@ -147,6 +147,10 @@ class Subgraph:
             self._reads_tracker[i] = child.bind_frontiers(
                 [tracker.implication(loc) for loc in tracker.target_loc[i]]
             )
+        self._extraction = [
+            _Extraction.plan(children[i], tracker, i, self._edge_targets[i]) if i else None
+            for i in range(n)
+        ]
         self._active: list[int] = []
         self._active_set: set[int] = set()
         self._scheduled_self = False
@@ -326,6 +330,10 @@ class Subgraph:
         active = self._active
         active_set = self._active_set
         tracker = self.tracker
+        extraction = self._extraction
+        local = self._local
+        final = self._final
+        held = self._held
         while active:
             index = heapq.heappop(active)
             active_set.discard(index)
@@ -349,7 +357,18 @@ class Subgraph:
                     child.name,
                     self.path + (index,),
                 ) from exc
-            self._extract(index, child)
+            # Drain the counts of this invocation into the right accumulation.
+            plan = extraction[index]
+            into = local if plan.local else final
+            for batch, locations in plan.counted:
+                batch.drain_located_into(into, locations)
+            for batch, sl in plan.capabilities:
+                changes = batch.drain()
+                if changes:
+                    for t, d in changes:
+                        into.update((sl, t), d)
+                        if plan.local:
+                            held.update((sl, t), d)
             self._incomplete[index] = incomplete
             if not incomplete and not tracker.cap_counts[index] and tracker.inputs_done(index):
                 # Retire: the child can never be asked to do anything again.  (Its final
@@ -361,30 +380,6 @@ class Subgraph:
     def _pending_counts(self, child: Any) -> bool:
         sp = child.shared
         return any(sp.internals) or any(sp.produceds) or any(sp.consumeds)
-
-    def _extract(self, index: int, child: Any) -> None:
-        """Drain the counts of one child invocation into the right accumulation."""
-        sp = child.shared
-        tracker = self.tracker
-        into = self._local if child.local else self._final
-        for i, cb in enumerate(sp.consumeds):
-            if cb:
-                tl = tracker.target_loc[index][i]
-                for t, k in cb.drain():
-                    into.update((tl, t), -k)
-        for o, cb in enumerate(sp.produceds):
-            if cb:
-                targets = self._edge_targets[index][o]
-                for t, k in cb.drain():
-                    for tl, w in targets:
-                        into.update((tl, t), k * w)
-        for o, cb in enumerate(sp.internals):
-            if cb:
-                sl = tracker.source_loc[index][o]
-                for t, d in cb.drain():
-                    into.update((sl, t), d)
-                    if child.local:
-                        self._held.update((sl, t), d)
 
     def _propagate_pointstamps(self) -> None:
         """Step 4: apply the final counts (the boundary's go to the parent), propagate them
@@ -527,6 +522,47 @@ class Subgraph:
             "invocations": self.invocations,
             "pointstamps": held,
         }
+
+
+class _Extraction:
+    """Where one child's counts go after each of its invocations, resolved once when the
+    scope is built (the per-invocation path then does no index arithmetic).
+
+    ``counted``: per count batch of the child, the ``(location, weight)`` pairs its records
+    are counted at — a consumed record is ``-1`` at its input's target location, a produced
+    record ``+weight`` at every target its output feeds.  ``capabilities``: per output, the
+    internals batch and the output's source location.  ``local``: the child's reports are
+    this worker's own (exchanged, and remembered in ``_held``), not already agreed.
+    """
+
+    __slots__ = ("local", "counted", "capabilities")
+
+    def __init__(
+        self,
+        local: bool,
+        counted: list[tuple[ChangeBatch, tuple[tuple[int, int], ...]]],
+        capabilities: list[tuple[ChangeBatch, int]],
+    ) -> None:
+        self.local = local
+        self.counted = counted
+        self.capabilities = capabilities
+
+    @classmethod
+    def plan(
+        cls, child: Any, tracker: Tracker, index: int, edge_targets: list[list[tuple[int, int]]]
+    ) -> _Extraction:
+        sp = child.shared
+        counted = [
+            (batch, ((tracker.target_loc[index][i], -1),))
+            for i, batch in enumerate(sp.consumeds)
+        ]
+        counted.extend(
+            (batch, tuple(edge_targets[o])) for o, batch in enumerate(sp.produceds)
+        )
+        capabilities = [
+            (batch, tracker.source_loc[index][o]) for o, batch in enumerate(sp.internals)
+        ]
+        return cls(child.local, counted, capabilities)
 
 
 def _ignore(index: int) -> None:
