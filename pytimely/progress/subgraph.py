@@ -334,6 +334,7 @@ class Subgraph:
         local = self._local
         final = self._final
         held = self._held
+        incomplete_children = self._incomplete
         while active:
             index = heapq.heappop(active)
             active_set.discard(index)
@@ -369,7 +370,7 @@ class Subgraph:
                         into.update((sl, t), d)
                         if plan.local:
                             held.update((sl, t), d)
-            self._incomplete[index] = incomplete
+            incomplete_children[index] = incomplete
             if not incomplete and not tracker.cap_counts[index] and tracker.inputs_done(index):
                 # Retire: the child can never be asked to do anything again.  (Its final
                 # reports were just extracted.)
@@ -451,11 +452,16 @@ class Subgraph:
             level = interest[node][port]
             if level == _ALWAYS or (level == _IF_CAPABILITY and cap_counts[node] > 0):
                 self.activate_child(node)
-            else:
+            elif d < 0:
                 touched.add(node)
+            else:
+                # The node's latest change added a time to an input frontier, so that input
+                # is not finished (whatever came before): no need to ask the tracker.
+                touched.discard(node)
         active_set = self._active_set
         for node in touched:
             # Shutdown override: finished inputs and nothing held means "come and retire".
+            # (Only nodes whose last input frontier change was a retraction can qualify.)
             if node not in active_set and not cap_counts[node] and tracker.inputs_done(node):
                 self.activate_child(node)
 
