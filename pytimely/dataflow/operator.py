@@ -400,7 +400,7 @@ class OperatorCore:
         """Read input frontiers from the scope's tracker (see ``Operate``): no copies."""
         for port, frontier in zip(self.input_ports, antichains):
             port.bind_frontier(frontier)
-        self._copied_frontiers = []
+        self._copied_frontiers = ()
         return True
 
     def built(self) -> None:

@@ -147,10 +147,6 @@ class Subgraph:
             self._reads_tracker[i] = child.bind_frontiers(
                 [tracker.implication(loc) for loc in tracker.target_loc[i]]
             )
-        self._extraction = [
-            _Extraction.plan(children[i], tracker, i, self._edge_targets[i]) if i else None
-            for i in range(n)
-        ]
         self._active: list[int] = []
         self._active_set: set[int] = set()
         self._scheduled_self = False
@@ -330,7 +326,9 @@ class Subgraph:
         active = self._active
         active_set = self._active_set
         tracker = self.tracker
-        extraction = self._extraction
+        target_loc = tracker.target_loc
+        source_loc = tracker.source_loc
+        edge_targets = self._edge_targets
         local = self._local
         final = self._final
         held = self._held
@@ -358,17 +356,22 @@ class Subgraph:
                     child.name,
                     self.path + (index,),
                 ) from exc
-            # Drain the counts of this invocation into the right accumulation.
-            plan = extraction[index]
-            into = local if plan.local else final
-            for batch, locations in plan.counted:
-                batch.drain_located_into(into, locations)
-            for batch, sl in plan.capabilities:
+            # Drain the counts of this invocation into the right accumulation: records
+            # consumed count -1 at the input's location, records produced +weight at every
+            # target the output feeds, capability changes at the output's location.
+            sp = child.shared
+            is_local = child.local
+            into = local if is_local else final
+            for batch, tl in zip(sp.consumeds, target_loc[index]):
+                batch.drain_at_into(into, tl, -1)
+            for batch, targets in zip(sp.produceds, edge_targets[index]):
+                batch.drain_located_into(into, targets)
+            for batch, sl in zip(sp.internals, source_loc[index]):
                 changes = batch.drain()
                 if changes:
                     for t, d in changes:
                         into.update((sl, t), d)
-                        if plan.local:
+                        if is_local:
                             held.update((sl, t), d)
             incomplete_children[index] = incomplete
             if not incomplete and not tracker.cap_counts[index] and tracker.inputs_done(index):
@@ -528,47 +531,6 @@ class Subgraph:
             "invocations": self.invocations,
             "pointstamps": held,
         }
-
-
-class _Extraction:
-    """Where one child's counts go after each of its invocations, resolved once when the
-    scope is built (the per-invocation path then does no index arithmetic).
-
-    ``counted``: per count batch of the child, the ``(location, weight)`` pairs its records
-    are counted at — a consumed record is ``-1`` at its input's target location, a produced
-    record ``+weight`` at every target its output feeds.  ``capabilities``: per output, the
-    internals batch and the output's source location.  ``local``: the child's reports are
-    this worker's own (exchanged, and remembered in ``_held``), not already agreed.
-    """
-
-    __slots__ = ("local", "counted", "capabilities")
-
-    def __init__(
-        self,
-        local: bool,
-        counted: list[tuple[ChangeBatch, tuple[tuple[int, int], ...]]],
-        capabilities: list[tuple[ChangeBatch, int]],
-    ) -> None:
-        self.local = local
-        self.counted = counted
-        self.capabilities = capabilities
-
-    @classmethod
-    def plan(
-        cls, child: Any, tracker: Tracker, index: int, edge_targets: list[list[tuple[int, int]]]
-    ) -> _Extraction:
-        sp = child.shared
-        counted = [
-            (batch, ((tracker.target_loc[index][i], -1),))
-            for i, batch in enumerate(sp.consumeds)
-        ]
-        counted.extend(
-            (batch, tuple(edge_targets[o])) for o, batch in enumerate(sp.produceds)
-        )
-        capabilities = [
-            (batch, tracker.source_loc[index][o]) for o, batch in enumerate(sp.internals)
-        ]
-        return cls(child.local, counted, capabilities)
 
 
 def _ignore(index: int) -> None:
