@@ -18,9 +18,11 @@ On an embedded Spark (``local[workers + 2]``) the default workload, ``nexmark``,
    :func:`pytimely.nexmark.generate`, every query's rows against the batch reference
    (:mod:`pytimely.nexmark.reference`) on the same events, that every row was written no later
    than its logical time's epoch, and that the Q7 capture replays to the same rows;
-5. measures the open-loop latency of Q4 and Q7 with tokens, notifications and watermarks at
-   ``--latency-rates`` (:mod:`pytimely.nexmark.latency`, on a local worker), prints the table
-   and plots it (``latency.png``);
+5. stops Spark, then measures the open-loop latency of Q4 and Q7 with tokens, notifications
+   and watermarks at ``--latency-rates`` (:mod:`pytimely.nexmark.latency`, on a local
+   worker, the median of ``--latency-repeats`` runs each), prints the table next to the
+   machine's load (flagged UNRELIABLE if other processes were busy) and plots it
+   (``latency.png``);
 6. prints a summary table and where the files are (``summary.json`` holds it all).
 
 Workloads are pluggable (:data:`WORKLOADS`: anything with ``name``, ``summary``, ``rows``,
@@ -343,8 +345,10 @@ class NexmarkWorkload:
     time from ``generators`` generator streams (= Spark tasks), ``in_flight`` auctions (small:
     auctions close within seconds, so Q4/Q6 have results), cut into ``epochs`` epochs; the
     ``queries`` run with tokens and ``capture`` of them are captured.  Latency: ``latency_queries``
-    x idioms x ``latency_rates`` (empty: skip), ``latency_seconds`` each after
-    ``latency_warmup``, on ``latency_workers`` local workers."""
+    x idioms x ``latency_rates`` (empty: skip), ``latency_repeats`` runs of
+    ``latency_seconds`` each after ``latency_warmup``, on ``latency_workers`` local workers,
+    once Spark has stopped (:meth:`after_spark`); a table measured while other processes used
+    more than ``latency_busy_cpus`` CPUs is flagged unreliable."""
 
     name: str = "nexmark"
     summary: str = "NEXMark queries over Spark-generated events"
@@ -361,6 +365,9 @@ class NexmarkWorkload:
     latency_warmup: float = 0.5
     latency_workers: int = 1
     latency_in_flight: int = 10_000
+    latency_repeats: int = 3
+    latency_busy_cpus: float = 0.5
+    latency_quiet_wait: float = 30.0
 
     def config(self) -> Any:
         from pytimely.nexmark import NexmarkConfig
@@ -463,9 +470,6 @@ class NexmarkWorkload:
             replay[q] = {"rows": len(from_replay), "identical": from_replay == from_files}
         ctx.lap("capture replay")
 
-        # 4. Latency (local, open loop).
-        latency = self._latency(ctx)
-
         ok = (events_ok and sum(worker_events.values()) == n
               and all(c["equal"] and c["on_time"] == 1.0 for c in checks.values())
               and all(r["identical"] for r in replay.values())
@@ -491,14 +495,6 @@ class NexmarkWorkload:
         for q, r in replay.items():
             say(f"  capture   {q.upper()}: {r['rows']:,} rows replayed locally from "
                 f"{os.path.join(capture_dir, q)}, identical to the results: {r['identical']}")
-        if latency.get("runs"):
-            say(f"  latency   open loop, {self.latency_workers} local worker(s), "
-                f"{self.latency_seconds:g} s per run after {self.latency_warmup:g} s warm-up:")
-            for lines in latency["tables"].values():
-                for line in lines:
-                    say(f"            {line}")
-            if latency.get("plot"):
-                say(f"  plot      {latency['plot']}")
         say(f"  files     {events_dir} (events), {results_dir}/qN (results per worker and "
             f"epoch), {capture_dir}")
         say(f"  read them: spark.read.parquet({os.path.join(results_dir, 'q7')!r})")
@@ -514,34 +510,70 @@ class NexmarkWorkload:
             "replay_ok": all(r["identical"] for r in replay.values()),
             "dataflow": {"stage_s": round(stage_s, 3), "busy_s": round(busy_s, 3),
                          "events_per_s": round(n / busy_s) if busy_s else None},
-            "latency": latency,
         }
 
-    def _latency(self, ctx: Context) -> dict[str, Any]:
+    def after_spark(self, ctx: Context, summary: dict[str, Any]) -> None:
+        """The stage that must not share the machine with Spark: the open-loop latency of
+        ``latency_queries`` (into ``summary["latency"]``, :meth:`measure_latency`)."""
+        summary["latency"] = self.measure_latency(ctx)
+
+    def measure_latency(self, ctx: Context) -> dict[str, Any]:
+        """Q4/Q7 x idioms x rates, each ``latency_repeats`` times (median), on a local worker;
+        print the table next to the machine's load, flagged UNRELIABLE if other processes
+        were busy (:meth:`pytimely.openloop.MachineLoad.under_load` with
+        ``latency_busy_cpus``); save ``latency.json`` and ``latency.png``.
+
+        Latency is queueing: measured beside a busy JVM it shows the JVM's CPU use (tokens
+        then looked slower than watermarks), on a quiet machine the idioms' own costs.  So
+        the stage first waits (up to ``latency_quiet_wait`` s) for the machine to calm down.
+        """
         if not self.latency_rates or not self.latency_queries:
             return {}
+        from pytimely import openloop
         from pytimely.nexmark import latency as lat
 
         say = ctx.say
+        quiet = openloop.wait_until_quiet(self.latency_quiet_wait, self.latency_busy_cpus)
+        if quiet is not None and quiet.under_load(self.latency_busy_cpus, own_cpus=0.0):
+            say(f"latency: the machine is still busy after {self.latency_quiet_wait:g} s "
+                f"({quiet.describe()}); measuring anyway")
         say(f"latency: {', '.join(q.upper() for q in self.latency_queries)} x "
             f"{', '.join(lat.IDIOMS)} at {', '.join(f'{r:,}' for r in self.latency_rates)} "
-            "events/s, open loop on a local worker ...")
-        runs = []
-        for q in self.latency_queries:
-            for rate in self.latency_rates:
-                for idiom in lat.IDIOMS:
-                    runs.append(lat.measure(q, idiom, rate, workers=self.latency_workers,
-                                            duration=self.latency_seconds,
-                                            in_flight=self.latency_in_flight,
-                                            warmup=self.latency_warmup))
-        out: dict[str, Any] = {"runs": runs,
-                               "tables": {q: lat.table(runs, q) for q in self.latency_queries}}
+            f"events/s, {self.latency_repeats} runs each, open loop on "
+            f"{self.latency_workers} local worker(s) ...")
+        runs, load = lat.sweep(self.latency_queries, self.latency_rates,
+                               repeats=self.latency_repeats, workers=self.latency_workers,
+                               duration=self.latency_seconds, in_flight=self.latency_in_flight,
+                               warmup=self.latency_warmup)
+        reliable = not load.under_load(self.latency_busy_cpus, own_cpus=self.latency_workers)
+        caveat = "" if reliable else "  -- UNRELIABLE: taken under load"
+        out: dict[str, Any] = {
+            "runs": runs,
+            "repeats": self.latency_repeats,
+            "reliable": reliable,
+            "load": load.to_dict(),
+            "tables": {q: lat.table(runs, q, caveat=caveat) for q in self.latency_queries},
+        }
         with open(os.path.join(ctx.out, "latency.json"), "w") as f:
             json.dump(out, f, indent=1)
+        say("")
+        say(f"  latency   open loop, {self.latency_workers} local worker(s), median of "
+            f"{self.latency_repeats} runs of {self.latency_seconds:g} s after "
+            f"{self.latency_warmup:g} s warm-up, measured after Spark stopped")
+        say(f"            {load.describe()}")
+        if not reliable:
+            say(f"  UNRELIABLE: other processes kept the machine busy while latency was "
+                f"measured (more than {self.latency_busy_cpus:g} CPUs besides ours); the "
+                "numbers below show that load, not pytimely: not a result. Rerun on a quiet "
+                "machine.")
+        for lines in out["tables"].values():
+            for line in lines:
+                say(f"            {line}")
         try:
+            title = f"pytimely NEXMark open-loop latency ({self.latency_workers} worker)"
             out["plot"] = lat.plot(runs, os.path.join(ctx.out, "latency.png"),
-                                   title="pytimely NEXMark open-loop latency "
-                                         f"({self.latency_workers} worker)")
+                                   title=title if reliable else title + " - UNRELIABLE: under load")
+            say(f"  plot      {out['plot']}")
         except ImportError as exc:  # matplotlib is a dependency; tolerate its absence anyway
             say(f"latency: no plot ({exc})")
         ctx.lap("latency")
@@ -565,11 +597,18 @@ def run_demo(
     out: str = os.path.join("out", "demo"),
     spark: Any = None,
     say: Callable[[str], Any] = print,
+    stop_spark: bool | None = None,
 ) -> dict[str, Any]:
     """Run ``workload`` (module docstring) on ``workers`` Spark-placed workers over ``rows``
     input rows in ``epochs`` epochs (None: the workload's defaults), writing into ``out``
     (replaced); ``spark``: a session to use (None: start ``local[workers + 2]``).  Returns the
-    workload's summary dict with ``timings`` and ``out``; ``ok`` says if all checks passed."""
+    workload's summary dict with ``timings`` and ``out``; ``ok`` says if all checks passed.
+
+    Stages: ``workload.run(ctx)`` (everything that needs Spark), then Spark is stopped
+    (``stop_spark``; None: only a session this call started), then the workload's optional
+    ``after_spark(ctx, summary)`` (measurements that must not compete with the JVM for the
+    CPUs, e.g. latency).
+    """
     from pytimely import spark as ps
 
     t0 = time.perf_counter()
@@ -580,11 +619,20 @@ def run_demo(
     if spark is None:
         say(f"starting Spark (local[{workers + 2}]) ...")
         spark = ps.local_session(cores=workers + 2, app_name="pytimely-demo")
+        if stop_spark is None:
+            stop_spark = True
     ctx = Context(spark=spark, out=out, workers=workers,
                   rows=workload.rows if rows is None else rows,
                   epochs=workload.epochs if epochs is None else epochs, say=say, _mark=t0)
     ctx.lap("spark start")
     summary = workload.run(ctx)
+    after_spark = getattr(workload, "after_spark", None)
+    if stop_spark:
+        spark.stop()
+        ctx.spark = None
+        ctx.lap("spark stop")
+    if after_spark is not None:
+        after_spark(ctx, summary)
     total = time.perf_counter() - t0
     summary["timings"] = {k: round(v, 3) for k, v in ctx.timings.items()}
     summary["total_s"] = round(total, 3)
@@ -628,6 +676,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="offered events/s for the Q4/Q7 latency runs ('none': skip them)")
     nx.add_argument("--latency-seconds", type=float, default=NEXMARK.latency_seconds,
                     help="measured seconds per latency run")
+    nx.add_argument("--latency-repeats", type=int, default=NEXMARK.latency_repeats,
+                    help="runs per latency configuration (the table shows the median)")
     args = parser.parse_args([] if argv is None else argv)
     workload = WORKLOADS[args.workload]
     if isinstance(workload, NexmarkWorkload):
@@ -639,6 +689,7 @@ def main(argv: list[str] | None = None) -> int:
             generators=args.generators,
             latency_rates=_ints(args.latency_rates),
             latency_seconds=args.latency_seconds,
+            latency_repeats=args.latency_repeats,
         )
     from pytimely.spark import JavaUnavailable
 
