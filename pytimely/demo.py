@@ -60,9 +60,10 @@ __all__ = [
 
 @dataclass
 class Context:
-    """What a workload's ``run`` gets: the Spark session, the (emptied) output directory, the
-    number of workers, the input size (``rows``, ``epochs``), ``say`` for progress lines and
-    ``lap(name)`` to time its stages (``timings``)."""
+    """What a workload's ``run`` gets: the Spark session (``None`` in ``after_spark`` once
+    :func:`run_demo` stopped it), the (emptied) output directory, the number of workers, the
+    input size (``rows``, ``epochs``), ``say`` for progress lines and ``lap(name)`` to time its
+    stages (``timings``)."""
 
     spark: Any
     out: str
@@ -559,7 +560,9 @@ class NexmarkWorkload:
         say("")
         say(f"  latency   open loop, {self.latency_workers} local worker(s), median of "
             f"{self.latency_repeats} runs of {self.latency_seconds:g} s after "
-            f"{self.latency_warmup:g} s warm-up, measured after Spark stopped")
+            f"{self.latency_warmup:g} s warm-up, "
+            + ("measured after Spark stopped" if ctx.spark is None
+               else "measured with the caller's Spark session still running"))
         say(f"            {load.describe()}")
         if not reliable:
             say(f"  UNRELIABLE: other processes kept the machine busy while latency was "
