@@ -320,6 +320,15 @@ class TestChangeBatch:
         consumed.update(8, 1)
         assert dict(consumed) == {8: 1} and dict(into) == {(1, 6): 4, (9, 5): 6, (9, 6): 2}
 
+    def test_drain_at_into_is_one_weighted_location(self):
+        consumed = ChangeBatch([(5, 2), (6, 1)])
+        into = ChangeBatch([((3, 5), 2)])
+        consumed.drain_at_into(into, 3, -1)  # records consumed at location 3
+        assert consumed.is_empty()
+        assert dict(into) == {(3, 6): -1}  # (3, 5) cancelled
+        consumed.drain_at_into(into, 3, -1)  # empty: nothing changes
+        assert dict(into) == {(3, 6): -1}
+
     def test_clear_eq_repr(self):
         a = ChangeBatch([(1, 1)])
         b = ChangeBatch([(1, 2), (1, -1)])
