@@ -18,9 +18,11 @@ On an embedded Spark (``local[workers + 2]``) the default workload, ``nexmark``,
    :func:`pytimely.nexmark.generate`, every query's rows against the batch reference
    (:mod:`pytimely.nexmark.reference`) on the same events, that every row was written no later
    than its logical time's epoch, and that the Q7 capture replays to the same rows;
-5. measures the open-loop latency of Q4 and Q7 with tokens, notifications and watermarks at
-   ``--latency-rates`` (:mod:`pytimely.nexmark.latency`, on a local worker), prints the table
-   and plots it (``latency.png``);
+5. stops Spark, then measures the open-loop latency of Q4 and Q7 with tokens, notifications
+   and watermarks at ``--latency-rates`` (:mod:`pytimely.nexmark.latency`, on a local
+   worker, the median of ``--latency-repeats`` runs each), prints the table next to the
+   machine's load (flagged UNRELIABLE if other processes were busy) and plots it
+   (``latency.png``);
 6. prints a summary table and where the files are (``summary.json`` holds it all).
 
 Workloads are pluggable (:data:`WORKLOADS`: anything with ``name``, ``summary``, ``rows``,
@@ -58,9 +60,10 @@ __all__ = [
 
 @dataclass
 class Context:
-    """What a workload's ``run`` gets: the Spark session, the (emptied) output directory, the
-    number of workers, the input size (``rows``, ``epochs``), ``say`` for progress lines and
-    ``lap(name)`` to time its stages (``timings``)."""
+    """What a workload's ``run`` gets: the Spark session (``None`` in ``after_spark`` once
+    :func:`run_demo` stopped it), the (emptied) output directory, the number of workers, the
+    input size (``rows``, ``epochs``), ``say`` for progress lines and ``lap(name)`` to time its
+    stages (``timings``)."""
 
     spark: Any
     out: str
@@ -126,8 +129,8 @@ class Workload:
 
     def run(self, ctx: Context) -> dict[str, Any]:
         """Build the dataset, run the dataflow on Spark, check it against Spark, replay the
-        capture -- one method per stage, each adding to the summary -- then print the report
-        made from the summary; returns it (``ok``: all checks passed)."""
+        capture -- one method per stage, each adding to the summary; returns it (``ok``: all
+        checks passed; :func:`run_demo` prints :meth:`report` of it)."""
         summary: dict[str, Any] = {
             "dirs": {name: os.path.join(ctx.out, name) for name in ("input", "results",
                                                                        "capture")},
@@ -138,9 +141,6 @@ class Workload:
         self.replay_capture(ctx, result_rows, summary)
         summary["ok"] = (summary["missing"] == 0 and summary["extra"] == 0
                          and summary["replay_ok"] and summary["rows"] > 0)
-        ctx.say("")
-        for line in self.report(summary):
-            ctx.say(line)
         return summary
 
     def make_dataset(self, ctx: Context, summary: dict[str, Any]) -> Any:
@@ -386,8 +386,10 @@ class NexmarkWorkload:
     time from ``generators`` generator streams (= Spark tasks), ``in_flight`` auctions (small:
     auctions close within seconds, so Q4/Q6 have results), cut into ``epochs`` epochs; the
     ``queries`` run with tokens and ``capture`` of them are captured.  Latency: ``latency_queries``
-    x idioms x ``latency_rates`` (empty: skip), ``latency_seconds`` each after
-    ``latency_warmup``, on ``latency_workers`` local workers."""
+    x idioms x ``latency_rates`` (empty: skip), ``latency_repeats`` runs of
+    ``latency_seconds`` each after ``latency_warmup``, on ``latency_workers`` local workers,
+    once Spark has stopped (:meth:`after_spark`); a table measured while other processes used
+    more than ``latency_busy_cpus`` CPUs is flagged unreliable."""
 
     name: str = "nexmark"
     summary: str = "NEXMark queries over Spark-generated events"
@@ -404,6 +406,9 @@ class NexmarkWorkload:
     latency_warmup: float = 0.5
     latency_workers: int = 1
     latency_in_flight: int = 10_000
+    latency_repeats: int = 3
+    latency_busy_cpus: float = 0.5
+    latency_quiet_wait: float = 30.0
 
     def config(self) -> Any:
         from pytimely.nexmark import NexmarkConfig
@@ -441,7 +446,7 @@ class NexmarkWorkload:
         stats = self.run_queries(ctx, events_df, summary)
         self.check_results(ctx, events_df, stats, summary)
         self.replay_captures(ctx, summary)
-        summary["latency"] = self._latency(ctx)
+        summary["latency"] = {}  # measured once Spark has stopped (after_spark)
         checks, replay = summary["queries"], summary["replay"]
         summary["replay_ok"] = all(r["identical"] for r in replay.values())
         summary["ok"] = (summary["events_ok"]
@@ -449,9 +454,6 @@ class NexmarkWorkload:
                          and all(c["equal"] and c["on_time"] == 1.0 for c in checks.values())
                          and summary["replay_ok"]
                          and any(c["rows"] for c in checks.values()))
-        ctx.say("")
-        for line in self.report(summary):
-            ctx.say(line)
         return summary
 
     def generate_events(self, ctx: Context, summary: dict[str, Any]) -> Any:
@@ -588,49 +590,97 @@ class NexmarkWorkload:
             lines.append(f"  capture   {q.upper()}: {r['rows']:,} rows replayed locally from "
                          f"{os.path.join(dirs['capture'], q)}, identical to the results: "
                          f"{r['identical']}")
-        latency = summary["latency"]
-        if latency.get("runs"):
-            lines.append(f"  latency   open loop, {self.latency_workers} local worker(s), "
-                         f"{self.latency_seconds:g} s per run after {self.latency_warmup:g} s "
-                         "warm-up:")
-            for table in latency["tables"].values():
-                lines.extend(f"            {line}" for line in table)
-            if latency.get("plot"):
-                lines.append(f"  plot      {latency['plot']}")
+        lines.extend(self.latency_report(summary["latency"]))
         lines.append(f"  files     {dirs['events']} (events), {dirs['results']}/qN (results per "
                      f"worker and epoch), {dirs['capture']}")
         lines.append(f"  read them: spark.read.parquet({os.path.join(dirs['results'], 'q7')!r})")
         return lines
 
-    def _latency(self, ctx: Context) -> dict[str, Any]:
+    def after_spark(self, ctx: Context, summary: dict[str, Any]) -> None:
+        """The stage that must not share the machine with Spark: the open-loop latency of
+        ``latency_queries`` (into ``summary["latency"]``, :meth:`measure_latency`)."""
+        summary["latency"] = self.measure_latency(ctx)
+
+    def measure_latency(self, ctx: Context) -> dict[str, Any]:
+        """Q4/Q7 x idioms x rates, each ``latency_repeats`` times (median), on a local worker,
+        with the machine's load beside it, flagged unreliable if other processes were busy
+        (:meth:`pytimely.openloop.MachineLoad.under_load` with ``latency_busy_cpus``); saves
+        ``latency.json`` and ``latency.png`` and returns the dict :meth:`latency_report`
+        prints.
+
+        Latency is queueing: measured beside a busy JVM it shows the JVM's CPU use (tokens
+        then looked slower than watermarks), on a quiet machine the idioms' own costs.  So
+        the stage first waits (up to ``latency_quiet_wait`` s) for the machine to calm down.
+        """
         if not self.latency_rates or not self.latency_queries:
             return {}
+        from pytimely import openloop
         from pytimely.nexmark import latency as lat
 
         say = ctx.say
+        quiet = openloop.wait_until_quiet(self.latency_quiet_wait, self.latency_busy_cpus)
+        if quiet is not None and quiet.under_load(self.latency_busy_cpus, own_cpus=0.0):
+            say(f"latency: the machine is still busy after {self.latency_quiet_wait:g} s "
+                f"({quiet.describe()}); measuring anyway")
         say(f"latency: {', '.join(q.upper() for q in self.latency_queries)} x "
             f"{', '.join(lat.IDIOMS)} at {', '.join(f'{r:,}' for r in self.latency_rates)} "
-            "events/s, open loop on a local worker ...")
-        runs = []
-        for q in self.latency_queries:
-            for rate in self.latency_rates:
-                for idiom in lat.IDIOMS:
-                    runs.append(lat.measure(q, idiom, rate, workers=self.latency_workers,
-                                            duration=self.latency_seconds,
-                                            in_flight=self.latency_in_flight,
-                                            warmup=self.latency_warmup))
-        out: dict[str, Any] = {"runs": runs,
-                               "tables": {q: lat.table(runs, q) for q in self.latency_queries}}
-        with open(os.path.join(ctx.out, "latency.json"), "w") as f:
-            json.dump(out, f, indent=1)
+            f"events/s, {self.latency_repeats} runs each, open loop on "
+            f"{self.latency_workers} local worker(s) ...")
+        runs, load = lat.sweep(self.latency_queries, self.latency_rates,
+                               repeats=self.latency_repeats, workers=self.latency_workers,
+                               duration=self.latency_seconds, in_flight=self.latency_in_flight,
+                               warmup=self.latency_warmup)
+        reliable = not load.under_load(self.latency_busy_cpus, own_cpus=self.latency_workers)
+        caveat = "" if reliable else "  -- UNRELIABLE: taken under load"
+        out: dict[str, Any] = {
+            "runs": runs,
+            "repeats": self.latency_repeats,
+            "workers": self.latency_workers,
+            "seconds": self.latency_seconds,
+            "warmup": self.latency_warmup,
+            "busy_cpus": self.latency_busy_cpus,
+            "after_spark": ctx.spark is None,
+            "reliable": reliable,
+            "load": load.to_dict(),
+            "machine": load.describe(),
+            "tables": {q: lat.table(runs, q, caveat=caveat) for q in self.latency_queries},
+        }
         try:
+            title = f"pytimely NEXMark open-loop latency ({self.latency_workers} worker)"
             out["plot"] = lat.plot(runs, os.path.join(ctx.out, "latency.png"),
-                                   title="pytimely NEXMark open-loop latency "
-                                         f"({self.latency_workers} worker)")
+                                   title=title if reliable else title + " - UNRELIABLE: under load")
         except ImportError as exc:  # matplotlib is a dependency; tolerate its absence anyway
             say(f"latency: no plot ({exc})")
+        with open(os.path.join(ctx.out, "latency.json"), "w") as f:
+            json.dump(out, f, indent=1)
         ctx.lap("latency")
         return out
+
+    @staticmethod
+    def latency_report(latency: dict[str, Any]) -> list[str]:
+        """The latency part of the report, from :meth:`measure_latency`'s dict alone: how it
+        was measured, the machine's load beside it, an UNRELIABLE banner if other processes
+        were busy, the tables and the plot (nothing if latency was not measured)."""
+        if not latency.get("runs"):
+            return []
+        where = ("measured after Spark stopped" if latency["after_spark"]
+                 else "measured with the caller's Spark session still running")
+        lines = [
+            f"  latency   open loop, {latency['workers']} local worker(s), median of "
+            f"{latency['repeats']} runs of {latency['seconds']:g} s after "
+            f"{latency['warmup']:g} s warm-up, {where}",
+            f"            {latency['machine']}",
+        ]
+        if not latency["reliable"]:
+            lines.append(
+                "  UNRELIABLE: other processes kept the machine busy while latency was measured "
+                f"(more than {latency['busy_cpus']:g} CPUs besides ours); the numbers below "
+                "show that load, not pytimely: not a result. Rerun on a quiet machine.")
+        for table in latency["tables"].values():
+            lines.extend(f"            {line}" for line in table)
+        if latency.get("plot"):
+            lines.append(f"  plot      {latency['plot']}")
+        return lines
 
 
 NEXMARK = NexmarkWorkload()
@@ -652,12 +702,20 @@ def run_demo(
     master: str | None = None,
     conf: dict[str, str] | None = None,
     say: Callable[[str], Any] = print,
+    stop_spark: bool | None = None,
 ) -> dict[str, Any]:
     """Run ``workload`` (module docstring) on ``workers`` Spark-placed workers over ``rows``
     input rows in ``epochs`` epochs (None: the workload's defaults), writing into ``out``
     (replaced); ``spark``: a session to use (None: :func:`pytimely.spark.connect` to ``master``
     with ``conf``, or start ``local[workers + 2]`` when ``master`` is None too).  Returns the
-    workload's summary dict with ``timings`` and ``out``; ``ok`` says if all checks passed."""
+    workload's summary dict with ``timings`` and ``out``; ``ok`` says if all checks passed.
+
+    Stages: ``workload.run(ctx)`` (everything that needs Spark), then Spark is stopped
+    (``stop_spark``; None: only a session this call started), then the workload's optional
+    ``after_spark(ctx, summary)`` (measurements that must not compete with the JVM for the
+    CPUs, e.g. latency), then the report, printed from the summary alone
+    (``workload.report(summary)``).
+    """
     from pytimely import spark as ps
 
     t0 = time.perf_counter()
@@ -671,11 +729,27 @@ def run_demo(
     elif spark is None:
         say(f"starting Spark (local[{workers + 2}]) ...")
         spark = ps.local_session(cores=workers + 2, app_name="pytimely-demo", conf=conf)
+    else:
+        stop_spark = bool(stop_spark)  # a session the caller supplied is the caller's
+    if stop_spark is None:
+        stop_spark = True
     ctx = Context(spark=spark, out=out, workers=workers,
                   rows=workload.rows if rows is None else rows,
                   epochs=workload.epochs if epochs is None else epochs, say=say, _mark=t0)
     ctx.lap("spark start")
     summary = workload.run(ctx)
+    after_spark = getattr(workload, "after_spark", None)
+    if stop_spark:
+        spark.stop()
+        ctx.spark = None
+        ctx.lap("spark stop")
+    if after_spark is not None:
+        after_spark(ctx, summary)
+    report = getattr(workload, "report", None)
+    if report is not None:
+        say("")
+        for line in report(summary):
+            say(line)
     total = time.perf_counter() - t0
     summary["timings"] = {k: round(v, 3) for k, v in ctx.timings.items()}
     summary["total_s"] = round(total, 3)
@@ -726,6 +800,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="offered events/s for the Q4/Q7 latency runs ('none': skip them)")
     nx.add_argument("--latency-seconds", type=float, default=NEXMARK.latency_seconds,
                     help="measured seconds per latency run")
+    nx.add_argument("--latency-repeats", type=int, default=NEXMARK.latency_repeats,
+                    help="runs per latency configuration (the table shows the median)")
     args = parser.parse_args([] if argv is None else argv)
     workload = WORKLOADS[args.workload]
     if isinstance(workload, NexmarkWorkload):
@@ -737,6 +813,7 @@ def main(argv: list[str] | None = None) -> int:
             generators=args.generators,
             latency_rates=_ints(args.latency_rates),
             latency_seconds=args.latency_seconds,
+            latency_repeats=args.latency_repeats,
         )
     from pytimely.spark import JavaUnavailable
 

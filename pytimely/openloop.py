@@ -28,19 +28,36 @@ offers ``rate / peers``), and :func:`merge_results` combines the workers' result
 from __future__ import annotations
 
 import math
+import os
+import statistics
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from .synchronization import barrier
 
-__all__ = ["DNF_NS", "LatencyHistogram", "merge_results", "run_open_loop"]
+__all__ = [
+    "BUSY_CPUS",
+    "DNF_NS",
+    "LatencyHistogram",
+    "LoadReading",
+    "MachineLoad",
+    "median_run",
+    "merge_results",
+    "run_open_loop",
+    "wait_until_quiet",
+]
 
 #: A run is "did not finish" once a latency (or the oldest unfinished record) exceeds this.
 DNF_NS = 1_000_000_000
+
+#: A latency measurement is *taken under load* when other processes used more than this many
+#: CPUs on average while it ran: its numbers then describe the machine, not the dataflow.
+BUSY_CPUS = 0.5
 
 
 class LatencyHistogram:
@@ -190,3 +207,149 @@ def merge_results(results: list[dict[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {"dnf": dnf, "offered": sum(r["offered"] for r in results)}
     out.update(hist.summary_ms())
     return out
+
+
+# --- repeated runs -----------------------------------------------------------------------------
+
+_METRICS = ("p50_ms", "p99_ms", "p999_ms", "max_ms")
+
+
+def median_run(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """One summary for repeated runs of the same configuration (:func:`merge_results` outputs
+    with the same parameters): each latency metric is the median over the runs, a DNF run
+    counting as infinitely slow, so the result is DNF exactly when the median run is.
+
+    The other keys come from the first run; ``repeats`` holds every run's ``dnf`` and metrics
+    (in run order), so the spread stays visible.
+    """
+    if not runs:
+        raise ValueError("median_run: no runs")
+    out = dict(runs[0])
+    out["repeats"] = [{k: r.get(k) for k in ("dnf", *_METRICS)} for r in runs]
+    dnf = False
+    for metric in _METRICS:
+        values = [math.inf if r["dnf"] else r[metric] for r in runs if metric in r or r["dnf"]]
+        if not values:
+            continue
+        mid = statistics.median(values)
+        if math.isinf(mid):
+            dnf = True
+        else:
+            out[metric] = mid
+    out["dnf"] = dnf
+    return out
+
+
+# --- how busy the machine was ------------------------------------------------------------------
+
+
+def _system_busy_seconds() -> float | None:
+    """CPU seconds all processes spent busy since boot, from ``/proc/stat`` (Linux; None
+    elsewhere): user, nice, system, irq, softirq and steal time."""
+    try:
+        with open("/proc/stat") as f:
+            fields = f.readline().split()
+    except OSError:
+        return None
+    if not fields or fields[0] != "cpu" or len(fields) < 9:
+        return None
+    user, nice, system, _idle, _iowait, irq, softirq, steal = (int(x) for x in fields[1:9])
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+
+
+def _own_cpu_seconds() -> float:
+    """CPU seconds of this process and of its children that were waited for."""
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
+
+
+def _loadavg() -> tuple[float, float, float] | None:
+    try:
+        return os.getloadavg()
+    except OSError:  # not available on this platform
+        return None
+
+
+@dataclass(frozen=True)
+class LoadReading:
+    """One instant's counters (:meth:`now`); two readings make a :class:`MachineLoad`."""
+
+    wall: float
+    system_busy: float | None
+    own_cpu: float
+    loadavg: tuple[float, float, float] | None
+
+    @classmethod
+    def now(cls) -> LoadReading:
+        return cls(time.perf_counter(), _system_busy_seconds(), _own_cpu_seconds(), _loadavg())
+
+
+@dataclass(frozen=True)
+class MachineLoad:
+    """What the rest of the machine did between two :class:`LoadReading` s.
+
+    ``others_cpus`` is the average number of CPUs busy with anything but this process (and
+    its waited-for children) — measured from ``/proc/stat``, ``None`` where that does not
+    exist; the load averages (``os.getloadavg``, 1/5/15 min) are shown as the familiar figure,
+    but they include this process and decay over minutes, so they only decide when
+    ``others_cpus`` is unknown.
+    """
+
+    cpus: int
+    seconds: float
+    others_cpus: float | None
+    loadavg_before: tuple[float, float, float] | None
+    loadavg_after: tuple[float, float, float] | None
+
+    @classmethod
+    def between(cls, before: LoadReading, after: LoadReading) -> MachineLoad:
+        seconds = max(after.wall - before.wall, 1e-9)
+        others = None
+        if before.system_busy is not None and after.system_busy is not None:
+            busy = after.system_busy - before.system_busy
+            others = max(0.0, busy - (after.own_cpu - before.own_cpu)) / seconds
+        return cls(os.cpu_count() or 1, seconds, others, before.loadavg, after.loadavg)
+
+    def under_load(self, busy_cpus: float = BUSY_CPUS, own_cpus: float = 1.0) -> bool:
+        """Other processes used more than ``busy_cpus`` CPUs on average; without
+        ``/proc/stat``, the 1-minute load average exceeded ``own_cpus`` (the measurement's
+        own share) by more than ``busy_cpus``."""
+        if self.others_cpus is not None:
+            return self.others_cpus > busy_cpus
+        loads = [a[0] for a in (self.loadavg_before, self.loadavg_after) if a is not None]
+        return bool(loads) and max(loads) > own_cpus + busy_cpus
+
+    def describe(self) -> str:
+        """One line: CPUs, load averages before and after, other processes' CPU use."""
+        parts = [f"{self.cpus} CPUs"]
+
+        def fmt(a: tuple[float, float, float] | None) -> str:
+            return "n/a" if a is None else " / ".join(f"{x:.2f}" for x in a)
+
+        parts.append(f"load average (1/5/15 min) {fmt(self.loadavg_before)} before, "
+                     f"{fmt(self.loadavg_after)} after")
+        if self.others_cpus is not None:
+            parts.append(f"other processes busy {self.others_cpus:.2f} CPUs on average over "
+                         f"{self.seconds:.1f} s")
+        return "machine: " + "; ".join(parts)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"cpus": self.cpus, "seconds": round(self.seconds, 3),
+                "others_cpus": None if self.others_cpus is None else round(self.others_cpus, 3),
+                "loadavg_before": self.loadavg_before, "loadavg_after": self.loadavg_after}
+
+
+def wait_until_quiet(max_wait: float, busy_cpus: float = BUSY_CPUS,
+                     window: float = 1.0) -> MachineLoad | None:
+    """Sleep in ``window``-second steps until other processes use at most ``busy_cpus`` CPUs
+    (e.g. a JVM that was just stopped winds down), for at most ``max_wait`` seconds.  Returns
+    the last window's :class:`MachineLoad` (``None`` if ``max_wait`` allowed no window)."""
+    deadline = time.perf_counter() + max_wait
+    last = None
+    while time.perf_counter() + window <= deadline:
+        before = LoadReading.now()
+        time.sleep(window)
+        last = MachineLoad.between(before, LoadReading.now())
+        if not last.under_load(busy_cpus, own_cpus=0.0):
+            break
+    return last

@@ -80,7 +80,7 @@ def test_demo_nexmark_on_spark_equals_the_reference(spark, tmp_path):
     workload = dataclasses.replace(
         NEXMARK, rate=CONFIG.rate, generators=CONFIG.workers, in_flight=CONFIG.in_flight_auctions,
         latency_queries=("q7",), latency_rates=(20_000,), latency_seconds=0.2,
-        latency_warmup=0.1,
+        latency_warmup=0.1, latency_quiet_wait=0.0,
     )
     n, out = 12_000, tmp_path / "demo"
     lines: list[str] = []
@@ -122,5 +122,104 @@ def test_demo_nexmark_on_spark_equals_the_reference(spark, tmp_path):
     assert q7_files and all(f.startswith("epoch=") and f.endswith(".parquet") for f in q7_files)
     assert os.path.isdir(out / "capture" / "q7")
     assert summary["latency"]["runs"] and len(summary["latency"]["runs"]) == 3
+    assert all(len(r["repeats"]) == 3 for r in summary["latency"]["runs"])  # median of 3
+    assert summary["latency"]["load"]["cpus"] == os.cpu_count()
+    assert any(line.strip().startswith("machine:") for line in lines)
     assert os.path.getsize(out / "latency.png") > 0
     assert os.path.exists(out / "summary.json")
+
+
+# --- the latency stage, without Spark ------------------------------------------------------------
+
+
+class _FakeSpark:
+    def __init__(self, log: list[str]) -> None:
+        self.log = log
+
+    def stop(self) -> None:
+        self.log.append("spark stopped")
+
+
+@dataclasses.dataclass(frozen=True)
+class _StagedWorkload:
+    """Records the order of the demo's stages."""
+
+    log: list[str]
+    name: str = "staged"
+    rows: int = 1
+    epochs: int = 1
+
+    def run(self, ctx):
+        self.log.append("run with spark" if ctx.spark is not None else "run without spark")
+        return {"ok": True}
+
+    def after_spark(self, ctx, summary):
+        self.log.append("after spark" if ctx.spark is None else "after spark, spark still up")
+        summary["measured"] = True
+
+
+def test_demo_measures_after_stopping_spark(tmp_path):
+    from pytimely.demo import run_demo
+
+    log: list[str] = []
+    summary = run_demo(_StagedWorkload(log), out=str(tmp_path / "d"), spark=_FakeSpark(log),
+                       stop_spark=True, say=lambda line: None)
+    assert log == ["run with spark", "spark stopped", "after spark"]
+    assert summary["measured"] and "spark stop" in summary["timings"]
+    # A session the caller supplied is the caller's: not stopped unless asked.
+    log.clear()
+    run_demo(_StagedWorkload(log), out=str(tmp_path / "e"), spark=_FakeSpark(log),
+             say=lambda line: None)
+    assert log == ["run with spark", "after spark, spark still up"]
+
+
+def _latency_workload(busy_cpus: float):
+    from pytimely.demo import NEXMARK
+
+    return dataclasses.replace(
+        NEXMARK, latency_queries=("q7",), latency_rates=(20_000,), latency_seconds=0.1,
+        latency_warmup=0.05, latency_repeats=3, latency_quiet_wait=0.0,
+        latency_busy_cpus=busy_cpus,
+    )
+
+
+@pytest.mark.timeout(120)
+def test_latency_table_is_a_median_printed_beside_the_machine_load(tmp_path):
+    from pytimely.demo import Context
+
+    lines: list[str] = []
+    ctx = Context(spark=None, out=str(tmp_path), workers=1, rows=1, epochs=1, say=lines.append)
+    # An impossible load limit: whatever else runs, the table counts as taken on a quiet
+    # machine.
+    workload = _latency_workload(busy_cpus=1e9)
+    out = workload.measure_latency(ctx)
+    lines += workload.latency_report(out)
+    assert out["reliable"] and out["repeats"] == 3
+    assert [r["idiom"] for r in out["runs"]] == ["tokens", "notifications", "watermarks"]
+    for run in out["runs"]:
+        assert len(run["repeats"]) == 3
+        if not run["dnf"]:
+            p50s = sorted(r["p50_ms"] for r in run["repeats"])
+            assert run["p50_ms"] == p50s[1]
+    text = "\n".join(lines)
+    assert "median of 3 runs" in text and "measured after Spark stopped" in text
+    machine = next(line for line in lines if line.strip().startswith("machine:"))
+    assert f"{os.cpu_count()} CPUs" in machine and "load average" in machine
+    assert "UNRELIABLE" not in text
+    assert os.path.exists(tmp_path / "latency.json")
+
+
+@pytest.mark.timeout(120)
+def test_latency_table_taken_under_load_is_flagged_unreliable(tmp_path):
+    from pytimely.demo import Context
+
+    lines: list[str] = []
+    ctx = Context(spark=None, out=str(tmp_path), workers=1, rows=1, epochs=1, say=lines.append)
+    # A negative limit: any machine counts as loaded.
+    workload = _latency_workload(busy_cpus=-1.0)
+    out = workload.measure_latency(ctx)
+    lines += workload.latency_report(out)
+    assert not out["reliable"]
+    assert any(line.startswith("  UNRELIABLE") for line in lines)
+    assert all(table[0].endswith("UNRELIABLE: taken under load")
+               for table in out["tables"].values())

@@ -301,6 +301,34 @@ class TestChangeBatch:
         a.drain_into(b)
         assert dict(b) == {"q": 1} and a.is_empty()
 
+    def test_drain_located_into_weights_each_location_and_consolidates(self):
+        # A child's produced counts: 3 records at t=5 and 1 at t=6, on an output feeding
+        # location 7 once and location 9 twice (a broadcast edge).
+        produced = ChangeBatch([(5, 3), (6, 1)])
+        into = ChangeBatch([((7, 5), -3), ((1, 6), 4)])
+        produced.drain_located_into(into, ((7, 1), (9, 2)))
+        assert produced.is_empty() and produced.drain() == []
+        # (7, 5) cancelled to zero and is gone; everything else is weighted and located.
+        assert dict(into) == {(1, 6): 4, (7, 6): 1, (9, 5): 6, (9, 6): 2}
+        # A consumed batch: weight -1 at the input's location.
+        consumed = ChangeBatch([(6, 1)])
+        consumed.drain_located_into(into, ((7, -1),))
+        assert (7, 6) not in dict(into)
+        # Draining an empty batch changes nothing; the drained batch is reusable.
+        consumed.drain_located_into(into, ((7, -1),))
+        assert dict(into) == {(1, 6): 4, (9, 5): 6, (9, 6): 2}
+        consumed.update(8, 1)
+        assert dict(consumed) == {8: 1} and dict(into) == {(1, 6): 4, (9, 5): 6, (9, 6): 2}
+
+    def test_drain_at_into_is_one_weighted_location(self):
+        consumed = ChangeBatch([(5, 2), (6, 1)])
+        into = ChangeBatch([((3, 5), 2)])
+        consumed.drain_at_into(into, 3, -1)  # records consumed at location 3
+        assert consumed.is_empty()
+        assert dict(into) == {(3, 6): -1}  # (3, 5) cancelled
+        consumed.drain_at_into(into, 3, -1)  # empty: nothing changes
+        assert dict(into) == {(3, 6): -1}
+
     def test_clear_eq_repr(self):
         a = ChangeBatch([(1, 1)])
         b = ChangeBatch([(1, 2), (1, -1)])

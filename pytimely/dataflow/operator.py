@@ -344,7 +344,7 @@ class OperatorCore:
     __slots__ = (
         "scope", "name", "index", "address", "inputs", "outputs", "shared", "summary_rows",
         "_interest", "input_ports", "output_ports", "_refs", "_logic", "_ports", "_activate",
-        "_on_built", "invocations",
+        "_on_built", "invocations", "_copied_frontiers",
     )
 
     local = True
@@ -375,6 +375,9 @@ class OperatorCore:
         self._activate: Callable[[int], None] = _ignore  # until ``attach``
         self._on_built: Callable[[], None] | None = None
         self.invocations = 0
+        # ``(port, changes)`` for the inputs whose frontier changes the scope copies into
+        # ``shared.frontiers``; empty once ``bind_frontiers`` bound them to the tracker.
+        self._copied_frontiers = list(zip(self.input_ports, self.shared.frontiers))
 
     def set_logic(self, logic: Callable[..., Any] | None, ports: tuple[Any, ...] = ()) -> None:
         """What ``schedule`` runs: ``logic(*ports)`` (``None``: discard input, counted)."""
@@ -409,6 +412,7 @@ class OperatorCore:
         """Read input frontiers from the scope's tracker (see ``Operate``): no copies."""
         for port, frontier in zip(self.input_ports, antichains):
             port.bind_frontier(frontier)
+        self._copied_frontiers = ()
         return True
 
     def built(self) -> None:
@@ -434,11 +438,9 @@ class OperatorCore:
 
     def schedule(self) -> bool:
         self.invocations += 1
-        frontiers = self.shared.frontiers
-        for i, port in enumerate(self.input_ports):
-            fc = frontiers[i]
-            if fc:
-                port.apply_frontier_changes(fc.drain())
+        for port, changes in self._copied_frontiers:
+            if changes:
+                port.apply_frontier_changes(changes.drain())
         logic = self._logic
         if logic is not None:
             try:

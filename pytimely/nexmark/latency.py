@@ -16,7 +16,15 @@ from typing import Any
 
 import numpy as np
 
-from ..openloop import DNF_NS, LatencyHistogram, merge_results, run_open_loop
+from ..openloop import (
+    DNF_NS,
+    LatencyHistogram,
+    LoadReading,
+    MachineLoad,
+    median_run,
+    merge_results,
+    run_open_loop,
+)
 
 __all__ = [
     "DNF_NS",
@@ -26,6 +34,7 @@ __all__ = [
     "merge_results",
     "plot",
     "run_open_loop",
+    "sweep",
     "table",
 ]
 
@@ -75,6 +84,35 @@ def measure(
     return out
 
 
+def sweep(
+    queries: Sequence[str],
+    rates: Sequence[float],
+    *,
+    repeats: int = 3,
+    idioms: Sequence[str] = IDIOMS,
+    **measure_options: Any,
+) -> tuple[list[dict[str, Any]], MachineLoad]:
+    """Every ``(query, rate, idiom)`` measured ``repeats`` times (:func:`measure` with
+    ``measure_options``), round after round over all configurations, so that a passing
+    disturbance hits one repeat of many configurations rather than every repeat of one.
+
+    Returns the median run of each configuration (:func:`~pytimely.openloop.median_run`) and
+    the machine's load over the whole sweep (:class:`~pytimely.openloop.MachineLoad`).
+    """
+    if repeats < 1:
+        raise ValueError("sweep: repeats must be at least 1")
+    before = LoadReading.now()
+    runs: dict[tuple[str, float, str], list[dict[str, Any]]] = {}
+    for _ in range(repeats):
+        for query in queries:
+            for rate in rates:
+                for idiom in idioms:
+                    runs.setdefault((query, rate, idiom), []).append(
+                        measure(query, idiom, rate, **measure_options))
+    load = MachineLoad.between(before, LoadReading.now())
+    return [median_run(r) for r in runs.values()], load
+
+
 def _cell(run: dict[str, Any] | None) -> str:
     if run is None:
         return "-"
@@ -84,10 +122,10 @@ def _cell(run: dict[str, Any] | None) -> str:
 
 
 def table(runs: Sequence[dict[str, Any]], query: str,
-          idioms: Sequence[str] = IDIOMS) -> list[str]:
+          idioms: Sequence[str] = IDIOMS, caveat: str = "") -> list[str]:
     """Lines of a text table of ``query``'s runs: one row per (rate, workers), one column per
-    idiom, cells ``p50 / p999 / max`` in ms or ``DNF``."""
-    lines = [f"NEXMark {query.upper()} latency (ms): p50 / p999 / max, or DNF",
+    idiom, cells ``p50 / p999 / max`` in ms or ``DNF``; ``caveat`` ends the title line."""
+    lines = [f"NEXMark {query.upper()} latency (ms): p50 / p999 / max, or DNF{caveat}",
              "rate      workers  " + "  ".join(f"{i:>24}" for i in idioms)]
     keys = sorted({(r["rate"], r["workers"]) for r in runs if r["query"] == query})
     for rate, workers in keys:

@@ -229,6 +229,12 @@ class MutableAntichain(_Minima):
                 return ()
             if c > 0 or not frontier or frontier[0] != t:
                 return ()
+            if not counts:
+                # The only time left: nothing can replace it, and a heap of stale entries
+                # is not worth keeping (the common case of a frontier that just advances).
+                self._heap = None
+                self._elements = []
+                return ((t, -1),)
             heap = self._heap
             if heap is None:
                 heap = self._heap = [k for k, v in counts.items() if v > 0]

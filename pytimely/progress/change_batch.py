@@ -17,7 +17,7 @@ Invariant: no stored delta is zero.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 __all__ = ["ChangeBatch"]
@@ -61,6 +61,46 @@ class ChangeBatch:
             return []
         self._counts = {}
         return list(counts.items())
+
+    def drain_located_into(self, into: ChangeBatch, locations: Sequence[tuple[Any, int]]) -> None:
+        """Move every ``(t, delta)`` into ``into`` as ``((loc, t), delta * weight)`` for each
+        ``(loc, weight)`` of ``locations``, and leave this batch empty.
+
+        The scope's per-invocation path (a child's counts become located pointstamp counts):
+        one call per batch, whether or not it holds anything, so an empty batch costs no
+        second call to ask.
+        """
+        counts = self._counts
+        if not counts:
+            return
+        self._counts = {}
+        target = into._counts
+        get = target.get
+        for t, delta in counts.items():
+            for loc, weight in locations:
+                key = (loc, t)
+                total = get(key, 0) + delta * weight
+                if total:
+                    target[key] = total
+                else:
+                    del target[key]
+
+    def drain_at_into(self, into: ChangeBatch, loc: Any, weight: int) -> None:
+        """``drain_located_into`` with the single location ``loc``: ``(loc, t)`` gets
+        ``delta * weight``."""
+        counts = self._counts
+        if not counts:
+            return
+        self._counts = {}
+        target = into._counts
+        get = target.get
+        for t, delta in counts.items():
+            key = (loc, t)
+            total = get(key, 0) + delta * weight
+            if total:
+                target[key] = total
+            else:
+                del target[key]
 
     def drain_into(self, other: ChangeBatch) -> None:
         """Move every change into ``other``."""

@@ -360,6 +360,9 @@ class Tracker:
         self._to_outputs = to_outputs
         self._pointstamps: list[MutableAntichain | None] = [None] * nlocs
         self._implications: list[MutableAntichain | None] = [None] * nlocs
+        # Every input's frontier exists from the start (operators bind to them anyway), so
+        # ``inputs_done`` — asked after every operator invocation — is a plain scan.
+        self._input_frontiers = [tuple(self.implication(tl) for tl in tls) for tls in target_loc]
         self._pending: dict[int, list[tuple[Any, int]]] = {}
         self.cap_counts = [0] * n
         self.total_counts = 0
@@ -457,10 +460,8 @@ class Tracker:
     def inputs_done(self, node: int) -> bool:
         """No more messages can ever arrive at any input of ``node`` (every input frontier
         is empty)."""
-        implications = self._implications
-        for tl in self.target_loc[node]:
-            imp = implications[tl]
-            if imp is not None and not imp.is_empty():
+        for frontier in self._input_frontiers[node]:
+            if not frontier.is_empty():
                 return False
         return True
 

@@ -334,6 +334,13 @@ class Subgraph:
         active_set = self._active_set
         tracker = self.tracker
         schedulers = self._schedulers
+        target_loc = tracker.target_loc
+        source_loc = tracker.source_loc
+        edge_targets = self._edge_targets
+        local = self._local
+        final = self._final
+        held = self._held
+        incomplete_children = self._incomplete
         while active:
             index = heapq.heappop(active)
             active_set.discard(index)
@@ -357,8 +364,24 @@ class Subgraph:
                     child.name,
                     self.path + (index,),
                 ) from exc
-            self._extract(index, child)
-            self._incomplete[index] = incomplete
+            # Drain the counts of this invocation into the right accumulation: records
+            # consumed count -1 at the input's location, records produced +weight at every
+            # target the output feeds, capability changes at the output's location.
+            sp = child.shared
+            is_local = child.local
+            into = local if is_local else final
+            for batch, tl in zip(sp.consumeds, target_loc[index]):
+                batch.drain_at_into(into, tl, -1)
+            for batch, targets in zip(sp.produceds, edge_targets[index]):
+                batch.drain_located_into(into, targets)
+            for batch, sl in zip(sp.internals, source_loc[index]):
+                changes = batch.drain()
+                if changes:
+                    for t, d in changes:
+                        into.update((sl, t), d)
+                        if is_local:
+                            held.update((sl, t), d)
+            incomplete_children[index] = incomplete
             if not incomplete and not tracker.cap_counts[index] and tracker.inputs_done(index):
                 # Retire: the child can never be asked to do anything again.  (Its final
                 # reports were just extracted.)
@@ -370,30 +393,6 @@ class Subgraph:
     def _pending_counts(self, child: Any) -> bool:
         sp = child.shared
         return any(sp.internals) or any(sp.produceds) or any(sp.consumeds)
-
-    def _extract(self, index: int, child: Any) -> None:
-        """Drain the counts of one child invocation into the right accumulation."""
-        sp = child.shared
-        tracker = self.tracker
-        into = self._local if child.local else self._final
-        for i, cb in enumerate(sp.consumeds):
-            if cb:
-                tl = tracker.target_loc[index][i]
-                for t, k in cb.drain():
-                    into.update((tl, t), -k)
-        for o, cb in enumerate(sp.produceds):
-            if cb:
-                targets = self._edge_targets[index][o]
-                for t, k in cb.drain():
-                    for tl, w in targets:
-                        into.update((tl, t), k * w)
-        for o, cb in enumerate(sp.internals):
-            if cb:
-                sl = tracker.source_loc[index][o]
-                for t, d in cb.drain():
-                    into.update((sl, t), d)
-                    if child.local:
-                        self._held.update((sl, t), d)
 
     def _propagate_pointstamps(self) -> None:
         """Step 4: apply the final counts (the boundary's go to the parent), propagate them
@@ -465,11 +464,16 @@ class Subgraph:
             level = interest[node][port]
             if level == _ALWAYS or (level == _IF_CAPABILITY and cap_counts[node] > 0):
                 self.activate_child(node)
-            else:
+            elif d < 0:
                 touched.add(node)
+            else:
+                # The node's latest change added a time to an input frontier, so that input
+                # is not finished (whatever came before): no need to ask the tracker.
+                touched.discard(node)
         active_set = self._active_set
         for node in touched:
             # Shutdown override: finished inputs and nothing held means "come and retire".
+            # (Only nodes whose last input frontier change was a retraction can qualify.)
             if node not in active_set and not cap_counts[node] and tracker.inputs_done(node):
                 self.activate_child(node)
 

@@ -8,6 +8,7 @@ message's own capability valid on the output, so no token is retained).
 
 from __future__ import annotations
 
+from builtins import map as _map_each  # this module's ``map`` is the operator
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -30,7 +31,7 @@ def _stateless(stream: Stream, name: str, transform: Callable[[Any], Any]) -> St
 def map(stream: Stream, f: Callable[[Any], Any], name: str | None = None) -> Stream:
     """``f(record)`` for every record."""
     name = operator_name(name, "Map", f)
-    return _stateless(stream, name, lambda batch: [f(x) for x in batch])
+    return _stateless(stream, name, lambda batch: list(_map_each(f, batch)))
 
 
 def map_batch(stream: Stream, f: Callable[[Any], Any], name: str | None = None) -> Stream:
