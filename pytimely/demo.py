@@ -406,6 +406,7 @@ class NexmarkWorkload:
     latency_in_flight: int = 10_000
 
     def config(self) -> Any:
+        """The generator's configuration: this workload's rate, streams and in-flight auctions."""
         from pytimely.nexmark import NexmarkConfig
 
         return NexmarkConfig(rate=self.rate, workers=self.generators,
