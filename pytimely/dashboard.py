@@ -90,6 +90,7 @@ class Dashboard:
 
     @property
     def url(self) -> str:
+        """The address to open in a browser: ``http://host:port/``."""
         return f"http://{self.host}:{self.port}/"
 
     def attach(self, worker: Any) -> None:
@@ -166,16 +167,19 @@ class Dashboard:
         return round(span, 2)
 
     def state_json(self) -> bytes:
+        """The latest snapshot as JSON (other values as their ``repr``); for the HTTP thread."""
         with self._lock:
             state = self._state
         return json.dumps(state, default=repr).encode()
 
     def graph_json(self) -> bytes:
+        """The description of the dataflows' graph as JSON, as of the latest snapshot."""
         with self._lock:
             g = self._graph
         return json.dumps(g["description"]).encode()
 
     def graph_svg(self) -> bytes:
+        """The dataflows' graph drawn as SVG (empty until a worker has published one)."""
         with self._lock:
             return self._graph["svg"].encode()
 

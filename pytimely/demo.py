@@ -411,6 +411,7 @@ class NexmarkWorkload:
     latency_quiet_wait: float = 30.0
 
     def config(self) -> Any:
+        """The generator's configuration: this workload's rate, streams and in-flight auctions."""
         from pytimely.nexmark import NexmarkConfig
 
         return NexmarkConfig(rate=self.rate, workers=self.generators,

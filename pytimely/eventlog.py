@@ -293,10 +293,18 @@ class EventLog:
         return pushed
 
     def progress_sent(self, address: tuple[int, ...], updates: int) -> None:
+        """The scope at ``address`` sends a progress batch of ``updates`` changes.
+
+        Recorded as a :class:`ProgressEvent` while someone listens (``recording``).
+        """
         if self.recording:
             self.events.append((ProgressEvent, self.now(), self.worker, address, True, updates))
 
     def progress_received(self, address: tuple[int, ...], updates: int) -> None:
+        """The scope at ``address`` receives a progress batch of ``updates`` changes.
+
+        Recorded as a :class:`ProgressEvent` while someone listens (``recording``).
+        """
         if self.recording:
             self.events.append((ProgressEvent, self.now(), self.worker, address, False, updates))
 

@@ -79,6 +79,7 @@ class LatencyHistogram:
         return np.clip(idx, 0, len(self.counts) - 1).astype(np.int64)
 
     def record(self, latencies_ns: np.ndarray) -> None:
+        """Count each latency of ``latencies_ns`` (nanoseconds) in its bucket."""
         if len(latencies_ns) == 0:
             return
         np.add.at(self.counts, self._index(latencies_ns), 1)
@@ -86,6 +87,7 @@ class LatencyHistogram:
         self.total += len(latencies_ns)
 
     def merge(self, other: LatencyHistogram) -> None:
+        """Add ``other``'s counts into this histogram (e.g. another worker's)."""
         self.counts += other.counts
         self.max_ns = max(self.max_ns, other.max_ns)
         self.total += other.total
@@ -101,6 +103,7 @@ class LatencyHistogram:
         return min(2.0**exp * (1 + (sub + 1) / self.SUB), float(self.max_ns))
 
     def summary_ms(self) -> dict[str, float]:
+        """p50, p99, p99.9 and max latency in milliseconds, and the number of records."""
         return {
             "p50_ms": round(self.quantile(0.5) / 1e6, 3),
             "p99_ms": round(self.quantile(0.99) / 1e6, 3),
@@ -110,10 +113,12 @@ class LatencyHistogram:
         }
 
     def to_state(self) -> tuple:
+        """``(counts, max_ns, total)``: what :meth:`from_state` rebuilds the histogram from."""
         return (self.counts, self.max_ns, self.total)
 
     @classmethod
     def from_state(cls, state: tuple) -> LatencyHistogram:
+        """The histogram whose :meth:`to_state` was ``state``."""
         h = cls()
         h.counts, h.max_ns, h.total = state
         return h

@@ -61,9 +61,11 @@ class Timestamp(Protocol):
     immutable; ``type(a).minimum()`` is ``less_equal`` to every value.
     """
 
-    def less_equal(self, other: Any) -> bool: ...
+    def less_equal(self, other: Any) -> bool:
+        """Whether ``self`` precedes or equals ``other`` in the partial order."""
 
-    def less_than(self, other: Any) -> bool: ...
+    def less_than(self, other: Any) -> bool:
+        """Whether ``self`` strictly precedes ``other`` (then also ``self < other``)."""
 
 
 @runtime_checkable
@@ -75,11 +77,14 @@ class PathSummary(Protocol):
     partially ordered by ``less_equal``; both methods must be monotone.
     """
 
-    def results_in(self, t: Any) -> Any: ...
+    def results_in(self, t: Any) -> Any:
+        """The time ``t`` becomes along the path (``>= t``), or ``None`` if it cannot travel it."""
 
-    def followed_by(self, other: Any) -> Any: ...
+    def followed_by(self, other: Any) -> Any:
+        """This summary then ``other``, composed; ``None`` if no time can travel both paths."""
 
-    def less_equal(self, other: Any) -> bool: ...
+    def less_equal(self, other: Any) -> bool:
+        """Whether ``self`` advances every time no further than ``other`` does."""
 
 
 # --------------------------------------------------------------------------------------------
@@ -137,20 +142,25 @@ class Product(tuple):
     __slots__ = ()
 
     def __new__(cls, outer: Any, inner: Any) -> Product:
+        """The product time ``(outer, inner)``: ``outer`` from the enclosing scope."""
         return tuple.__new__(cls, (outer, inner))
 
     @property
     def outer(self) -> Any:
+        """The time of the enclosing scope (an epoch, or a :class:`Product` when nested)."""
         return self[0]
 
     @property
     def inner(self) -> Any:
+        """The iteration counter of this scope's loop (or a :class:`Product` when nested)."""
         return self[1]
 
     def less_equal(self, other: Product) -> bool:
+        """The product partial order: both coordinates ``less_equal`` those of ``other``."""
         return less_equal(self[0], other[0]) and less_equal(self[1], other[1])
 
     def less_than(self, other: Product) -> bool:
+        """The strict product order: ``less_equal`` and not equal."""
         return self.less_equal(other) and self != other
 
     def __repr__(self) -> str:
@@ -170,17 +180,21 @@ class ProductSummary(tuple):
     __slots__ = ()
 
     def __new__(cls, outer: Any, inner: Any) -> ProductSummary:
+        """The summary that applies ``outer`` to the outer time and ``inner`` to the inner one."""
         return tuple.__new__(cls, (outer, inner))
 
     @property
     def outer(self) -> Any:
+        """The summary applied to the outer coordinate of a :class:`Product` time."""
         return self[0]
 
     @property
     def inner(self) -> Any:
+        """The summary applied to the inner (iteration) coordinate of a :class:`Product` time."""
         return self[1]
 
     def results_in(self, t: Product) -> Product | None:
+        """Each coordinate's summary applied to ``t``; ``None`` if either cannot apply."""
         o = results_in(self[0], t[0])
         if o is None:
             return None
@@ -190,6 +204,7 @@ class ProductSummary(tuple):
         return Product(o, i)
 
     def followed_by(self, other: ProductSummary) -> ProductSummary | None:
+        """Compose coordinate-wise (``self`` first); ``None`` if either cannot compose."""
         o = followed_by(self[0], other[0])
         if o is None:
             return None
@@ -199,6 +214,7 @@ class ProductSummary(tuple):
         return ProductSummary(o, i)
 
     def less_equal(self, other: ProductSummary) -> bool:
+        """The product partial order on summaries: both coordinates ``summary_less_equal``."""
         return summary_less_equal(self[0], other[0]) and summary_less_equal(self[1], other[1])
 
     def __repr__(self) -> str:
@@ -218,9 +234,11 @@ class IntDomain:
     __slots__ = ()
 
     def minimum(self) -> int:
+        """Epoch 0, the least integer time."""
         return 0
 
     def identity(self) -> int:
+        """The summary 0: adds nothing to a time."""
         return 0
 
     def contains(self, t: Any) -> bool:
@@ -292,9 +310,11 @@ class ProductDomain:
         self.inner = domain_of(inner)
 
     def minimum(self) -> Product:
+        """The product of the outer and inner domains' least times."""
         return Product(self.outer.minimum(), self.inner.minimum())
 
     def identity(self) -> ProductSummary:
+        """The product of the outer and inner domains' identity summaries."""
         return ProductSummary(self.outer.identity(), self.inner.identity())
 
     def contains(self, t: Any) -> bool:
@@ -333,10 +353,12 @@ def domain_of(spec: Any) -> Any:
 
 
 def minimum(domain: Any) -> Any:
+    """The least time of ``domain`` (``int``, a user timestamp class or a domain object)."""
     return domain_of(domain).minimum()
 
 
 def identity(domain: Any) -> Any:
+    """The identity path summary of ``domain``: the summary that leaves every time unchanged."""
     return domain_of(domain).identity()
 
 

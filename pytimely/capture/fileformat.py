@@ -1145,6 +1145,7 @@ class StreamReader(_ReaderBase):
                 pass
 
     def close(self) -> None:
+        """Stop reading; closes the source unless made with ``close_source=False``."""
         self._release()
 
     def __repr__(self) -> str:

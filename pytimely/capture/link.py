@@ -96,6 +96,10 @@ class LinkWriter:
         self._closed = False
 
     def push(self, event: Progress | Messages) -> None:
+        """See :meth:`EventWriter.push`: the event is visible to the link's readers at once.
+
+        Raises :class:`CaptureError` after :meth:`close`.
+        """
         if self._closed:
             raise CaptureError("push() on a closed LinkWriter")
         if type(event) is not Progress and type(event) is not Messages:

@@ -297,6 +297,10 @@ class ParquetWriter:
     # -- EventWriter ---------------------------------------------------------------------------
 
     def push(self, event: Progress | Messages) -> None:
+        """See :meth:`EventWriter.push`: kept in memory until ``flush`` or ``close``.
+
+        Its time and batch types are learned here: they fix the file's schema.
+        """
         if self._closed:
             raise CaptureError(f"{self.path}: push() after close()")
         t = type(event)
@@ -596,9 +600,11 @@ class ParquetReader:
 
     @property
     def done(self) -> bool:
+        """Whether :meth:`poll` has returned the capture (it returns everything at once)."""
         return self._done
 
     def poll(self) -> list:
+        """See :meth:`EventReader.poll`: the whole file on the first call, then nothing."""
         if self._done:
             return []
         events = self._read()

@@ -122,6 +122,7 @@ class Acceptor:
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
 
     def start(self) -> None:
+        """Start the acceptor thread, which calls ``wanted`` and ``admit`` until :meth:`stop`."""
         self._thread.start()
 
     def stop(self) -> None:

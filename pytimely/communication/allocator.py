@@ -178,14 +178,17 @@ class ThreadAllocator(Allocator):
         self._messages = 0
 
     def send(self, channel: int, target: int, payload: object) -> None:
+        """See :meth:`Allocator.send`; only worker 0 (this one) exists."""
         if target != 0:
             raise ValueError(f"worker {target} does not exist: there is 1 worker (index 0)")
         self._queued.append((channel, 0, payload))
 
     def broadcast(self, channel: int, payload: object) -> None:
+        """See :meth:`Allocator.broadcast`; the only worker is this one."""
         self._queued.append((channel, 0, payload))
 
     def flush(self) -> None:
+        """See :meth:`Allocator.flush`: the queued messages become receivable."""
         if self._closed:
             raise CommunicationError("the allocator is closed")
         if self._queued:
@@ -194,11 +197,17 @@ class ThreadAllocator(Allocator):
             self._queued = []
 
     def receive(self) -> list[tuple[int, int, object]]:
+        """See :meth:`Allocator.receive`: the flushed messages, never blocking."""
         ready = self._ready
         self._ready = []
         return ready
 
     def await_events(self, timeout: float | None) -> None:
+        """See :meth:`Allocator.await_events`.
+
+        With one worker only a flush that made something ready, :meth:`wake` or the timeout ends the
+        wait.
+        """
         self.flush()
         if self._ready:
             self._woken = False
@@ -211,16 +220,19 @@ class ThreadAllocator(Allocator):
             self._woken = False
 
     def wake(self) -> None:
+        """See :meth:`Allocator.wake`; thread-safe."""
         with self._cond:
             self._woken = True
             self._cond.notify_all()
 
     def close(self, error: str | None = None) -> None:
+        """See :meth:`Allocator.close`: drops whatever is queued or unreceived."""
         self._closed = True
         self._queued = []
         self._ready = []
 
     def statistics(self) -> dict[str, Any]:
+        """See :meth:`Allocator.statistics`: messages flushed so far, queued and ready counts."""
         return {
             "index": 0,
             "peers": 1,

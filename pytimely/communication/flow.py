@@ -128,6 +128,7 @@ class FlowLedger:
         return self._sent[peer] - self._acked[peer]
 
     def over_bound(self, peer: int) -> bool:
+        """More bytes sent to ``peer`` and unacknowledged than the bound: inputs must wait."""
         return self._sent[peer] - self._acked[peer] > self.max_in_flight
 
     # --- receiver side ------------------------------------------------------------------------
@@ -149,6 +150,11 @@ class FlowLedger:
         return due
 
     def statistics(self) -> dict[str, Any]:
+        """The counters as a dict, for :meth:`Allocator.flow_statistics`.
+
+        The bound; per peer the backlog, its peak, the bytes sent and consumed; the acknowledgements
+        sent and received.
+        """
         return {
             "max_in_flight": self.max_in_flight,
             "backlog": [s - a for s, a in zip(self._sent, self._acked, strict=True)],

@@ -68,12 +68,15 @@ class StaticRendezvous(Rendezvous):
 
     @classmethod
     def from_hostfile(cls, path: str, processes: int, secret: bytes) -> StaticRendezvous:
+        """Rendezvous at the first ``processes`` addresses of a host file."""
         return cls(read_hostfile(path, processes), secret)
 
     def bind_address(self, index: int) -> Address:
+        """Worker ``index`` listens on its own listed address."""
         return self.addresses[index]
 
     def exchange(self, index: int, my_address: Address) -> list[Address]:
+        """See :meth:`Rendezvous.exchange`: the listed addresses, known to every worker already."""
         return list(self.addresses)
 
     def __repr__(self) -> str:
@@ -90,6 +93,11 @@ class PipeRendezvous(Rendezvous):
         self._timeout = timeout
 
     def exchange(self, index: int, my_address: Address) -> list[Address]:
+        """See :meth:`Rendezvous.exchange`: ask the launcher over the pipe.
+
+        Raises :class:`CommunicationError` if the pipe breaks or no answer comes within ``timeout``
+        seconds.
+        """
         try:
             self._conn.send(("address", index, tuple(my_address)))
             if not self._conn.poll(self._timeout):
@@ -135,9 +143,15 @@ class GatherRendezvous(Rendezvous):
         self._bind_host = bind_host
 
     def bind_address(self, index: int) -> Address:
+        """An ephemeral port on ``bind_host``."""
         return (self._bind_host, 0)
 
     def exchange(self, index: int, my_address: Address) -> list[Address]:
+        """See :meth:`Rendezvous.exchange`: one all-gather of ``[index, host, port]``.
+
+        Raises :class:`CommunicationError` unless the indices gathered are exactly ``0..n-1``, each
+        once.
+        """
         host = self._host if self._host is not None else my_address[0]
         messages = self._gather(json.dumps([index, host, my_address[1]]))
         found: dict[int, Address] = {}

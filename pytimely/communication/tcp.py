@@ -234,6 +234,10 @@ class TcpAllocator(Allocator):
     # --- sending ------------------------------------------------------------------------------
 
     def send(self, channel: int, target: int, payload: object) -> None:
+        """See :meth:`Allocator.send`: serialized now, written by the next :meth:`flush`.
+
+        A message to this worker itself is delivered as is, never serialized.
+        """
         if target == self.index:
             self._local_queued.append((channel, target, payload))
             return
@@ -248,6 +252,7 @@ class TcpAllocator(Allocator):
             self._traffic(channel, target, True, payload, nbytes)
 
     def broadcast(self, channel: int, payload: object) -> None:
+        """See :meth:`Allocator.broadcast`: one DATA frame, queued for every remote peer."""
         self._local_queued.append((channel, self.index, payload))
         if self._remote:
             data, buffers = serialize(payload)
@@ -261,6 +266,11 @@ class TcpAllocator(Allocator):
                     self._traffic(channel, peer.index, True, payload, nbytes)
 
     def flush(self) -> None:
+        """See :meth:`Allocator.flush`: write each peer's queued frames to its socket.
+
+        Flow-control acknowledgements that are due go out too.  Frames for a peer that is no longer
+        connected are dropped (and counted).
+        """
         if self._closed:
             raise CommunicationError(f"worker {self.index}: the allocator is closed")
         if self._local_queued:
@@ -303,6 +313,10 @@ class TcpAllocator(Allocator):
     # --- receiving ----------------------------------------------------------------------------
 
     def receive(self) -> list[tuple[int, int, object]]:
+        """See :meth:`Allocator.receive`: decode what the receiver threads queued.
+
+        Each message delivered is counted for termination detection and flow control.
+        """
         if self._failure is not None:
             self._raise_failure()
         out = self._local_ready
@@ -331,6 +345,7 @@ class TcpAllocator(Allocator):
         return out
 
     def await_events(self, timeout: float | None) -> None:
+        """See :meth:`Allocator.await_events`; raises the first failure a receiver noticed."""
         self.flush()
         with self._cond:
             if not self._pending():
@@ -348,6 +363,7 @@ class TcpAllocator(Allocator):
         )
 
     def wake(self) -> None:
+        """See :meth:`Allocator.wake`; thread-safe."""
         with self._cond:
             self._woken = True
             self._cond.notify_all()
@@ -451,25 +467,33 @@ class TcpAllocator(Allocator):
     # --- flow control -------------------------------------------------------------------------
 
     def limit_in_flight(self, max_in_flight: int) -> None:
+        """See :meth:`Allocator.limit_in_flight`; applies to every peer from now on."""
         self._flow.set_bound(max_in_flight)
 
     def congested(self) -> int | None:
+        """See :meth:`Allocator.congested`: the first connected peer over the in-flight bound."""
         for peer in self._remote:
             if peer.state == _CONNECTED and self._flow.over_bound(peer.index):
                 return peer.index
         return None
 
     def backlog(self) -> list[int]:
+        """See :meth:`Allocator.backlog`: the flow ledger's unacknowledged bytes per worker."""
         return [
             self._flow.backlog(w) if w != self.index else 0 for w in range(self.peers)
         ]
 
     def flow_statistics(self) -> dict[str, Any]:
+        """See :meth:`Allocator.flow_statistics`."""
         return self._flow.statistics()
 
     # --- the control plane --------------------------------------------------------------------
 
     def send_control(self, target: int, message: object) -> None:
+        """See :meth:`Allocator.send_control`: written at once, under the peer's lock.
+
+        Dropped silently once that peer has finished (a failure is reported by :meth:`receive`).
+        """
         if not 0 <= target < self.peers or target == self.index:
             raise ValueError(f"worker {target} is not a peer of worker {self.index}")
         peer = self._peers[target]
@@ -482,6 +506,7 @@ class TcpAllocator(Allocator):
             self._send_failed(peer, exc)
 
     def control_messages(self) -> list[tuple[int, object]]:
+        """See :meth:`Allocator.control_messages`."""
         if not self._control:
             return []
         with self._cond:
@@ -489,15 +514,18 @@ class TcpAllocator(Allocator):
         return messages
 
     def message_counts(self) -> tuple[list[int], list[int]]:
+        """See :meth:`Allocator.message_counts`: DATA frames written and delivered."""
         sent = [0] * self.peers
         for peer in self._remote:
             sent[peer.index] = peer.frames_sent
         return sent, list(self._delivered)
 
     def set_farewell(self, farewell: object) -> None:
+        """See :meth:`Allocator.set_farewell`; sent in the GOODBYE frame by :meth:`close`."""
         self._farewell = farewell
 
     def farewells(self) -> dict[int, Any]:
+        """See :meth:`Allocator.farewells`: the peers whose GOODBYE frame carried a farewell."""
         return {
             peer.index: peer.farewell
             for peer in self._remote
@@ -591,6 +619,11 @@ class TcpAllocator(Allocator):
     # --- shutting down ------------------------------------------------------------------------
 
     def close(self, error: str | None = None) -> None:
+        """See :meth:`Allocator.close`: GOODBYE (or ABORT) to every peer, then wait.
+
+        ABORT names the worker that failed first.  Waits up to ``linger`` seconds for the peers to
+        close their side, so that frames still in flight are not reset.
+        """
         if self._closed:
             return
         if error is None and self._failure is None:
@@ -658,6 +691,10 @@ class TcpAllocator(Allocator):
         self._traffic = observer
 
     def statistics(self) -> dict[str, Any]:
+        """See :meth:`Allocator.statistics`, with the state of each connection.
+
+        Adds the failure seen, the queue lengths and the flow-control counters.
+        """
         failure = self._failure
         return {
             "index": self.index,

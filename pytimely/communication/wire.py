@@ -169,20 +169,27 @@ def encode_data(
 
 
 def encode_goodbye(source: int, farewell: object = None) -> bytes:
+    """A GOODBYE frame: worker ``source`` shuts down in order.
+
+    ``farewell``, if given, travels pickled (see :meth:`Allocator.set_farewell`).
+    """
     body = b"" if farewell is None else pickle.dumps(farewell, protocol=5)
     return HEADER.pack(KIND_GOODBYE, WIRE_VERSION, MAGIC, source, 0, len(body), 0) + body
 
 
 def encode_control(source: int, message: object) -> bytes:
+    """A CONTROL frame from worker ``source`` carrying ``message`` (pickled)."""
     body = pickle.dumps(message, protocol=5)
     return HEADER.pack(KIND_CONTROL, WIRE_VERSION, MAGIC, source, 0, len(body), 0) + body
 
 
 def encode_heartbeat(source: int) -> bytes:
+    """A HEARTBEAT frame from worker ``source`` (no payload)."""
     return HEADER.pack(KIND_HEARTBEAT, WIRE_VERSION, MAGIC, source, 0, 0, 0)
 
 
 def encode_ack(source: int, consumed_total: int) -> bytes:
+    """An ACK frame: ``source`` has consumed ``consumed_total`` payload bytes from us."""
     return HEADER.pack(KIND_ACK, WIRE_VERSION, MAGIC, source, consumed_total, 0, 0)
 
 
@@ -193,6 +200,10 @@ def data_payload_bytes(data: bytes | bytearray, buffers: list[Any]) -> int:
 
 
 def encode_abort(source: int, origin: int, message: str) -> bytes:
+    """An ABORT frame: worker ``origin`` failed first, for reason ``message``.
+
+    The message is UTF-8, truncated to :data:`MAX_ABORT_BYTES`.
+    """
     body = message.encode("utf-8", "replace")[:MAX_ABORT_BYTES]
     return HEADER.pack(KIND_ABORT, WIRE_VERSION, MAGIC, source, origin, len(body), 0) + body
 

@@ -65,6 +65,7 @@ class Capability:
 
     @property
     def valid(self) -> bool:
+        """Whether the token is still held (not dropped): only a valid token allows sending."""
         return self._valid
 
     def _check(self) -> None:
@@ -278,11 +279,13 @@ class CapabilitySet:
         self._caps = new._caps
 
     def drop(self) -> None:
+        """Release every held token; the set is empty afterwards."""
         for c in self._caps:
             c.drop()
         self._caps = []
 
     def first(self) -> Capability | None:
+        """The held token with the smallest time (in the total order), or ``None`` if empty."""
         return min(self._caps, key=lambda c: c.time) if self._caps else None
 
     def __iter__(self) -> Iterator[Capability]:

@@ -113,6 +113,10 @@ class Exchange(Pact):
     def connect(
         self, worker: WorkerServices, push: Callable[[Any, Any], None], consumer: str = "?"
     ) -> Callable[[Any, Any], None]:
+        """See :meth:`Pact.connect`: each record goes to the worker its key picks.
+
+        Opens this worker's end of the edge's channel; ``route`` replaces the key rule if given.
+        """
         channel = open_channel(worker, push)
         return self.pusher(worker, channel, push, consumer)
 

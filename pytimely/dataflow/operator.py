@@ -104,6 +104,7 @@ class InputPort:
 
     @property
     def op_name(self) -> str:
+        """The name of the operator this input belongs to (for error messages)."""
         return self.op.name
 
     def frontier_elements(self) -> list[Any]:
@@ -205,9 +206,11 @@ class OutputPort:
 
     @property
     def op_name(self) -> str:
+        """The name of the operator this output belongs to (for error messages)."""
         return self.op.name
 
     def activate(self) -> None:
+        """Ask the scope to schedule the operator this output belongs to."""
         self.op.activate()
 
     # -- checks ---------------------------------------------------------------------------
@@ -223,6 +226,10 @@ class OutputPort:
         return Session(self, self._check(cap, time))
 
     def give(self, cap: Capability | CapabilityRef, record: Any, time: Any = None) -> None:
+        """Send ``record`` at ``time`` (default: the time of ``cap``, which must allow it).
+
+        Buffered: records go out in batches of :data:`BATCH`, and at the end of the invocation.
+        """
         self._give_at(self._check(cap, time), record)
 
     def give_batch(self, cap: Capability | CapabilityRef, batch: Any, time: Any = None) -> None:
@@ -266,6 +273,7 @@ class OutputPort:
         self.tee.push(t, batch)
 
     def flush(self) -> None:
+        """Send what ``give`` and sessions buffered; done after every invocation."""
         buf = self._buf
         if buf:
             self._buf = None
@@ -282,14 +290,17 @@ class Session:
         self.time = time
 
     def give(self, record: Any) -> None:
+        """Send one ``record`` at the session's time (buffered)."""
         self._port._give_at(self.time, record)
 
     def give_iterator(self, records: Iterable[Any]) -> None:
+        """Send every record of ``records`` at the session's time (buffered)."""
         port, t = self._port, self.time
         for r in records:
             port._give_at(t, r)
 
     def give_batch(self, batch: Any) -> None:
+        """Send a whole batch at the session's time, uncopied, after the buffered records."""
         port = self._port
         if port._buf:
             port.flush()
@@ -311,9 +322,11 @@ class Activator:
         self._op = op
 
     def activate(self) -> None:
+        """Ask the scope to schedule the operator at its next opportunity."""
         self._op.activate()
 
     def activate_after(self, delay: float) -> None:
+        """Schedule the operator ``delay`` seconds from now (at once if ``delay <= 0``)."""
         if delay <= 0:
             self._op.activate()
         else:
@@ -334,6 +347,7 @@ class OperatorInfo:
         self._op = op
 
     def activator(self) -> Activator:
+        """An :class:`Activator` that wakes this operator, for use from its logic or timers."""
         return Activator(self._op)
 
 
@@ -398,9 +412,11 @@ class OperatorCore:
     # -- Operate --------------------------------------------------------------------------
 
     def summary(self) -> list[list[list[Any]]]:
+        """See :meth:`Operate.summary`: the rows given to the builder, fixed at construction."""
         return self.summary_rows
 
     def interest(self) -> list[FrontierInterest]:
+        """See :meth:`Operate.interest`: the per-input interest given to the builder."""
         return self._interest
 
     def attach(self, activate: Callable[[int], None], index: int) -> None:
@@ -437,6 +453,11 @@ class OperatorCore:
         self._activate(self.index)
 
     def schedule(self) -> bool:
+        """See :meth:`Operate.schedule`: run the logic once; never incomplete.
+
+        Applies the input frontier changes first; afterwards invalidates this invocation's
+        capability refs and flushes the outputs.  Without logic, input is discarded (counted).
+        """
         self.invocations += 1
         for port, changes in self._copied_frontiers:
             if changes:

@@ -21,6 +21,7 @@ def _measure(fn) -> tuple[float, float]:
 
 
 def main(argv: list[str] | None = None) -> None:
+    """Command line: print generator events per second for 1, 4 and 12 workers."""
     argv = sys.argv[1:] if argv is None else argv
     count = int(argv[0]) if argv else 2_000_000
     print(f"events per measurement: {count:,}")

@@ -83,6 +83,7 @@ def measure(query: str, idiom: str = "tokens", events: int = 1_000_000, rate: in
 
 
 def main(argv: list[str] | None = None) -> None:
+    """Command line: measure one query and idiom and print the result as one JSON line."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("query")
     ap.add_argument("idiom", nargs="?", default="tokens")

@@ -101,6 +101,7 @@ class Antichain(_Minima):
 
     @classmethod
     def from_elem(cls, element: Any) -> Antichain:
+        """The antichain holding the single element ``element``."""
         a = cls()
         a._elements.append(element)
         return a
@@ -134,6 +135,7 @@ class Antichain(_Minima):
         return _sorted(self._elements)
 
     def clear(self) -> None:
+        """Remove every element."""
         self._elements = []
 
     def __iter__(self) -> Iterator[Any]:
@@ -190,6 +192,7 @@ class MutableAntichain(_Minima):
 
     @classmethod
     def from_elem(cls, t: Any) -> MutableAntichain:
+        """A frontier at ``t`` alone: ``t`` with count 1."""
         m = cls()
         m._counts[t] = 1
         m._elements.append(t)
@@ -327,6 +330,7 @@ class MutableAntichain(_Minima):
         return frontier_changes(old, new)
 
     def frontier(self) -> Antichain:
+        """A copy of the current frontier: the minimal times whose count is positive."""
         a = Antichain()
         a._elements = list(self._elements)
         return a
@@ -336,6 +340,7 @@ class MutableAntichain(_Minima):
         return self._elements
 
     def count_for(self, t: Any) -> int:
+        """The accumulated count of ``t`` itself (0 if absent), frontier or not."""
         return self._counts.get(t, 0)
 
     def counts(self) -> dict[Any, int]:

@@ -117,9 +117,11 @@ class ChangeBatch:
         return self._counts.get(key, 0)
 
     def is_empty(self) -> bool:
+        """No net change is left (every key's changes cancelled, or none was made)."""
         return not self._counts
 
     def clear(self) -> None:
+        """Drop every accumulated change."""
         self._counts = {}
 
     def __iter__(self) -> Iterator[tuple[Any, int]]:

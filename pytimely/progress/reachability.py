@@ -152,6 +152,11 @@ class Builder:
         summary: Sequence[Sequence[Iterable[Any]]],
         name: str | None = None,
     ) -> None:
+        """Declare node ``index``: its ports and internal summaries; once per index.
+
+        ``summary[i][o]`` holds the path summaries from input ``i`` to output ``o`` (empty: no
+        path).
+        """
         if index in self._nodes:
             raise ValueError(f"node {index} added twice")
         if len(summary) != inputs or any(len(row) != outputs for row in summary):
@@ -164,6 +169,7 @@ class Builder:
         self._nodes[index] = (inputs, outputs, rows, name or f"node {index}")
 
     def add_edge(self, source: tuple[int, int], target: tuple[int, int]) -> None:
+        """Connect output ``source`` to input ``target`` (each a ``(node, port)`` pair)."""
         self._edges.append((Source(*source), Target(*target)))
 
     # ----------------------------------------------------------------------------------------
@@ -180,6 +186,7 @@ class Builder:
         return n
 
     def node_name(self, index: int) -> str:
+        """The name node ``index`` was added with (``node <index>`` if none was given)."""
         return self._nodes[index][3]
 
     def check_cycles(self) -> None:
@@ -524,16 +531,19 @@ class Tracker:
         return imp.frontier() if imp is not None else Antichain()
 
     def pointstamp_count(self, location: Source | Target, t: Any) -> int:
+        """The net count of pointstamps at ``location`` for time ``t`` (0 if none)."""
         loc = self.location_id(location)
         ps = self._pointstamps[loc]
         return ps.count_for(t) if ps is not None else 0
 
     def location_id(self, location: Source | Target) -> int:
+        """The dense location number of a :class:`Source` or :class:`Target`."""
         if isinstance(location, Source):
             return self.source_loc[location.node][location.port]
         return self.target_loc[location.node][location.port]
 
     def location(self, loc: int) -> Source | Target:
+        """The :class:`Source` or :class:`Target` whose location number is ``loc``."""
         if self.loc_is_source[loc]:
             return Source(self.loc_node[loc], self.loc_port[loc])
         return Target(self.loc_node[loc], self.loc_port[loc])

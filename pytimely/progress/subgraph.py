@@ -167,10 +167,18 @@ class Subgraph:
     # As an operator in the parent.
 
     def summary(self) -> list[list[list[Any]]]:
+        """See :meth:`Operate.summary`: the tracker's scope summaries, outer type.
+
+        Each inner summary is converted to the parent's summary type.
+        """
         s = self._summarize
         return [[[s(x) for x in a] for a in row] for row in self.tracker.scope_summary]
 
     def interest(self) -> list[FrontierInterest]:
+        """See :meth:`Operate.interest`: the strongest interest of any inner child.
+
+        The same for every input, and at least ``IF_CAPABILITY`` when the scope has outputs.
+        """
         level = FrontierInterest.IF_CAPABILITY if self.outputs else FrontierInterest.NEVER
         for row in self._interest[1:]:
             for x in row:

@@ -94,11 +94,13 @@ class TaskInbox:
         self.wake: Callable[[], None] = lambda: None
 
     def put(self, item: Any) -> None:
+        """Queue ``item`` for the worker (from any thread) and wake it."""
         with self._lock:
             self._items.append(item)
         self.wake()
 
     def take(self) -> list[Any]:
+        """Everything queued so far, in order, leaving the inbox empty (the worker's side)."""
         with self._lock:
             items, self._items = self._items, []
         return items

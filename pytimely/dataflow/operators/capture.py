@@ -79,6 +79,7 @@ class CaptureHandle:
 
     @property
     def events(self) -> list[Any]:
+        """The :class:`Progress` and :class:`Messages` events recorded so far, in order."""
         return self._writer.events
 
     def extract(self) -> list[tuple[Any, list[Any]]]:
@@ -87,6 +88,7 @@ class CaptureHandle:
 
 
 def capture(stream: Stream, name: str = "Capture") -> CaptureHandle:
+    """Record ``stream``'s batches and frontier changes in memory (:meth:`Stream.capture`)."""
     writer = _ListWriter()
     capture_into(stream, writer, name)
     return CaptureHandle(writer)

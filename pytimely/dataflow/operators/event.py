@@ -127,6 +127,7 @@ class Event(metaclass=_EventMeta):
     Messages = Messages
 
     def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+        """Always raises ``TypeError``: ``Event`` is a namespace and has no instances."""
         raise TypeError("Event is a namespace: use Event.Progress(...) or Event.Messages(t, batch)")
 
 
@@ -134,21 +135,29 @@ class Event(metaclass=_EventMeta):
 class EventWriter(Protocol):
     """Where a capture pushes events."""
 
-    def push(self, event: Progress | Messages) -> None: ...
+    def push(self, event: Progress | Messages) -> None:
+        """Record one event; events arrive in the order the captured stream produced them."""
 
-    def flush(self, fsync: bool = False) -> None: ...
+    def flush(self, fsync: bool = False) -> None:
+        """Make the events pushed so far visible to readers.
 
-    def close(self) -> None: ...
+        Called after every frontier change; ``fsync`` also makes them durable on disk.
+        """
+
+    def close(self) -> None:
+        """Flush and finish: readers see the end of the capture; no push may follow."""
 
 
 @runtime_checkable
 class EventReader(Protocol):
     """Where a replay pulls events from.  ``poll()`` never blocks."""
 
-    def poll(self) -> list: ...
+    def poll(self) -> list:
+        """The events available now, in the order written (possibly none); never blocks."""
 
     @property
-    def done(self) -> bool: ...
+    def done(self) -> bool:
+        """Whether the end of the capture has been read: ``poll`` will return nothing more."""
 
 
 # --------------------------------------------------------------------------------------------

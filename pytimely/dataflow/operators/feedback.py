@@ -36,6 +36,10 @@ class LoopHandle:
         self._connected = False
 
     def connect(self, stream: Stream) -> None:
+        """Close the loop: ``stream``'s data come back out of the feedback stream, advanced.
+
+        ``stream`` must be of the same scope; a handle is connected once.
+        """
         if self._connected:
             raise GraphError("connect_loop(): this loop handle is already connected")
         stream._check_scope(self._core.scope, "connect_loop()")
@@ -46,6 +50,10 @@ class LoopHandle:
 
 
 def feedback(scope: Scope, summary: Any = 1) -> tuple[LoopHandle, Stream]:
+    """A feedback edge in ``scope`` (the body of :meth:`Scope.feedback`).
+
+    ``summary`` must strictly advance time, or a :class:`GraphError` is raised.
+    """
     s = scope.domain.summary(summary)
     if s == scope.domain.identity():
         raise GraphError("feedback(): the summary must strictly advance time (e.g. 1)")

@@ -93,6 +93,7 @@ class InputHandle:
 
     @property
     def closed(self) -> bool:
+        """Whether the handle is closed (capability released): nothing more can be sent."""
         return self._closed
 
     def _check_open(self) -> None:
@@ -173,6 +174,7 @@ def _check_time(domain: Any, t: Any, where: str) -> None:
 
 
 def new_input(scope: Scope, name: str = "Input") -> tuple[InputHandle, Stream]:
+    """An input operator in ``scope``: its handle and stream (:meth:`Scope.new_input`)."""
     core = OperatorBuilder.raw(scope, name)  # no logic: the handle does the sending
     handle = InputHandle(core)
     scope.worker.track_input(handle)
@@ -193,6 +195,7 @@ class ActivateCapability(Capability):
         return cap
 
     def downgrade(self, t: Any) -> None:
+        """Like :meth:`Capability.downgrade` (``t`` checked), and wakes the operator."""
         _check_time(self._domain(), t, f"operator {self._port.op_name!r}: downgrade({t!r})")
         super().downgrade(t)
         self._port.activate()
@@ -201,6 +204,7 @@ class ActivateCapability(Capability):
         return self._port.op.scope.domain
 
     def drop(self) -> None:
+        """Like :meth:`Capability.drop`, and wakes the operator so its frontier can advance."""
         super().drop()
         self._port.activate()
 
@@ -226,6 +230,7 @@ class UnorderedHandle:
         return session
 
     def flush(self) -> None:
+        """Send what the sessions buffered and wake the operator (from outside operators)."""
         self._port.flush()
         self._core.activate()
 

@@ -418,6 +418,7 @@ class KeyedContext:
 
     @property
     def state(self) -> Any:
+        """The current key's state (``None`` when it has none); assigning ``None`` forgets it."""
         return self._states.get(self.key)
 
     @state.setter

@@ -44,6 +44,7 @@ class ProbeHandle:
 
     @property
     def frontier(self) -> Antichain:
+        """A copy of the probed stream's current frontier: the times that may still appear."""
         return self._frontier.frontier()
 
     def __repr__(self) -> str:

@@ -138,6 +138,10 @@ class WatermarkStats:
         self.ops: dict[str, OpStats] = {}
 
     def op(self, name: str) -> OpStats:
+        """Register and return the stats of a new operator instance named ``name``.
+
+        A name already taken gets a suffix: ``#2``, ``#3``, ...
+        """
         st = OpStats(name)
         key = name
         n = 1
@@ -149,17 +153,21 @@ class WatermarkStats:
 
     @property
     def markers_in(self) -> int:
+        """Markers received by this worker, summed over the dataflow's operators."""
         return sum(s.markers_in for s in self.ops.values())
 
     @property
     def markers_out(self) -> int:
+        """Markers sent by this worker, summed over the dataflow's operators."""
         return sum(s.markers_out for s in self.ops.values())
 
     @property
     def invocations(self) -> int:
+        """Invocations of this worker's operator instances, summed over the dataflow."""
         return sum(s.invocations for s in self.ops.values())
 
     def summary(self) -> dict[str, int]:
+        """The dataflow's totals on this worker: operators, invocations, markers in and out."""
         return {
             "operators": len(self.ops),
             "invocations": self.invocations,
@@ -184,6 +192,10 @@ class WatermarkExchange(Exchange):
     def connect(
         self, worker: WorkerServices, push: Callable[[Any, Any], None], consumer: str = "?"
     ) -> Callable[[Any, Any], None]:
+        """See :meth:`Pact.connect`: data by ``key``, each marker to the worker it names.
+
+        A marker travels alone in its batch; without ``key`` data stay on this worker.
+        """
         channel = open_channel(worker, push)
         data = push if self.key is None else self.pusher(worker, channel, push, consumer)
         if worker.peers == 1:
@@ -235,6 +247,7 @@ class WStream:
 
     @property
     def scope(self) -> Any:
+        """The scope of the underlying timely stream."""
         return self.stream.scope
 
     def _consumed_by(self, key_or_flag: Any) -> None:
@@ -275,6 +288,7 @@ class WStream:
         return _operator(name, [(self, key1), (other, key2)], on_data, on_watermark)
 
     def map(self, f: Callable[[Any], Any], key: Any = None, name: str = "WMap") -> WStream:
+        """Apply ``f`` to every record (exchanged by ``key`` if given), forwarding the watermark."""
         return self.process(lambda batch: [f(x) for x in batch], None, key, name)
 
     def map_batch(
@@ -285,9 +299,11 @@ class WStream:
 
     def flat_map(self, f: Callable[[Any], Iterable[Any]], key: Any = None,
                  name: str = "WFlatMap") -> WStream:
+        """Replace every record by the records ``f(record)`` yields, forwarding the watermark."""
         return self.process(lambda batch: [y for x in batch for y in f(x)], None, key, name)
 
     def filter(self, p: Callable[[Any], bool], key: Any = None, name: str = "WFilter") -> WStream:
+        """Keep the records for which ``p`` holds, forwarding the watermark."""
         return self.process(lambda batch: [x for x in batch if p(x)], None, key, name)
 
     def noop(self, key: Any = None, name: str = "WNoop") -> WStream:
@@ -495,15 +511,19 @@ class WatermarkInput:
 
     @property
     def time(self) -> Any:
+        """The handle's current time: the last watermark sent; records sent now carry it."""
         return self.handle.time
 
     def send(self, record: Any) -> None:
+        """Send ``record`` at the current time (see :meth:`InputHandle.send`)."""
         self.handle.send(record)
 
     def send_batch(self, batch: Any) -> None:
+        """Send every record of ``batch`` at the current time."""
         self.handle.send_batch(batch)
 
     def flush(self) -> None:
+        """Push the records buffered in the handle downstream now (no watermark is sent)."""
         self.handle.flush()
 
     def _mark(self, t: int) -> None:
@@ -514,12 +534,14 @@ class WatermarkInput:
         self._stats.watermark = t
 
     def advance_to(self, t: int) -> None:
+        """Advance to ``t`` and send the marker ``t`` in-band (no-op if already at ``t``)."""
         if t == self.handle.time:
             return
         self.handle.advance_to(t)
         self._mark(t)
 
     def close(self) -> None:
+        """Close the input; the :data:`END` marker goes out first, firing every timer."""
         self.handle.close()  # sends END first (``_send_end``, the handle's on_close callback)
 
     def _send_end(self) -> None:
@@ -563,9 +585,11 @@ class WatermarkProbe:
         return self.watermark < t
 
     def less_equal(self, t: int) -> bool:
+        """Data at ``t`` may still arrive (the watermark has not passed ``t``)."""
         return self.watermark <= t
 
     def done(self) -> bool:
+        """Whether the :data:`END` marker has arrived: no data at all can come any more."""
         return self.watermark >= END
 
     def __repr__(self) -> str:
@@ -585,10 +609,15 @@ class EventTimeTimers:
         self._seq = 0
 
     def register(self, t: int, item: Any = None) -> None:
+        """Set a timer at ``t`` carrying ``item``, popped by :meth:`due` once it is complete."""
         self._seq += 1
         heapq.heappush(self._heap, (t, self._seq, item))
 
     def due(self, w: int, inclusive: bool = False) -> list[tuple[int, Any]]:
+        """Pop the timers complete at watermark ``w``, as ``(time, item)`` in time order.
+
+        Complete means a time ``< w``; with ``inclusive``, ``<= w``.
+        """
         heap = self._heap
         out = []
         if inclusive:
@@ -602,6 +631,7 @@ class EventTimeTimers:
         return out
 
     def peek(self) -> int | None:
+        """The earliest pending timer's time, or ``None`` when no timer is set."""
         return self._heap[0][0] if self._heap else None
 
     def __len__(self) -> int:

@@ -201,6 +201,10 @@ def _last_auction(n: int) -> int:
 
 
 class Person(NamedTuple):
+    """A new person (NEXMark's Person event); ``date_time`` in ns.
+
+    Name, email address and credit card are always empty, as in Megaphone's generator.
+    """
     id: int
     name: str
     email_address: str
@@ -211,6 +215,10 @@ class Person(NamedTuple):
 
 
 class Auction(NamedTuple):
+    """A new auction (NEXMark's Auction event); times in ns.
+
+    Item name and description are always empty, as in Megaphone's generator.
+    """
     id: int
     item_name: str
     description: str
@@ -223,6 +231,7 @@ class Auction(NamedTuple):
 
 
 class Bid(NamedTuple):
+    """A bid of ``price`` on ``auction`` by person ``bidder`` at ``date_time`` (ns)."""
     auction: int
     bidder: int
     price: int
@@ -300,6 +309,7 @@ class EventBatch:
 
     @classmethod
     def empty(cls) -> EventBatch:
+        """A batch of no events, every column empty with its dtype."""
         return cls(
             np.empty(0, np.int64),
             np.empty(0, np.int8),

@@ -52,11 +52,13 @@ class Pcg64Mcg:
 
     @classmethod
     def from_seed(cls, seed: bytes) -> Pcg64Mcg:
+        """The generator seeded from 16 bytes read little-endian, as rand's ``from_seed``."""
         if len(seed) != 16:
             raise ValueError("PCG-64 seeds are 16 bytes")
         return cls(int.from_bytes(seed, "little"))
 
     def next_u64(self) -> int:
+        """Advance the state once and return 64 bits (the XSL-RR output)."""
         s = (self.state * PCG_MULTIPLIER) & MASK128
         self.state = s
         x = ((s >> 64) ^ s) & MASK64
@@ -64,6 +66,7 @@ class Pcg64Mcg:
         return ((x >> rot) | (x << (64 - rot))) & MASK64
 
     def next_u32(self) -> int:
+        """The low 32 bits of :meth:`next_u64`, as rand's ``next_u32`` for this generator."""
         return self.next_u64() & 0xFFFFFFFF
 
     def gen_range(self, m: int) -> int:
@@ -79,9 +82,11 @@ class Pcg64Mcg:
         return (self.next_u64() & 0xFFFFFFFF) >> 8
 
     def gen_f32(self) -> float:
+        """rand 0.6.5's ``gen::<f32>()``: a uniform float in [0, 1) with 24 bits."""
         return self.gen_u24() * 2.0**-24
 
     def gen_price(self) -> int:
+        """A bid or auction price drawn as Megaphone does (see :func:`price_from_u24`)."""
         return price_from_u24(self.gen_u24())
 
 

@@ -59,6 +59,7 @@ class ScalarWorkerGenerator:
 
     @property
     def next_number(self) -> int:
+        """The event number :meth:`next_event` returns next (``worker + k * workers``)."""
         return self.worker + self.k * self.config.workers
 
     def _next_person(self, n: int) -> int:
@@ -73,6 +74,7 @@ class ScalarWorkerGenerator:
         return lo + self.rng.gen_range(hi - lo + 1 + AUCTION_ID_LEAD)
 
     def next_event(self) -> tuple[int, Event]:
+        """This worker's next event as ``(event number, record)``."""
         n = self.next_number
         self.k += 1
         cfg = self.config
