@@ -286,6 +286,7 @@ class LoadReading:
 
     @classmethod
     def now(cls) -> LoadReading:
+        """The counters as they are now."""
         return cls(time.perf_counter(), _system_busy_seconds(), _own_cpu_seconds(), _loadavg())
 
 
@@ -308,6 +309,7 @@ class MachineLoad:
 
     @classmethod
     def between(cls, before: LoadReading, after: LoadReading) -> MachineLoad:
+        """The load between two readings of this process (``before`` taken first)."""
         seconds = max(after.wall - before.wall, 1e-9)
         others = None
         if before.system_busy is not None and after.system_busy is not None:
@@ -339,6 +341,7 @@ class MachineLoad:
         return "machine: " + "; ".join(parts)
 
     def to_dict(self) -> dict[str, Any]:
+        """The figures as a JSON-ready dict (for ``latency.json``)."""
         return {"cpus": self.cpus, "seconds": round(self.seconds, 3),
                 "others_cpus": None if self.others_cpus is None else round(self.others_cpus, 3),
                 "loadavg_before": self.loadavg_before, "loadavg_after": self.loadavg_after}
