@@ -62,7 +62,15 @@ def operator_id(info: OperatorInfo) -> str:
 def attach(info: OperatorInfo, source: StateSource) -> list[tuple[Any, Any]] | None:
     """For an operator's constructor: ``None`` when no registry is building (snapshots are
     off: do nothing more), else attach ``source`` and return the ``(key, state)`` pairs to
-    restore (possibly none)."""
+    restore (possibly none).
+
+    >>> class Info: name, address = "Totals", (0, 2)
+    >>> attach(Info(), list) is None  # no registry is building
+    True
+    >>> with StateRegistry({"Totals@0.2": [("ann", pickle.dumps(7))]}).building():
+    ...     attach(Info(), list)
+    [('ann', 7)]
+    """
     registry = _BUILDING.get()
     if registry is None:
         return None
@@ -90,6 +98,35 @@ class StateRegistry:
     ``restore``: operator id -> ``(key, blob)`` records to seed that operator with.  Every
     restored operator must attach during :meth:`building` (see :meth:`unclaimed`): state for
     an operator the build function no longer makes is an error, not silently dropped.
+
+    Running totals, snapshotted once epoch 0 is complete, then restored into a new dataflow
+    that carries on from them:
+
+    >>> import pytimely as pt
+    >>> def build(scope):
+    ...     inp, amounts = scope.new_input()
+    ...     totals = amounts.stateful_map(int, lambda n, v: (n + v, n + v), name="Totals")
+    ...     return inp, totals.capture(), totals.probe()
+    >>> before = StateRegistry()
+    >>> worker = pt.Worker()
+    >>> with before.building():
+    ...     inp, _out, probe = worker.dataflow(build)
+    >>> inp.send_batch([("ann", 3), ("bob", 1), ("ann", 4)])
+    >>> inp.advance_to(1)
+    >>> worker.step_while(lambda: probe.less_than(1))
+    >>> records = before.snapshot()
+    >>> [(op, key, pickle.loads(blob)) for op, key, blob in records]
+    [('Totals@0.2', 'ann', 7), ('Totals@0.2', 'bob', 1)]
+    >>> after = StateRegistry(partition(records, 0, 1))
+    >>> worker = pt.Worker()
+    >>> with after.building():
+    ...     inp, out, _probe = worker.dataflow(build)
+    >>> inp.advance_to(1)
+    >>> inp.send(("ann", 10))
+    >>> inp.close()
+    >>> worker.run()
+    >>> out.extract()
+    [(1, [('ann', 17)])]
     """
 
     def __init__(self, restore: Mapping[str, list[tuple[Any, bytes]]] | None = None) -> None:
