@@ -48,10 +48,11 @@ bridge started again on the same checkpoint builds its workers' dataflows from t
 committed snapshot -- each worker keeps the keys it owns under the routing rule, so fewer or
 more workers re-partition the state by key -- and replays only the logged batches after ``s``
 before the query's first batch.  So the outputs after a kill and restart equal a clean run's:
-:func:`pytimely.spark.write_parquet` rewrites an epoch's file whole, and the only epoch a
-restart may emit again is the one the input had reached at ``s`` (a window due exactly then
-may have been emitted before the snapshot was taken), with the same records; on a different
-number of workers it lands in another worker's folder.  Snapshots need ``build`` to return the
+epochs emitted before the snapshot are not emitted again, and those the killed run emitted
+after it are emitted again with the same records (the snapshot plus the same replayed batches
+rebuild the same state), which :func:`pytimely.spark.write_parquet` makes idempotent by
+rewriting an epoch's file whole -- on a different number of workers such an epoch lands in
+other workers' folders, and the old ones are stale.  Snapshots need ``build`` to return the
 streams downstream of its stateful operators (its sinks): their frontiers tell when a batch is
 applied everywhere.
 
