@@ -17,6 +17,7 @@ MODULES = [
     "pytimely.dataflow.operators.windowing",
     "pytimely.dataflow.operators.keyed",
     "pytimely.dataflow.operators.join",
+    "pytimely.dataflow.snapshot",
     "pytimely.testing",
     "pytimely.eventlog",
 ]

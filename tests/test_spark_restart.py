@@ -40,20 +40,33 @@ def clean_windows(rows, workers):
     return {(k % workers, end, k): c for (end, k), c in counts.items()}
 
 
-def start(spark, out, checkpoint, workers):
+def start(spark, out, checkpoint, workers, snapshot_every=1):
     def build(scope, stream):
         counted = stream.window_count(pt.Tumbling(WIDTH), key=lambda r: r["value"] % 2,
                                       event_time=lambda r: r["value"])
         return ps.write_parquet(counted.output, out, columns=["k", "start", "end", "count"])
 
     bridge = ps.StreamingBridge(spark, build, workers=workers, event_time="value",
-                                checkpoint=checkpoint, grace=3)
+                                checkpoint=checkpoint, snapshot_every=snapshot_every, grace=3)
     source = (spark.readStream.format("rate").option("rowsPerSecond", 200)
               .option("numPartitions", 2).load())
     query = (source.writeStream.foreachBatch(bridge.foreach_batch)
              .option("checkpointLocation", checkpoint)
              .trigger(processingTime="300 milliseconds").start())
     return bridge, query
+
+
+def delivered_rows(bridge):
+    """Rows the dataflow has consumed in all runs: those in the restored snapshot, then those
+    replayed and delivered in this run -- the rate source's values ``0 .. rows-1``."""
+    restored = bridge.restored["rows"] if bridge.restored is not None else 0
+    return restored + sum(s["rows"] for s in bridge.stats)
+
+
+def logged_batches(checkpoint):
+    folder = os.path.join(checkpoint, "pytimely", "input")
+    return sorted(int(name.split("=")[1]) for name in os.listdir(folder)
+                  if name.startswith("batch="))
 
 
 def wait_until(condition, timeout):
@@ -82,14 +95,14 @@ def test_kill_a_worker_mid_stream_and_restart_from_the_checkpoint(spark, tmp_pat
     bridge, query = start(spark, out, checkpoint, workers=2)
     try:
         assert wait_until(lambda: bridge.completed >= 0, 60)
-        assert bridge.replayed  # the committed batches were replayed into the new workers
+        assert bridge.restored is not None  # the state came back from a snapshot
+        assert all(b > bridge.restored["batch"] for b in bridge.replayed)
         assert wait_until(lambda: bridge.watermark >= before + 2 * WIDTH, 90)
     finally:
         query.stop()
     results = bridge.stop()
     assert results == [None, None]
-    delivered = sum(s["rows"] for s in bridge.stats)  # replayed + new rows: 0 .. delivered-1
-    assert window_files(out) == clean_windows(delivered, 2)
+    assert window_files(out) == clean_windows(delivered_rows(bridge), 2)
 
 
 @pytest.mark.spark
@@ -110,9 +123,49 @@ def test_restart_on_fewer_workers_repartitions_the_state_by_key(spark, tmp_path)
     finally:
         query.stop()
     bridge.stop()
-    assert bridge.replayed
-    delivered = sum(s["rows"] for s in bridge.stats)
-    # The one worker now holds both keys' windows, with the counts of a clean run: the odd
-    # key's state, built on worker 1 before the restart, was replayed onto worker 0.
-    written = {key: c for key, c in window_files(out).items() if key[0] == 0}
-    assert written == clean_windows(delivered, 1)
+    assert bridge.restored is not None and bridge.restored["workers"] == 2
+    # Windows that ended before the snapshot's time were written by the first run, by key on
+    # both workers, and are not written again; from then on the one worker holds both keys'
+    # windows, with the counts of a clean run: the odd key's state, built on worker 1 before
+    # the restart, was restored onto worker 0.  (What the first run wrote for later windows,
+    # after its snapshot, is superseded: worker 0's files are rewritten, worker 1's ignored.)
+    then = bridge.restored["then"]
+    found = window_files(out)
+    merged = {(end, k): c for (_w, end, k), c in found.items() if end <= then}
+    merged.update({(end, k): c for (w, end, k), c in found.items() if w == 0 and end >= then})
+    assert any(end < then and k == 1 for end, k in merged)  # written by worker 1, not again
+    assert not any(w == 0 and end < then and k == 1 for w, end, k in found)
+    clean = clean_windows(delivered_rows(bridge), 1)
+    assert merged == {(end, k): c for (_w, end, k), c in clean.items()}
+
+
+@pytest.mark.spark
+@pytest.mark.timeout(240)
+def test_a_restart_replays_only_the_input_after_the_last_snapshot(spark, tmp_path):
+    out, checkpoint = str(tmp_path / "windows"), str(tmp_path / "checkpoint")
+    bridge, query = start(spark, out, checkpoint, workers=2, snapshot_every=3)
+    try:
+        assert wait_until(lambda: len(bridge.snapshots) >= 3 and bridge.watermark > WIDTH, 120)
+        _host, pid = bridge.worker_processes()[0]
+        os.kill(pid, signal.SIGKILL)
+        wait_until(lambda: not query.isActive, 60)
+    finally:
+        query.stop()
+        bridge.cancel()
+    # The log holds only what came after the last committed snapshot: it does not grow with
+    # the stream.
+    snapshot = bridge.snapshots[-1]
+    assert all(b > snapshot for b in logged_batches(checkpoint))
+    before = bridge.watermark
+
+    bridge, query = start(spark, out, checkpoint, workers=2, snapshot_every=3)
+    try:
+        assert wait_until(lambda: bridge.watermark >= before + WIDTH, 90)
+    finally:
+        query.stop()
+    bridge.stop()
+    assert bridge.restored["batch"] == snapshot
+    # Replayed: exactly the logged batches after the snapshot, in order, none before it.
+    assert bridge.replayed == list(range(snapshot + 1, snapshot + 1 + len(bridge.replayed)))
+    assert len(bridge.replayed) <= 2 * 3 + 2  # about a snapshot interval, not the stream
+    assert window_files(out) == clean_windows(delivered_rows(bridge), 2)

@@ -1,4 +1,4 @@
-"""The streaming bridge's input log: state that survives a restart, by deterministic replay.
+"""The streaming bridge's input log: the micro-batches since the last state snapshot.
 
 A dataflow's state (windows, ``stateful_map``, ``keyed_process``, joins) is a function of the
 input it has consumed, at the times it was consumed.  So instead of snapshotting every
@@ -11,8 +11,11 @@ it had not committed, ``r``; the bridge first replays the committed batches ``< 
 workers (rebuilding their state exactly: same rows, same times), discards any logged batch
 ``>= r`` (Spark delivers it again) and carries on.  This is upstream backup with replay, the
 recovery the Naiad paper contrasts with checkpointing ("Naiad: A Timely Dataflow System",
-SOSP 2013, section 3.4); it trades replay time on restart, which grows with the stream, for
-not touching the operators.
+SOSP 2013, section 3.4).  Alone, replay time and the log would grow with the stream; so the
+bridge also snapshots its operators' state (:mod:`pytimely.spark.snapshots`), and once the
+snapshot after batch ``s`` is committed the log up to ``s`` is deleted
+(:meth:`InputLog.truncate_through`): a restart restores ``s``'s state and replays only the
+committed batches after ``s``.
 
 Replay onto a different number of workers: part ``j`` goes to worker ``j % N``; dataflows whose
 state is keyed must route by key themselves (``exchange``, or the keyed/window operators, which
@@ -39,14 +42,15 @@ from collections.abc import Iterable
 
 from ..errors import CaptureError
 
-__all__ = ["InputLog"]
+__all__ = ["InputLog", "atomic_write"]
 
 MAGIC = b"PTINLOG1"
 VERSION = 1
 _LEN = struct.Struct("<Q")
 
 
-def _atomic_write(path: str, data: bytes) -> None:
+def atomic_write(path: str, data: bytes) -> None:
+    """Write ``data`` to ``path`` whole or not at all (a hidden temporary file, renamed)."""
     folder, name = os.path.split(path)
     os.makedirs(folder, exist_ok=True)
     temp = os.path.join(folder, f".{name}.tmp")
@@ -76,7 +80,7 @@ class InputLog:
             body += payload
         body += hashlib.sha256(body).digest()
         path = os.path.join(self._batch_dir(batch), f"part-{worker}.log")
-        _atomic_write(path, bytes(body))
+        atomic_write(path, bytes(body))
         return path
 
     @staticmethod
@@ -101,7 +105,7 @@ class InputLog:
     def commit(self, batch: int, at: int, then: int, workers: int) -> None:
         """Mark ``batch`` committed (every worker's part is written)."""
         meta = {"version": VERSION, "at": at, "then": then, "workers": workers}
-        _atomic_write(os.path.join(self._batch_dir(batch), "_committed.json"),
+        atomic_write(os.path.join(self._batch_dir(batch), "_committed.json"),
                       json.dumps(meta).encode())
 
     def committed(self) -> list[tuple[int, dict]]:
@@ -127,6 +131,15 @@ class InputLog:
         return [os.path.join(self._batch_dir(batch), f"part-{j}.log")
                 for j in range(meta["workers"]) if j % workers == worker
                 and os.path.exists(os.path.join(self._batch_dir(batch), f"part-{j}.log"))]
+
+    def truncate_through(self, batch: int) -> None:
+        """Remove every logged batch ``<= batch``: a committed state snapshot after ``batch``
+        (:mod:`pytimely.spark.snapshots`) has made them unnecessary for recovery."""
+        if not os.path.isdir(self.directory):
+            return
+        for name in os.listdir(self.directory):
+            if name.startswith("batch=") and int(name.split("=", 1)[1]) <= batch:
+                shutil.rmtree(os.path.join(self.directory, name), ignore_errors=True)
 
     def discard_from(self, batch: int) -> None:
         """Remove every logged batch ``>= batch`` and every uncommitted one."""

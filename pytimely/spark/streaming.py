@@ -38,12 +38,23 @@ reported complete once the dataflow has passed both its rows' time and the water
 
 **Restarts.**  With ``checkpoint=`` (the query's ``checkpointLocation``), every micro-batch's
 rows are logged there by the workers before they enter the dataflow, and committed by the
-driver before ``foreach_batch`` returns (before Spark commits the batch).  A bridge started
-again on the same checkpoint replays the committed batches into its new workers -- possibly
-fewer or more of them -- before the query's first batch, so the dataflow's state (windows,
-keyed state, joins) is what it was, and the outputs after a kill and restart equal a clean
-run's (:mod:`pytimely.spark.recovery`; :func:`pytimely.spark.write_parquet` rewrites an epoch's
-file whole, so replayed epochs are written again identically).
+driver before ``foreach_batch`` returns (before Spark commits the batch)
+(:mod:`pytimely.spark.recovery`).  Every ``snapshot_every`` batches each worker lets the batches
+it was fed complete, feeds nothing more meanwhile, and writes its stateful operators' state
+(windows, ``stateful_map``, ``keyed_process``, joins; :mod:`pytimely.dataflow.snapshot`) after
+the last of them, ``s``; once Spark has committed ``s`` the driver commits that snapshot and
+deletes the older ones and the input log up to ``s`` (:mod:`pytimely.spark.snapshots`).  A
+bridge started again on the same checkpoint builds its workers' dataflows from the last
+committed snapshot -- each worker keeps the keys it owns under the routing rule, so fewer or
+more workers re-partition the state by key -- and replays only the logged batches after ``s``
+before the query's first batch.  So the outputs after a kill and restart equal a clean run's:
+epochs emitted before the snapshot are not emitted again, and those the killed run emitted
+after it are emitted again with the same records (the snapshot plus the same replayed batches
+rebuild the same state), which :func:`pytimely.spark.write_parquet` makes idempotent by
+rewriting an epoch's file whole -- on a different number of workers such an epoch lands in
+other workers' folders, and the old ones are stale.  Snapshots need ``build`` to return the
+streams downstream of its stateful operators (its sinks): their frontiers tell when a batch is
+applied everywhere.
 
 Micro-batch ids still name the batches.  A batch id at or below the last closed one (Spark re-runs
 the last batch after a restart from its checkpoint) is skipped: delivery into one bridge is
@@ -66,11 +77,14 @@ import time as _time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from ..dataflow.snapshot import StateRegistry
 from ..errors import TimelyError
+from ..naming import describe_function
 from .dataframe import RECORD_FORMATS, arrow_to_records
 from .executor import TaskInbox, _check_lost, _portable, _result_row, worker_task
 from .launcher import Launch
 from .recovery import InputLog
+from .snapshots import SnapshotStore
 
 __all__ = ["StreamingBridge"]
 
@@ -104,7 +118,7 @@ def _as_streams(out: Any, default: Any) -> list[Any]:
 
 def _bridge_body(
     build: Callable[[Any, Any], Any], records: str, secret: bytes, bind_host: str, advertise: str,
-    checkpoint: str | None = None,
+    checkpoint: str | None = None, restore: dict | None = None, snapshot_every: int = 1,
 ) -> Callable[[Any, Any, TaskInbox], Any]:
     def body(worker: Any, control: Any, inbox: TaskInbox) -> Any:
         from ._control import FeedListener
@@ -115,8 +129,25 @@ def _bridge_body(
             probes = [s.probe() for s in _as_streams(out, stream)]
             return handle, out, probes
 
-        handle, out, probes = worker.dataflow(dataflow)
         log = InputLog(checkpoint) if checkpoint is not None else None
+        store = SnapshotStore(checkpoint) if checkpoint is not None else None
+        registry = None
+        if store is None:
+            handle, out, probes = worker.dataflow(dataflow)
+        else:
+            owned = {} if restore is None else store.restore_for(restore, worker.index,
+                                                                 worker.peers)
+            registry = StateRegistry(owned)
+            with registry.building():
+                handle, out, probes = worker.dataflow(dataflow)
+            if registry.unclaimed():
+                raise TimelyError(
+                    f"worker {worker.index}: the checkpoint {checkpoint} holds state of "
+                    f"operators {registry.unclaimed()} that {describe_function(build)} no "
+                    f"longer builds (it builds {registry.operators})"
+                )
+        # The last batch whose state is snapshotted (restored, or written by this worker).
+        snapshotted = -1 if restore is None else restore["batch"]
         feed = FeedListener(
             secret, worker.index, bind_host,
             on_batch=lambda e, payload: inbox.put(("data", e, payload)),
@@ -159,7 +190,12 @@ def _bridge_body(
                 # A micro-batch enters the dataflow when the driver closes it (it was delivered
                 # completely) and every push it counted has arrived.  Its rows are sent at time
                 # ``at`` and the input then advances to ``then`` (see the module docstring).
-                while closes and received.get(closes[0][0], 0) >= closes[0][1]:
+                # When a snapshot is due, nothing more enters until it is taken (below) --
+                # unless the last batch fed left the time where its rows were (an unchanged
+                # watermark): it completes only once a later batch moves the input on.
+                while closes and received.get(closes[0][0], 0) >= closes[0][1] and not (
+                        registry is not None and last_batch - snapshotted >= snapshot_every
+                        and closed and closed[-1][2] > closed[-1][1]):
                     epoch, expected, at, then, files = closes.pop(0)
                     if received.pop(epoch, 0) != expected:
                         raise TimelyError(
@@ -200,6 +236,14 @@ def _bridge_body(
                     last = closed.pop(0)[0]
                 if last is not None:
                     control.send(("epoch", last))
+                # Every batch fed so far is complete and nothing later entered: the operators'
+                # state is exactly "all input before handle.time applied" -- a consistent
+                # snapshot after ``last_batch``.
+                if (registry is not None and store is not None and not closed
+                        and last_batch - snapshotted >= snapshot_every):
+                    store.write_part(last_batch, worker.index, worker.peers, registry.snapshot())
+                    snapshotted = last_batch
+                    control.send(("snapshot", last_batch, handle.time, rows))
             # Input of epochs never closed (a micro-batch interrupted by stopping the query) is
             # dropped: Spark re-delivers that batch when the query restarts.
             dropped = sum(received.values())
@@ -236,8 +280,9 @@ class StreamingBridge:
     every worker has finished an epoch.  ``wait=True`` makes ``foreach_batch`` return only once
     its epoch is complete (back-pressure on the query; per-epoch latency is then what Spark
     reports as batch duration).  ``event_time`` / ``delay``: times from an event-time column
-    and the watermark (module docstring, **Times**); ``checkpoint``: the input log that lets a
-    restarted bridge rebuild its state (**Restarts**).  Other options as for
+    and the watermark (module docstring, **Times**); ``checkpoint``: the state snapshots and
+    input log that let a restarted bridge restore its state, one snapshot per
+    ``snapshot_every`` micro-batches (**Restarts**).  Other options as for
     :func:`pytimely.spark.run`.
     """
 
@@ -255,18 +300,33 @@ class StreamingBridge:
         event_time: str | None = None,
         delay: int = 0,
         checkpoint: str | None = None,
+        snapshot_every: int = 1,
         **options: Any,
     ) -> None:
         if records not in RECORD_FORMATS:
             raise ValueError(f"records must be one of {RECORD_FORMATS}, not {records!r}")
         if delay < 0:
             raise ValueError("delay must be >= 0")
+        if type(snapshot_every) is not int or snapshot_every < 1:
+            raise ValueError(f"snapshot_every must be a positive int, got {snapshot_every!r}")
         self.checkpoint = checkpoint
         self._log = InputLog(checkpoint) if checkpoint is not None else None
+        self._snapshots = SnapshotStore(checkpoint) if checkpoint is not None else None
         self._recovered = checkpoint is None
         self._logged: dict[int, set[int]] = {}
-        #: Micro-batches replayed from the input log when the bridge started (see ``checkpoint``).
+        #: Batch -> {worker: (time the input advanced to, rows fed)} of the state snapshots
+        #: workers wrote after that batch and the driver has not committed yet.
+        self._snapshot_parts: dict[int, dict[int, tuple[int, int]]] = {}
+        #: The committed state snapshot this bridge's workers started from (its metadata:
+        #: ``batch``, ``then``, ``rows``, ``workers``), or ``None``.
+        self.restored: dict | None = (
+            self._snapshots.latest() if self._snapshots is not None else None
+        )
+        #: Micro-batches replayed from the input log when the bridge started: only those after
+        #: the restored snapshot (see ``checkpoint``).
         self.replayed: list[int] = []
+        #: The state snapshots this bridge committed, by batch.
+        self.snapshots: list[int] = []
         self.event_time = event_time
         self.delay = int(delay)
         #: The time the next micro-batch's rows are sent at: its batch id, or with
@@ -292,6 +352,7 @@ class StreamingBridge:
         launch = self._launch
         spec = launch.spec
         bind_host = launch.bind_host
+        restore = self.restored
 
         def task(index: int, _items: Any) -> Iterator[Any]:
             from pyspark import BarrierTaskContext
@@ -301,7 +362,8 @@ class StreamingBridge:
                 advertise = ctx.getTaskInfos()[index].address.rsplit(":", 1)[0].strip("[]")
             else:
                 advertise = bind_host
-            body = _bridge_body(build, records, spec.secret, bind_host, advertise, checkpoint)
+            body = _bridge_body(build, records, spec.secret, bind_host, advertise, checkpoint,
+                                restore, snapshot_every)
             i, result = worker_task(spec, body)
             yield _result_row(i, result)
 
@@ -325,6 +387,11 @@ class StreamingBridge:
     # -- driver-side bookkeeping ------------------------------------------------------------
 
     def _message(self, index: int, header: Any, payload: Any) -> None:
+        if header[0] == "snapshot":
+            _kind, batch, then, rows = header
+            with self._epoch_lock:
+                self._snapshot_parts.setdefault(batch, {})[index] = (then, rows)
+            return
         if header[0] == "logged":
             with self._epoch_lock:
                 self._logged.setdefault(header[1], set()).add(index)
@@ -370,6 +437,8 @@ class StreamingBridge:
         epoch = int(batch_id)
         if not self._recovered:
             self._recover(epoch)
+        if self._snapshots is not None:
+            self._commit_snapshot(epoch)
         if epoch <= self._last_closed:
             return  # a re-run of a batch we already delivered
         started = _time.monotonic()
@@ -445,11 +514,23 @@ class StreamingBridge:
     # -- the input log (``checkpoint``) -----------------------------------------------------------
 
     def _recover(self, first: int) -> None:
-        """Before Spark's first batch ``first`` of this run: replay every committed batch
-        ``< first`` from the input log (Spark committed them; their state must be rebuilt) and
-        discard the log from ``first`` on (Spark delivers those batches again)."""
-        assert self._log is not None
+        """Before Spark's first batch ``first`` of this run: the workers started from the last
+        committed state snapshot (after batch ``s``, :attr:`restored`); replay every logged
+        batch after ``s`` and ``< first`` (Spark committed them; their state must be rebuilt)
+        and discard the log from ``first`` on (Spark delivers those batches again)."""
+        assert self._log is not None and self._snapshots is not None
         self._recovered = True
+        self._snapshots.discard_uncommitted()
+        if self.restored is not None:
+            s = self.restored["batch"]
+            if s >= first:  # a snapshot is committed only once Spark committed its batch
+                raise TimelyError(
+                    f"the checkpoint {self.checkpoint} holds state after micro-batch {s}, but "
+                    f"Spark restarts at batch {first}: the checkpoint is not this query's"
+                )
+            self._last_closed = s
+            self.watermark = self.restored["then"]
+            self._log.truncate_through(s)
         self._log.discard_from(first)
         coord = self._launch.coordinator
         for batch, meta in self._log.committed():
@@ -462,6 +543,27 @@ class StreamingBridge:
             self.watermark = meta["then"]
             self.watermarks[batch] = meta["then"]
             self.replayed.append(batch)
+
+    def _commit_snapshot(self, running: int) -> None:
+        """Spark runs batch ``running``, so it has committed every batch before it: commit the
+        latest state snapshot every worker wrote after such a batch, then forget the older
+        snapshots and the input log up to it (a restart replays only what came after)."""
+        assert self._log is not None and self._snapshots is not None
+        with self._epoch_lock:
+            ready = [b for b, parts in self._snapshot_parts.items()
+                     if b < running and len(parts) == self.workers]
+            if not ready:
+                return
+            batch = max(ready)
+            parts = self._snapshot_parts[batch]
+            for b in [b for b in self._snapshot_parts if b <= batch]:
+                del self._snapshot_parts[b]
+        then = max(t for t, _rows in parts.values())
+        base = self.restored["rows"] if self.restored is not None else 0
+        rows = base + sum(r for _t, r in parts.values())
+        self._snapshots.commit(batch, then, rows, self.workers)
+        self._log.truncate_through(batch)
+        self.snapshots.append(batch)
 
     def _wait_logged(self, epoch: int, timeout: float = 120.0) -> None:
         """Block until every worker has written its part of ``epoch`` to the input log."""

@@ -30,6 +30,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ...order import Product, less_equal
+from .. import snapshot
 from ..channels import Exchange
 from ..stream import Stream
 from .generic import binary
@@ -137,6 +138,17 @@ def join(
         cap.drop()  # pairs are sent with the arriving record's capability
         left, right = _Side(), _Side()
         track = within is not None
+
+        def per_key() -> list[tuple[Any, Any]]:
+            """The state for a snapshot: ``(key, (left {time: values}, right {time: values}))``."""
+            keys = {**left.records, **right.records}
+            return [(k, (left.records.get(k, {}), right.records.get(k, {}))) for k in keys]
+
+        for k, sides in snapshot.attach(info, per_key) or ():
+            for side, by_time in zip((left, right), sides):
+                for t, values in by_time.items():
+                    for v in values:
+                        side.store(k, t, v, track)
 
         def arrive(ref: CapabilityRef, batch: Any, key_of: Any, pairs: bool, mine: _Side,
                    theirs: _Side, is_left: bool, out: OutputPort) -> None:

@@ -42,6 +42,7 @@ from ...errors import OperatorError
 from ...naming import describe_function
 from ...order import less_equal
 from ...progress.operate import FrontierInterest
+from .. import snapshot
 from ..channels import Exchange
 from ..stream import Stream
 from .generic import unary_frontier
@@ -179,6 +180,17 @@ def split_key(key: Callable[[Any], Any] | None) -> tuple[Callable[[Any], Any], b
     return (_FIRST, True) if key is None else (key, False)
 
 
+def _check_drained(op: str, name: str, pending: dict[Any, list[Any]]) -> None:
+    """A snapshot is taken at a completed epoch, when no record can be waiting for an earlier
+    time: stashed records mean the caller snapshots mid-epoch, which would lose them."""
+    if pending:
+        raise OperatorError(
+            f"{op} {name!r}: snapshot requested while records at times {sorted(pending)!r} "
+            "wait for earlier times; snapshots must be taken at a completed epoch",
+            name,
+        )
+
+
 def stateful_map(
     stream: Stream,
     init: Callable[[], Any],
@@ -213,6 +225,15 @@ def stateful_map(
         states: dict[Any, Any] = {}
         pending: dict[Any, list[Any]] = {}  # time -> [capability, batches]
         times: list[Any] = []  # heap of pending times
+
+        def per_key() -> list[tuple[Any, Any]]:
+            """The state for a snapshot: ``(key, state)`` (nothing may be stashed then)."""
+            _check_drained(op, name, pending)
+            return list(states.items())
+
+        restored = snapshot.attach(info, per_key)
+        if restored:
+            states.update(restored)
 
         def apply(send: Capability | CapabilityRef, t: Any, batch: Any, out: OutputPort) -> None:
             results: list[Any] = []
@@ -340,6 +361,14 @@ class EventTimers:
         held, keys = self._at.pop(t)
         self._count -= len(keys)
         return held, keys
+
+    def by_key(self) -> dict[Any, list[Any]]:
+        """The pending timers as ``key -> [times]`` (for a snapshot)."""
+        keyed: dict[Any, list[Any]] = {}
+        for t, (_token, keys) in self._at.items():
+            for k in keys:
+                keyed.setdefault(k, []).append(t)
+        return keyed
 
     def times(self) -> int:
         """Distinct pending timer times (= tokens held for timers)."""
@@ -494,12 +523,25 @@ def keyed_process(
     key_of, pairs = split_key(key)
 
     def ctor(cap: Capability, info: OperatorInfo) -> Callable[[InputPort, OutputPort], None]:
-        cap.drop()
         states: dict[Any, Any] = {}
         pending: dict[Any, list[Any]] = {}  # record time -> [capability, batches]
         times: list[Any] = []  # heap of pending record times
         timers = EventTimers()
         ctx = KeyedContext(name, states, timers)
+
+        def per_key() -> list[tuple[Any, Any]]:
+            """The state for a snapshot: ``(key, (state, [timer times]))``."""
+            _check_drained(op, name, pending)
+            keyed = timers.by_key()
+            return [(k, (states.get(k), keyed.get(k, []))) for k in {**states, **keyed}]
+
+        restored = snapshot.attach(info, per_key)
+        for k, (state, timer_times) in restored or ():
+            if state is not None:
+                states[k] = state
+            for t in timer_times:
+                timers.set(t, k, cap)  # the timer's token, minted from the initial capability
+        cap.drop()
 
         def apply(send: Capability | CapabilityRef, t: Any, batch: Any, out: OutputPort) -> None:
             results = ctx.bind(t, send)

@@ -54,6 +54,7 @@ from ...errors import OperatorError
 from ...naming import describe_function
 from ...progress.operate import FrontierInterest
 from ...windows import Session, Sliding, Tumbling
+from .. import snapshot
 from ..channels import Exchange, Pact
 from ..columnar import column, select
 from ..stream import Stream
@@ -317,6 +318,21 @@ class _FixedWindows:
     def size(self) -> int:
         return len(self.heap) + sum(len(aggs) for _tok, aggs in self.windows.values())
 
+    def per_key(self) -> list[tuple[Any, list[tuple[int, Any]]]]:
+        """The open windows by key, ``(key, [(emission time, aggregate), ...])``: this
+        operator's state for a snapshot (:mod:`pytimely.dataflow.snapshot`)."""
+        by_key: dict[Any, list[tuple[int, Any]]] = {}
+        for emit_at, (_token, aggs) in self.windows.items():
+            for k, agg in aggs.items():
+                by_key.setdefault(k, []).append((emit_at, agg))
+        return list(by_key.items())
+
+    def restore(self, cap: Capability, pairs: list[tuple[Any, Any]], kind: _Kind) -> None:
+        """Reopen the windows of ``per_key`` pairs, minting their tokens from ``cap``."""
+        for k, windows in pairs:
+            for emit_at, agg in windows:
+                self.entry(cap, emit_at, kind)[k] = agg
+
 
 def _fixed_logic(op: str, windower: Sliding, kind: _Kind, key: Any, event_time: Any,
                  lateness: int, state: _FixedWindows) -> Callable:
@@ -528,6 +544,21 @@ class _Sessions:
     def size(self) -> int:
         return len(self.heap) + sum(len(v) for v in self.by_key.values())
 
+    def per_key(self) -> list[tuple[Any, list[tuple[int, int, Any]]]]:
+        """The open sessions by key, ``(key, [(start, last, aggregate), ...])``: this
+        operator's state for a snapshot (:mod:`pytimely.dataflow.snapshot`)."""
+        return [(k, [(s.start, s.last, s.agg) for s in sessions])
+                for k, sessions in self.by_key.items()]
+
+    def restore(self, cap: Capability, pairs: list[tuple[Any, Any]]) -> None:
+        """Reopen the sessions of ``per_key`` pairs, minting their tokens from ``cap``."""
+        for k, sessions in pairs:
+            for start, last, agg in sessions:
+                s = _Session(k, start, agg)
+                s.last = last
+                self.by_key.setdefault(k, []).append(s)
+                self._retarget(s, cap)
+
 
 def _session_logic(op: str, windower: Session, kind: _Kind, key: Any, event_time: Any,
                    lateness: int, state: _Sessions) -> Callable:
@@ -738,6 +769,12 @@ def _build(stream: Stream, op: str, windower: Any, kind: _Kind, key: Any, event_
     builder.new_output()
 
     def ctor(caps: list[Capability], info: OperatorInfo) -> Callable[..., None]:
+        restored = snapshot.attach(info, state.per_key)
+        if restored:
+            if isinstance(state, _Sessions):
+                state.restore(caps[0], restored)
+            else:
+                state.restore(caps[0], restored, kind)
         for cap in caps:
             cap.drop()  # hold nothing until a window opens
         return logic

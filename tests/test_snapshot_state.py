@@ -1,0 +1,177 @@
+"""Operator state snapshots (:mod:`pytimely.dataflow.snapshot`): the stateful operators' state,
+taken at a completed epoch on some number of workers and restored onto another, continues
+exactly as a clean run -- re-partitioned by key."""
+
+from __future__ import annotations
+
+import collections
+import pickle
+
+import pytest
+
+import pytimely as pt
+from pytimely.dataflow.snapshot import StateRegistry, partition
+from pytimely.errors import OperatorError, TimelyError
+
+CUT = 15  # the snapshot epoch: every record before it is in, nothing at or after it
+END = 30
+# Records sit at even times and every window, session and timer ends at an even time, so no
+# output is due exactly at CUT: what the first run emitted before CUT and what the restored run
+# emits from CUT on must add up to the clean run, with no overlap to argue about.
+
+
+def records(t):
+    """The ``(key, value)`` records at time ``t``."""
+    if t % 2:
+        return []
+    return [(f"k{j}", t * 10 + j) for j in range(6) if (t + j) % 3]
+
+
+def process(ctx, key, value):
+    if ctx.state is None:
+        ctx.set_timer(ctx.time + 6)
+    ctx.state = (ctx.state or 0) + 1
+
+
+def on_timer(ctx, key, t):
+    ctx.emit((key, ctx.state))
+    ctx.clear()
+
+
+def dataflow(scope):
+    inp, stream = scope.new_input()
+    outputs = {
+        "windows": stream.window_count(pt.Tumbling(10)).output,
+        "sessions": stream.window_collect(pt.Session(gap=4)).output,
+        "running": stream.stateful_map(int, lambda s, v: (s + v, s + v)),
+        "timers": stream.keyed_process(process, on_timer),
+        "joined": stream.filter(lambda r: r[1] // 10 % 4 == 0).join(
+            stream.filter(lambda r: r[1] // 10 % 4 == 2), within=6),
+    }
+    captures = {name: s.capture() for name, s in outputs.items()}
+    probes = [s.probe() for s in outputs.values()]
+    return inp, captures, probes
+
+
+def feed(worker, inp, times):
+    for t in times:
+        inp.advance_to(t)
+        if worker.index == 0:
+            inp.send_batch(records(t))
+
+
+def outputs(results, keep=lambda t: True):
+    """``Counter`` of ``(output, time, record)`` over every worker's captures."""
+    found = collections.Counter()
+    for captures in results:
+        for name, handle in captures.items():
+            for t, batch in handle.extract():
+                if keep(t):
+                    found.update((name, t, repr(r)) for r in batch)
+    return found
+
+
+def clean_run():
+    def work(worker):
+        inp, captures, _probes = worker.dataflow(dataflow)
+        feed(worker, inp, range(END))
+        return captures
+
+    return outputs(pt.execute(work, workers=2, timeout=60))
+
+
+def first_run(workers):
+    """Run to CUT, snapshot; returns every worker's snapshot records and captured outputs."""
+
+    def work(worker):
+        registry = StateRegistry()
+        with registry.building():
+            inp, captures, probes = worker.dataflow(dataflow)
+        feed(worker, inp, range(CUT))
+        inp.advance_to(CUT)
+        worker.step_while(lambda: any(p.less_than(CUT) for p in probes), timeout=30)
+        return registry.snapshot(), captures
+
+    results = pt.execute(work, workers=workers, timeout=60)
+    snapshot = [record for records, _ in results for record in records]
+    return snapshot, [captures for _, captures in results]
+
+
+def restored_run(snapshot, workers):
+    def work(worker):
+        registry = StateRegistry(partition(snapshot, worker.index, worker.peers))
+        with registry.building():
+            inp, captures, _probes = worker.dataflow(dataflow)
+        assert registry.unclaimed() == []
+        feed(worker, inp, range(CUT, END))
+        return captures
+
+    return pt.execute(work, workers=workers, timeout=60)
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize(("before", "after"), [(2, 2), (2, 1), (1, 3)])
+def test_state_restored_onto_any_number_of_workers_continues_as_a_clean_run(before, after):
+    clean = clean_run()
+    assert not [o for o in clean if o[1] == CUT]  # the premise of the comparison
+    assert {o[0] for o in clean} == {"windows", "sessions", "running", "timers", "joined"}
+    snapshot, first = first_run(before)
+    operators = {operator for operator, _key, _blob in snapshot}
+    assert len(operators) == 5  # every stateful operator had state at the cut
+    resumed = outputs(first, lambda t: t < CUT) + outputs(restored_run(snapshot, after))
+    assert resumed == clean
+
+
+def test_a_snapshot_while_records_wait_for_an_earlier_time_is_refused():
+    """Records stashed by ``stateful_map`` (a later time, an earlier one still open) mean the
+    epoch is not complete: a snapshot then would lose them, so it is an error naming the
+    operator."""
+
+    def work(worker):
+        registry = StateRegistry()
+
+        def build(scope):
+            early, first = scope.new_input()
+            late, second = scope.new_input()
+            first.concat(second).stateful_map(int, lambda s, v: (s + v, s), name="Totals")
+            return early, late
+
+        with registry.building():
+            early, late = worker.dataflow(build)
+        late.advance_to(5)
+        late.send(("ann", 1))  # waits: ``early`` is still at 0
+        late.advance_to(6)  # (sends it)
+        for _ in range(5):
+            worker.step()
+        with pytest.raises(OperatorError, match="stateful_map 'Totals'.*completed epoch"):
+            registry.snapshot()
+        early.close()
+        late.close()
+        worker.run()  # every epoch complete: the stash is applied
+        return [(key, pickle.loads(blob)) for _op, key, blob in registry.snapshot()]
+
+    assert pt.execute(work, workers=1, timeout=30) == [[("ann", 1)]]
+
+
+def test_state_for_an_operator_the_build_no_longer_makes_is_reported():
+    registry = StateRegistry({"Gone@0.9": [("k", b"")]})
+
+    def work(worker):
+        with registry.building():
+            worker.dataflow(dataflow)
+        return registry.unclaimed()
+
+    assert pt.execute(work, workers=1, timeout=30) == [["Gone@0.9"]]
+
+
+def test_without_a_registry_operators_attach_nothing():
+    registry = StateRegistry()
+
+    def work(worker):
+        worker.dataflow(dataflow)  # not inside registry.building()
+        return registry.operators
+
+    assert pt.execute(work, workers=1, timeout=30) == [[]]
+    registry.attach("Op@0.1", list)
+    with pytest.raises(TimelyError, match="two stateful operators"):
+        registry.attach("Op@0.1", list)
