@@ -119,3 +119,32 @@ def test_demo_dashboard_flag_reaches_the_spark_workers(tmp_path, monkeypatch):
     demo.WORDCOUNT.run_dataflow(ctx, None, {"dirs": dirs})
     assert launches[0]["dashboard"] == 8123
     assert "http://127.0.0.1:8123/" in "\n".join(lines)
+
+
+def _state_seen_by_worker_0(port: int):
+    """A ``run_on_dataframe`` build whose worker 0 reads its own dashboard from inside the
+    dataflow (so while the job runs) when the first rows arrive."""
+
+    def build(scope, stream):
+        seen: list = []
+
+        def look(_row):
+            if scope.index == 0 and not seen:
+                seen.append(json.loads(_get(f"http://127.0.0.1:{port}/api/state")))
+
+        stream.inspect(look)
+        return seen
+
+    return build
+
+
+@pytest.mark.spark
+@pytest.mark.timeout(180)
+def test_run_on_dataframe_serves_the_dashboard(spark):
+    port = _free_port()
+    df = spark.createDataFrame([(e, k) for e in range(3) for k in range(4)], "epoch long, k long")
+    results = ps.run_on_dataframe(df, _state_seen_by_worker_0(port), time="epoch", workers=2,
+                                  dashboard=port, timeout=120)
+    [state] = results[0]
+    assert (state["worker"], state["peers"]) == (0, 2)
+    assert results[1] == []

@@ -126,6 +126,7 @@ def run_on_dataframe(
     key: str | list[str] | None = None,
     records: str = "rows",
     attempts: int = 1,
+    dashboard: int | None = None,
     **options: Any,
 ) -> list[Any]:
     """Run a dataflow over ``df`` on ``workers`` Spark-placed workers (module docstring).
@@ -133,7 +134,9 @@ def run_on_dataframe(
     ``build(scope, stream)`` is called once on every worker (``scope.index`` is the worker's
     index); ``stream`` carries the worker's partition at the times of column ``time`` (None: all
     rows at time 0).  Returns ``build``'s return values in worker order (cloud-pickled back).
-    ``options`` are those of :func:`pytimely.spark.run` (``timeout``, ``secret``, ...).
+    ``dashboard=PORT``: worker 0 serves the live dashboard while the job runs, as with
+    :func:`pytimely.spark.run`, whose other options (``timeout``, ``secret``, ...) ``options``
+    are.
     """
     if records not in RECORD_FORMATS:
         raise ValueError(f"records must be one of {RECORD_FORMATS}, not {records!r}")
@@ -149,15 +152,19 @@ def run_on_dataframe(
 
         def task(batches: Iterator[Any]) -> Iterator[Any]:
             def body(worker: Any, control: Any, inbox: TaskInbox) -> Any:
+                from ..execute import run_worker
+
                 def dataflow(scope: Any) -> Any:
                     handle, stream = scope.new_input()
                     return handle, build(scope, stream)
 
-                handle, result = worker.dataflow(dataflow)
-                feed_batches(worker, handle, batches, time, records)
-                handle.close()
-                worker.run()
-                return result
+                def feed(worker: Any) -> Any:
+                    handle, result = worker.dataflow(dataflow)
+                    feed_batches(worker, handle, batches, time, records)
+                    handle.close()
+                    return result
+
+                return run_worker(feed, worker, dashboard=dashboard)
 
             index, result = worker_task(spec, body)
             i, payload = _result_row(index, result)
