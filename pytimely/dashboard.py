@@ -16,7 +16,16 @@ or running user code) keeps its last snapshot.
 
 With several worker processes the dashboard runs in worker 0: frontiers and records in flight
 are the global view every worker's progress tracker agrees on; capabilities "held here",
-invocations and timings are worker 0's own.
+invocations, timings and records are each worker's own.  When every worker calls
+:func:`share_figures` at the same point of its program (``execute(..., dashboard=PORT)`` does,
+before ``fn``), the other workers send theirs to worker 0 over the mesh, where they are merged
+by operator and worker: each operator's ``workers`` maps a worker index to its figures, and its
+own invocations, timings and records are the sums over the workers heard from.
+
+Termination detection (:mod:`pytimely.termination`) counts data messages, and the figures are
+data messages; so a worker sends them only if it stepped since the last ones it sent (and at
+most every ``interval`` seconds): a worker that is idle sends nothing, so the figures neither
+keep a stuck run from being declared stuck nor make an idle run look busy.
 """
 
 from __future__ import annotations
@@ -30,7 +39,7 @@ from typing import Any
 
 from . import graph
 
-__all__ = ["Dashboard", "serve_dashboard", "snapshot"]
+__all__ = ["Dashboard", "serve_dashboard", "share_figures", "snapshot", "worker_figures"]
 
 #: Seconds over which the dashboard reports activity.
 WINDOW = 5.0
@@ -79,6 +88,7 @@ class Dashboard:
         self._error: str | None = None
         self._stop_observing: Any = None
         self._worker: Any = None
+        self._peer_figures: dict[int, dict[str, Any]] = {}  # other workers' latest figures
         self._server = ThreadingHTTPServer((host, port), _handler(self))
         self._server.daemon_threads = True
         self.host = host
@@ -102,10 +112,16 @@ class Dashboard:
             enable()
         self._worker = worker
         self._error = None
+        self._peer_figures = {}
         self._history.clear()
         self._graph_key = None
         self._stop_observing = worker.observe_steps(self._on_step)
         self.publish()
+
+    def receive_figures(self, figures: dict[str, Any]) -> None:
+        """Keep another worker's latest :func:`worker_figures` for the next snapshot (on the
+        attached worker's thread, which receives them)."""
+        self._peer_figures[figures["worker"]] = figures
 
     def _on_step(self) -> None:
         now = time.monotonic()
@@ -131,7 +147,8 @@ class Dashboard:
             }
         state = snapshot(worker)
         state["error"] = self._error
-        state["activity_window_s"] = self._activity(now, state["operators"])
+        state["workers"] = _merge_workers(state, self._peer_figures)
+        state["activity_window_s"] = self._activity(now, _activity_rows(state["operators"]))
         with self._lock:
             if fresh_graph is not None:
                 self._graph = fresh_graph
@@ -144,26 +161,28 @@ class Dashboard:
         self._error = f"{type(error).__name__}: {error}"
         self.publish()
 
-    def _activity(self, now: float, ops: dict[str, dict[str, Any]]) -> float:
-        """Add per-operator ``invocations_per_s`` and (with statistics) ``busy`` -- the share
-        of the last :data:`WINDOW` seconds spent in the operator -- to ``ops``; returns the
-        window actually covered."""
+    def _activity(self, now: float, rows: dict[Any, dict[str, Any]]) -> float:
+        """Add ``invocations_per_s`` and (with statistics) ``busy`` -- the share of the last
+        :data:`WINDOW` seconds spent in the operator, per worker -- to each figures dict of
+        ``rows`` (see :func:`_activity_rows`); returns the window actually covered."""
         history = self._history
         history.append(
-            (now, {k: (op["invocations"], op.get("time_total_s")) for k, op in ops.items()})
+            (now, {k: (f["invocations"], f.get("time_total_s")) for k, f in rows.items()})
         )
         while len(history) > 2 and now - history[1][0] >= WINDOW:
             history.popleft()
         span = now - history[0][0]
-        for k, op in ops.items():
-            # The oldest figures of this operator in the window (it may be younger than it).
+        for k, f in rows.items():
+            # The oldest figures of this row in the window (it may be younger than it).
             then, before = next(((t, old[k]) for t, old in history if k in old))
             if now <= then:
-                op["invocations_per_s"] = 0.0
+                f["invocations_per_s"] = 0.0
                 continue
-            op["invocations_per_s"] = round((op["invocations"] - before[0]) / (now - then), 2)
-            if op.get("time_total_s") is not None and before[1] is not None:
-                op["busy"] = round(min(1.0, (op["time_total_s"] - before[1]) / (now - then)), 4)
+            f["invocations_per_s"] = round((f["invocations"] - before[0]) / (now - then), 2)
+            if f.get("time_total_s") is not None and before[1] is not None:
+                workers = len(f.get("workers", ())) or 1  # a sum over workers: their mean
+                share = (f["time_total_s"] - before[1]) / (now - then) / workers
+                f["busy"] = round(min(1.0, share), 4)
         return round(span, 2)
 
     def state_json(self) -> bytes:
@@ -216,6 +235,90 @@ def snapshot(worker: Any) -> dict[str, Any]:
         "totals": stats.get("totals"),
         "channels": stats.get("channels"),
     }
+
+
+def worker_figures(worker: Any) -> dict[str, Any]:
+    """What only ``worker`` knows of its operators, as small plain data to send to worker 0
+    (call it on the worker's thread, after ``worker.enable_statistics()``): per operator (keyed
+    by :func:`pytimely.graph.node_id`) its invocations, timings, records and batches, and the
+    capabilities this worker holds."""
+    stats = worker.statistics()
+    operators = {}
+    for op in stats.get("operators", ()):
+        figures: dict[str, Any] = {k: op[k] for k in ("invocations", *_STAT_KEYS) if k in op}
+        figures["held_here"] = [
+            {"output": c["output"], "time": repr(c["time"]), "count": c["count"]}
+            for c in op.get("capabilities", ())
+        ]
+        operators[graph.node_id(tuple(op["address"]))] = figures
+    return {"worker": worker.index, "steps": stats.get("steps", 0), "wall_time": time.time(),
+            "operators": operators}
+
+
+def _merge_workers(state: dict[str, Any], peers: dict[int, dict[str, Any]]) -> list[int]:
+    """Give each operator of ``state`` (worker 0's snapshot) a ``workers`` map -- worker index
+    (a string, as in JSON) to that worker's figures -- and make its invocations, timings and
+    records the sums over the workers; returns the workers merged."""
+    own = state["worker"]
+    merged = [own, *sorted(w for w in peers if w != own)]
+    for k, op in state["operators"].items():
+        mine = {key: op[key] for key in ("invocations", *_STAT_KEYS) if key in op}
+        mine["held_here"] = op["held_here"]
+        per_worker = {str(own): mine}
+        for w in merged[1:]:
+            theirs = peers[w]["operators"].get(k)
+            if theirs is not None:
+                per_worker[str(w)] = dict(theirs)
+        op["workers"] = per_worker
+        for key in ("invocations", *_STAT_KEYS):
+            values = [f[key] for f in per_worker.values() if key in f]
+            if values:
+                op[key] = max(values) if key == "time_max_s" else sum(values)
+    return merged
+
+
+def _activity_rows(operators: dict[str, dict[str, Any]]) -> dict[Any, dict[str, Any]]:
+    """The figures dicts whose activity the dashboard reports: every operator's (summed over
+    the workers) and each of its workers' own."""
+    rows: dict[Any, dict[str, Any]] = {}
+    for k, op in operators.items():
+        rows[k] = op
+        for w, figures in op.get("workers", {}).items():
+            rows[(k, w)] = figures
+    return rows
+
+
+def share_figures(worker: Any, board: Dashboard | None = None, interval: float = 0.5,
+                  collector: int = 0) -> Any:
+    """Gather every worker's operator figures on worker ``collector``, which serves ``board``.
+
+    Every worker of the computation must call it at the same point of its program, before
+    building the dataflows that come after (it allocates a channel, and channels are numbered
+    in allocation order).  On ``collector`` the figures that arrive go to ``board``; every
+    other worker sends its :func:`worker_figures` after a step, at most every ``interval``
+    seconds and only if it stepped since its last send (see the module docstring).  Returns a
+    function that stops sending (a no-op on the collector)."""
+    channel = worker.allocate_channel()
+    if worker.index == collector:
+        if board is None:
+            raise ValueError(f"share_figures: worker {collector} collects the figures, so it "
+                             "needs the dashboard (board) they are shown on")
+        worker.register_data_channel(channel, lambda _sender, figures: board.receive_figures(
+            figures))
+        return lambda: None
+    worker.enable_statistics()
+    sent_at_step = -1
+    last = 0.0
+
+    def send_if_stepped() -> None:
+        nonlocal sent_at_step, last
+        now = time.monotonic()
+        if worker.steps == sent_at_step or now - last < interval:
+            return
+        sent_at_step, last = worker.steps, now
+        worker.allocator.send(channel, collector, (worker.index, worker_figures(worker)))
+
+    return worker.observe_steps(send_if_stepped)
 
 
 _STAT_KEYS = (
@@ -324,6 +427,7 @@ tr.retired td { color: #999; } pre { background: #f6f6fa; padding: 8px; border-r
 </style></head><body>
 <h1>pytimely dashboard</h1>
 <div id="status">connecting&hellip;</div>
+<div>Figures of <select id="worker"><option value="all">all workers</option></select></div>
 <pre id="error"></pre>
 <h2>Graph <span class="legend"><span style="background:hsl(210,40%,93%)"></span>idle
 <span style="background:hsl(50,90%,70%)"></span>active
@@ -331,8 +435,9 @@ tr.retired td { color: #999; } pre { background: #f6f6fa; padding: 8px; border-r
 <div id="graph"></div>
 <h2>Operators</h2>
 <table id="operators"><thead><tr><th>Operator</th><th>Address</th><th>Input frontiers</th>
-<th>In flight</th><th>Capabilities (held here / all workers)</th><th>Invocations</th>
-<th>Activity</th><th>Time (s)</th></tr></thead><tbody></tbody></table>
+<th>In flight</th><th>Capabilities (held by the worker / all workers)</th><th>Invocations</th>
+<th>Activity</th><th>Time (s)</th><th>Invocations per worker</th></tr></thead><tbody></tbody>
+</table>
 <h2>What holds the frontiers</h2>
 <pre id="explain"></pre>
 <script>
@@ -359,9 +464,29 @@ async function loadGraph(version) {
   if (svg) { svg.style.maxWidth = "100%"; svg.style.height = "auto"; }  // fit the page
   graphVersion = version;
 }
+const noFigures = {invocations: 0, invocations_per_s: 0, held_here: []};
+function workerOptions(workers) {
+  const select = document.getElementById("worker");
+  const want = ["all", ...workers.map(String)];
+  const have = Array.from(select.options).map(o => o.value);
+  if (want.join() === have.join()) return;
+  const chosen = select.value;
+  select.innerHTML = want.map(w => "<option value='" + w + "'>" +
+    (w === "all" ? "all workers" : "worker " + w) + "</option>").join("");
+  select.value = want.includes(chosen) ? chosen : "all";
+}
+function figuresOf(o, chosen) {  // the operator's figures summed, or one worker's own
+  if (chosen === "all") return o;
+  return (o.workers && o.workers[chosen]) || noFigures;
+}
+let lastState = null;
 function render(s) {
+  lastState = s;
+  workerOptions(s.workers || [s.worker]);
+  const chosen = document.getElementById("worker").value;
   const ops = Object.entries(s.operators);
-  const maxRate = Math.max(0, ...ops.map(([, o]) => o.invocations_per_s || 0));
+  const figs = Object.fromEntries(ops.map(([id, o]) => [id, figuresOf(o, chosen)]));
+  const maxRate = Math.max(0, ...Object.values(figs).map(f => f.invocations_per_s || 0));
   const done = s.dataflows.length === 0;
   document.getElementById("status").textContent = "worker " + s.worker + " of " + s.peers +
     " \\u00b7 step " + s.steps + " \\u00b7 " + (done ? "no dataflow running" :
@@ -373,24 +498,28 @@ function render(s) {
   const rows = ops.map(([id, o]) => {
     const fr = o.inputs.map(i => i.port + ": [" + i.frontier.join(", ") + "]").join("<br>");
     const fl = o.inputs.map(i => i.in_flight).join("<br>");
+    const f = figs[id];
     const all = o.held_all_workers;
-    const held = caps(o.held_here) + (all.length ? " / " + caps(all) : "");
-    const t = o.time_total_s === undefined ? "" : o.time_total_s.toFixed(3);
-    const act = o.invocations_per_s + "/s" + (o.busy === undefined ? "" :
-      " \\u00b7 " + Math.round(o.busy * 100) + "% busy");
+    const held = chosen === "all" ? caps(all) :
+      caps(f.held_here) + (all.length ? " / " + caps(all) : "");
+    const t = f.time_total_s === undefined ? "" : f.time_total_s.toFixed(3);
+    const act = f.invocations_per_s + "/s" + (f.busy === undefined ? "" :
+      " \\u00b7 " + Math.round(f.busy * 100) + "% busy");
+    const perWorker = Object.entries(o.workers || {}).map(([w, x]) =>
+      "w" + w + ": " + x.invocations).join(" \\u00b7 ");
     return "<tr id='row-" + id + "' class='" + (o.retired ? "retired" : "") + "'>" +
       "<td class='name'>" + text(o.name) + "</td><td>(" + o.address.join(", ") + ")</td>" +
       "<td class='frontier'>" + text(fr).replace(/&lt;br&gt;/g, "<br>") + "</td>" +
       "<td class='num'>" + fl + "</td>" +
       "<td class='caps'>" + text(held).replace(/&lt;br&gt;/g, "<br>") +
-      "</td><td class='num invocations'>" + o.invocations + "</td>" +
-      "<td class='activity' style='background:" + heat(o, maxRate) + "'>" + act + "</td>" +
-      "<td class='num'>" + t + "</td></tr>";
+      "</td><td class='num invocations'>" + f.invocations + "</td>" +
+      "<td class='activity' style='background:" + heat(f, maxRate) + "'>" + act + "</td>" +
+      "<td class='num'>" + t + "</td><td class='per-worker'>" + perWorker + "</td></tr>";
   });
   document.querySelector("#operators tbody").innerHTML = rows.join("");
   for (const [id, o] of ops) {
     const box = document.querySelector("#graph g#" + id + " rect");
-    if (box) box.setAttribute("fill", o.retired ? "#f4f4f4" : heat(o, maxRate));
+    if (box) box.setAttribute("fill", o.retired ? "#f4f4f4" : heat(figs[id], maxRate));
   }
   document.getElementById("explain").textContent = s.describe;
 }
@@ -405,6 +534,9 @@ async function poll() {
   }
   setTimeout(poll, 500);
 }
+document.getElementById("worker").addEventListener("change", () => {
+  if (lastState) render(lastState);
+});
 poll();
 </script></body></html>
 """

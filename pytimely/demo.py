@@ -62,8 +62,9 @@ __all__ = [
 class Context:
     """What a workload's ``run`` gets: the Spark session (``None`` in ``after_spark`` once
     :func:`run_demo` stopped it), the (emptied) output directory, the number of workers, the
-    input size (``rows``, ``epochs``), ``say`` for progress lines and ``lap(name)`` to time its
-    stages (``timings``)."""
+    input size (``rows``, ``epochs``), ``say`` for progress lines, ``lap(name)`` to time its
+    stages (``timings``), and the port on which worker 0 serves the live dashboard while the
+    dataflow runs (``dashboard``, or None)."""
 
     spark: Any
     out: str
@@ -71,6 +72,7 @@ class Context:
     rows: int
     epochs: int
     say: Callable[[str], Any]
+    dashboard: int | None = None
     timings: dict[str, float] = field(default_factory=dict)
     _mark: float = field(default_factory=time.perf_counter)
 
@@ -81,6 +83,12 @@ class Context:
         self.timings[name] = self.timings.get(name, 0.0) + took
         self._mark = now
         return took
+
+
+def _announce_dashboard(ctx: Context) -> None:
+    if ctx.dashboard is not None:
+        ctx.say(f"  dashboard http://127.0.0.1:{ctx.dashboard}/ (worker 0, while the dataflow "
+                "runs)")
 
 
 def _timings_line(timings: dict[str, float], total: float) -> str:
@@ -159,6 +167,7 @@ class Workload:
 
         ctx.say(f"running '{self.name}' on {ctx.workers} pytimely workers in one Spark barrier "
                 "stage ...")
+        _announce_dashboard(ctx)
         summary["placement"] = ps.run_on_dataframe(
             df,
             self.build(summary["dirs"]["results"], summary["dirs"]["capture"]),
@@ -166,6 +175,7 @@ class Workload:
             key=self.key,
             records=self.records,
             workers=ctx.workers,
+            dashboard=ctx.dashboard,
         )
         ctx.lap("dataflow")
 
@@ -488,6 +498,7 @@ class NexmarkWorkload:
         ctx.say(f"running {', '.join(q.upper() for q in self.queries)} on {ctx.workers} "
                 f"pytimely workers in one Spark barrier stage: {summary['epochs']} epochs of "
                 f"{_fmt_s(epoch_ns)} ...")
+        _announce_dashboard(ctx)
         started = time.perf_counter()
         stats = ps.run_on_dataframe(
             df,
@@ -496,6 +507,7 @@ class NexmarkWorkload:
             time="epoch",
             workers=ctx.workers,
             records="arrow",
+            dashboard=ctx.dashboard,
         )
         stage_s = time.perf_counter() - started
         ctx.lap("dataflow")
@@ -704,11 +716,13 @@ def run_demo(
     conf: dict[str, str] | None = None,
     say: Callable[[str], Any] = print,
     stop_spark: bool | None = None,
+    dashboard: int | None = None,
 ) -> dict[str, Any]:
     """Run ``workload`` (module docstring) on ``workers`` Spark-placed workers over ``rows``
     input rows in ``epochs`` epochs (None: the workload's defaults), writing into ``out``
     (replaced); ``spark``: a session to use (None: :func:`pytimely.spark.connect` to ``master``
-    with ``conf``, or start ``local[workers + 2]`` when ``master`` is None too).  Returns the
+    with ``conf``, or start ``local[workers + 2]`` when ``master`` is None too); ``dashboard``:
+    a port on which worker 0 serves the live dashboard while the dataflow runs.  Returns the
     workload's summary dict with ``timings`` and ``out``; ``ok`` says if all checks passed.
 
     Stages: ``workload.run(ctx)`` (everything that needs Spark), then Spark is stopped
@@ -736,7 +750,8 @@ def run_demo(
         stop_spark = True
     ctx = Context(spark=spark, out=out, workers=workers,
                   rows=workload.rows if rows is None else rows,
-                  epochs=workload.epochs if epochs is None else epochs, say=say, _mark=t0)
+                  epochs=workload.epochs if epochs is None else epochs, say=say,
+                  dashboard=dashboard, _mark=t0)
     ctx.lap("spark start")
     summary = workload.run(ctx)
     after_spark = getattr(workload, "after_spark", None)
@@ -788,6 +803,10 @@ def main(argv: list[str] | None = None) -> int:
                              "SPARK_AUTHENTICATE_SECRET or --conf spark.authenticate.secret=...")
     parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
                         help="a Spark setting (repeatable)")
+    parser.add_argument("--dashboard", type=int, default=None, metavar="PORT",
+                        help="serve the live dashboard of the workers on "
+                             "http://127.0.0.1:PORT/ (from worker 0's executor) while the "
+                             "dataflow runs")
     nx = parser.add_argument_group("nexmark")
     nx.add_argument("--queries", default=",".join(NEXMARK.queries),
                     help="queries to run (default all of q1-q8)")
@@ -821,7 +840,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         conf = dict(item.split("=", 1) for item in args.conf)
         summary = run_demo(workload, workers=args.workers, rows=args.rows, epochs=args.epochs,
-                           out=args.out, master=args.master, conf=conf or None)
+                           out=args.out, master=args.master, conf=conf or None,
+                           dashboard=args.dashboard)
     except JavaUnavailable as exc:
         print(f"pytimely demo: {exc}", file=sys.stderr)
         return 2

@@ -15,16 +15,18 @@ since logging started on this worker) and ``worker`` (its index):
 * :class:`ScheduleEvent` -- an operator was scheduled: when it started and how long it ran
   (timely logs a start and a stop event; here events reach listeners only at the end of a
   step, when every start has its stop, so one event carries both, in the place of the start);
-* :class:`MessagesEvent` -- a batch sent or received on a channel: records, batches and, for
-  ones that cross to another worker, bytes (a batch that stays on this worker is logged once,
-  as sent on its edge; one that crosses is logged as sent by one worker and received by the
-  other);
+* :class:`MessagesEvent` -- what a channel carried during one step: records, batches and, for
+  batches that cross to another worker, bytes.  One event per channel (per direction and peer
+  for ones crossing workers) per step that used it, stamped at the end of the step, summing
+  its batches -- one per batch would cost more than the push it describes.  Batches that stay
+  on this worker are logged as sent on their edge; those that cross are logged as sent by one
+  worker and received by the other;
 * :class:`ProgressEvent` -- a scope's progress batch sent or received;
 * :class:`CapabilityEvent` -- an operator's capability count changed at a time.
 
 Invariant: the events of one step reach the listeners at the end of that step, in the order
-they happened; operator ids are unique per worker and every other event's ``id`` names an
-operator announced before by an :class:`OperatesEvent`.
+they happened (the step's message counts last); operator ids are unique per worker and every
+other event's ``id`` names an operator announced before by an :class:`OperatesEvent`.
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ from __future__ import annotations
 import time as _time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, NamedTuple, overload
+
+from .progress.subgraph import Subgraph
 
 __all__ = [
     "OperatesEvent",
@@ -81,10 +85,11 @@ class ScheduleEvent(NamedTuple):
 
 
 class MessagesEvent(NamedTuple):
-    """``records`` in ``batches`` batches sent (``is_send``) or received on ``channel`` from
-    worker ``source`` to worker ``target``; ``bytes`` is the encoded size of what crossed to
-    another worker (0 for batches that stay on this one).  ``channel`` is the communication
-    channel for data crossing workers, else the edge ``(scope address, edge index)``.
+    """During the step that ended at ``time``, ``records`` in ``batches`` batches were sent
+    (``is_send``) or received on ``channel`` from worker ``source`` to worker ``target``;
+    ``bytes`` is the encoded size of what crossed to another worker (0 for batches that stay
+    on this one).  ``channel`` is the communication channel for data crossing workers, else
+    the edge ``(scope address, edge index)``.
 
     >>> MessagesEvent(0.1, 0, (( 0,), 2), True, 0, 0, 5, 1, 0).records
     5
@@ -176,6 +181,12 @@ class EventLog:
         self._operators: dict[tuple[int, ...], _OperatorFigures] = {}
         self._channels: dict[int, dict[int, list[int]]] = {}  # channel -> peer -> [recs, bytes]
         self._counted_outputs: set[tuple[tuple[int, ...], tuple[int, int]]] = set()
+        # Message counts of the current step, turned into MessagesEvents by ``flush``: the
+        # reporters of the edges pushed to (each once), and the traffic crossing workers by
+        # ``(channel, is_send, peer)`` as ``[records, batches, bytes]``.
+        self._pushed_edges: list[Callable[[float], None]] = []
+        self._edge_reporters: list[Callable[[float | None], None]] = []
+        self._crossed: dict[tuple[int, bool, int], list[int]] = {}
 
     def listen(self, callback: Callable[[EventBatch], None]) -> None:
         """Hand ``callback`` the events of every step that recorded any, as one
@@ -183,19 +194,38 @@ class EventLog:
         self._listeners.append(callback)
         if not self.recording:  # announce the operators observed so far, for statistics
             self.recording = True
+            for report in self._edge_reporters:  # count messages from now on
+                report(None)
             now = self.now()
             for f in self._operators.values():
                 self.events.append((OperatesEvent, now, self.worker, f.id, f.address, f.name,
                                     *f.ports))
 
     def flush(self) -> None:
-        """Deliver the events recorded since the last flush (the end of a worker step)."""
+        """Deliver the events recorded since the last flush (the end of a worker step), the
+        step's message counts last."""
         events = self.events
+        if self._pushed_edges or self._crossed:
+            self._record_messages()
         if events:
             delivered = EventBatch(events[:], self._origin)
             events.clear()  # the same list: the instrumented closures hold it
             for listener in self._listeners:
                 listener(delivered)
+
+    def _record_messages(self) -> None:
+        """One MessagesEvent per edge pushed to and per channel, direction and peer crossed
+        since the last flush."""
+        now = self.now()
+        pushed, self._pushed_edges = self._pushed_edges, []
+        for report in pushed:
+            report(now)
+        worker = self.worker
+        crossed, self._crossed = self._crossed, {}
+        for (channel, is_send, peer), (records, batches, size) in crossed.items():
+            source, target = (worker, peer) if is_send else (peer, worker)
+            self.events.append((MessagesEvent, now, worker, channel, is_send, source, target,
+                                records, batches, size))
 
     def now(self) -> float:
         """The clock raw events carry (``EventBatch`` makes it seconds since logging began)."""
@@ -227,7 +257,29 @@ class EventLog:
         invocations = 0
         total = longest = 0.0
 
+        def capabilities(stop: float) -> None:
+            for port, cb in enumerate(internals):
+                for t, d in cb:
+                    record((CapabilityEvent, stop, worker, op_id, port, t, d))
+
         def scheduled() -> bool:
+            """An operator: nothing it runs records events, so its own goes after the run."""
+            nonlocal invocations, total, longest
+            start = clock()
+            incomplete = schedule()
+            elapsed = clock() - start
+            if self.recording:
+                record((ScheduleEvent, start, worker, op_id, elapsed))
+                if any(internals):
+                    capabilities(start + elapsed)
+            invocations += 1
+            total += elapsed
+            if elapsed > longest:
+                longest = elapsed
+            return incomplete
+
+        def scheduled_scope() -> bool:
+            """A nested scope: its event goes before those of its children (it started first)."""
             nonlocal invocations, total, longest
             if not self.recording:
                 start = clock()
@@ -238,13 +290,10 @@ class EventLog:
                 record(None)
                 start = clock()
                 incomplete = schedule()
-                stop = clock()
-                elapsed = stop - start
+                elapsed = clock() - start
                 events[slot] = (ScheduleEvent, start, worker, op_id, elapsed)
                 if any(internals):
-                    for port, cb in enumerate(internals):
-                        for t, d in cb:
-                            record((CapabilityEvent, stop, worker, op_id, port, t, d))
+                    capabilities(start + elapsed)
             invocations += 1
             total += elapsed
             if elapsed > longest:
@@ -255,7 +304,7 @@ class EventLog:
             return invocations, total, longest
 
         figures.timing = timing
-        return scheduled
+        return scheduled_scope if isinstance(child, Subgraph) else scheduled
 
     def edge(self, scope: tuple[int, ...], index: int, source: tuple[int, int],
              target: tuple[int, int], push: Callable[[Any, Any], None]
@@ -266,22 +315,32 @@ class EventLog:
         the sender's records and batches out."""
         channel = (scope, index)
         worker = self.worker
-        clock = _time.perf_counter
-        record = self.events.append
-        records = batches = 0
+        events = self.events
+        records = batches = 0  # running totals, for statistics
+        reported_records = reported_batches = 0  # the totals at the last MessagesEvent
 
+        # This runs once per batch: a push first in its step (while recording) queues the
+        # edge's reporter for ``flush``, every push counts.
         def pushed(t: Any, batch: Any) -> None:
             nonlocal records, batches
-            n = len(batch)
-            records += n
+            if batches == reported_batches and self.recording:
+                self._pushed_edges.append(report)
+            records += len(batch)
             batches += 1
-            if self.recording:
-                record((MessagesEvent, clock(), worker, channel, True, worker, worker, n, 1, 0))
             push(t, batch)
+
+        def report(now: float | None) -> None:
+            """Record what was pushed since the last report (``now=None``: just forget it)."""
+            nonlocal reported_records, reported_batches
+            if now is not None:
+                events.append((MessagesEvent, now, worker, channel, True, worker, worker,
+                               records - reported_records, batches - reported_batches, 0))
+            reported_records, reported_batches = records, batches
 
         def counts() -> tuple[int, int]:
             return records, batches
 
+        self._edge_reporters.append(report)
         sender = self._operators.get(scope + (source[0],)) if source[0] else None
         if sender is not None and (scope, source) not in self._counted_outputs:
             self._counted_outputs.add((scope, source))
@@ -319,9 +378,13 @@ class EventLog:
             figures[0] += records
             figures[1] += size
         if self.recording:
-            source, target = (self.worker, peer) if is_send else (peer, self.worker)
-            self.events.append((MessagesEvent, self.now(), self.worker, channel, is_send, source,
-                                target, records, 1, size))
+            figures = self._crossed.get((channel, is_send, peer))
+            if figures is None:
+                self._crossed[(channel, is_send, peer)] = [records, 1, size]
+            else:
+                figures[0] += records
+                figures[1] += 1
+                figures[2] += size
 
     # -- statistics ---------------------------------------------------------------------------
 

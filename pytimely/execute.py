@@ -25,18 +25,25 @@ __all__ = ["args", "example", "execute", "execute_from_args", "run_worker"]
 def run_worker(fn: Callable[[Worker], Any], worker: Worker, dashboard: int | None = None) -> Any:
     """Run ``fn(worker)``, then close its inputs and finish its dataflows.  ``dashboard``: a
     port on which worker 0 serves a live dashboard (:func:`pytimely.serve_dashboard`), which
-    shows the error if the run fails."""
-    if dashboard is None or worker.index != 0:
+    shows the error if the run fails; with several workers, every worker must be given it:
+    they send their figures to worker 0 (:func:`pytimely.dashboard.share_figures`)."""
+    if dashboard is None:
         return _run(fn, worker)
-    from .dashboard import serve_dashboard
+    from .dashboard import serve_dashboard, share_figures
 
-    board = serve_dashboard(worker, port=dashboard)
+    board = serve_dashboard(worker, port=dashboard) if worker.index == 0 else None
+    stop_sharing = share_figures(worker, board) if worker.peers > 1 else None
     try:
         result = _run(fn, worker)
     except Exception as exc:
-        board.report_error(exc)
+        if board is not None:
+            board.report_error(exc)
         raise
-    board.publish()
+    finally:
+        if stop_sharing is not None:
+            stop_sharing()
+    if board is not None:
+        board.publish()
     return result
 
 

@@ -253,3 +253,71 @@ def test_with_several_workers_worker_0_serves_the_dashboard():
     assert (state["worker"], state["peers"]) == (0, 2)
     [op] = state["operators"].values()
     assert op["name"] == "Input" and op["held_here"] == [{"output": 0, "time": "3", "count": 1}]
+
+
+def _spread(scope):
+    """Input -> Exchange -> Map -> Probe: every worker's Map gets records."""
+    inp, stream = scope.new_input()
+    return inp, stream.exchange(lambda x: x).map(lambda x: x + 1).probe()
+
+
+def _map_row(state: dict) -> dict:
+    """The Map operator's row ({} in a snapshot taken before the dataflow was built)."""
+    return next((op for op in state["operators"].values() if op["name"].startswith("Map")), {})
+
+
+def _gathered(port: int, tmp_path):
+    """Worker 0 feeds both workers until its dashboard shows records into worker 1's Map, then
+    lets Chromium render the page; worker 1 only runs what it is sent."""
+
+    def fn(worker):
+        inp, probe = worker.dataflow(_spread, name="spread")
+        if worker.index != 0:
+            return None
+        url = f"http://127.0.0.1:{port}/"
+        deadline, epoch = time.monotonic() + DEADLINE / 2, 0
+        while time.monotonic() < deadline:
+            inp.send_batch(list(range(epoch * 10, epoch * 10 + 10)))
+            epoch += 1
+            inp.advance_to(epoch)
+            worker.step_while(lambda: probe.less_than(epoch), timeout=DEADLINE)
+            state = _get(url + "api/state")
+            if _map_row(state).get("workers", {}).get("1", {}).get("records_in", 0) > 0:
+                break
+            time.sleep(0.05)
+        dom = _browse(url, tmp_path, "--dump-dom")
+        return state, dom.returncode, dom.stdout
+
+    return fn
+
+
+def test_worker_0_shows_the_figures_of_every_worker(tmp_path):
+    port = _free_port()
+    results = pt.execute(_gathered(port, tmp_path), workers=2, dashboard=port, timeout=90)
+    (state, returncode, dom), _ = results
+    assert state["workers"] == [0, 1]
+    per_worker = _map_row(state)["workers"]
+    assert set(per_worker) == {"0", "1"}
+    assert per_worker["1"]["invocations"] > 0 and per_worker["1"]["records_in"] > 0
+    assert _map_row(state)["invocations"] == sum(f["invocations"] for f in per_worker.values())
+    assert returncode == 0
+    assert "<option value=\"1\">worker 1</option>" in dom
+    cells = re.findall(r"<td class=\"per-worker\">w0: (\d+) · w1: (\d+)</td>", dom)
+    assert cells and any(int(w1) > 0 for _w0, w1 in cells), dom[-3000:]
+
+
+def _stuck_after_some_work(worker):
+    inp, probe = worker.dataflow(_spread, name="left open")
+    for epoch in range(1, 4):  # both workers step, so both send figures
+        inp.send_batch([epoch, epoch + 1])
+        inp.advance_to(epoch)
+        worker.step_while(lambda: probe.less_than(epoch), timeout=DEADLINE)
+    worker.step_while(lambda: probe.less_than(100))  # the inputs stay open: stuck
+
+
+def test_a_stuck_run_with_a_dashboard_on_two_workers_is_still_declared_stuck():
+    started = time.monotonic()
+    with pytest.raises(pt.StuckError):
+        pt.execute(_stuck_after_some_work, workers=2, dashboard=_free_port(), stuck_after=1.0,
+                   timeout=40)
+    assert time.monotonic() - started < 30

@@ -185,3 +185,21 @@ def test_remote_messages_carry_bytes_and_channel_statistics():
     assert exchange["to"][1]["records"] == 6
     assert exchange["records_sent"] == 6 and exchange["bytes_sent"] == exchange["to"][1]["bytes"]
     assert exchange["bytes_sent"] > 0
+
+
+def test_messages_are_summed_per_channel_and_step():
+    """Two batches pushed on one edge within one step are one MessagesEvent of two batches."""
+    worker = pt.Worker()
+    events = []
+    worker.log_to(events.extend)
+    inp, probe = worker.dataflow(_chain)
+    inp.send_batch([1, 2])
+    inp.advance_to(1)
+    inp.send_batch([3])  # a second batch, at another time, before the worker steps
+    inp.advance_to(2)
+    worker.step_while(lambda: probe.less_than(2), timeout=20)
+    from_input = [e for e in events if isinstance(e, MessagesEvent) and e.channel == ((0,), 0)]
+    assert [(e.records, e.batches) for e in from_input] == [(3, 2)]
+    step_ends = [e.time for e in events if isinstance(e, ScheduleEvent)]
+    assert from_input[0].time >= max(step_ends)  # stamped at the end of its step
+    assert worker.statistics()["operators"][0]["batches_out"] == 2

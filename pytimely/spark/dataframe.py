@@ -22,17 +22,28 @@ Records on ``stream`` (``records=``):
 The time column must be of an integer type with non-negative values (epochs).  To use event
 times, compute an epoch column in Spark first, e.g.
 ``df.withColumn("epoch", (F.unix_timestamp("ts") / 60).cast("long"))``.
+
+On a terminal every worker shows a progress bar of the epochs it has fed out of all the
+DataFrame's epochs (:class:`EpochProgress`, ``progress=``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+import sys
+from bisect import bisect_left
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 from .executor import TaskInbox, _result_row, worker_task
 from .launcher import Launch, _submit
 
-__all__ = ["arrow_to_records", "feed_batches", "prepare_dataframe", "run_on_dataframe"]
+__all__ = [
+    "EpochProgress",
+    "arrow_to_records",
+    "feed_batches",
+    "prepare_dataframe",
+    "run_on_dataframe",
+]
 
 RECORD_FORMATS = ("arrow", "rows", "tuples")
 _RESULT_SCHEMA = "worker long, result binary"
@@ -71,12 +82,50 @@ def time_runs(batch: Any, time: str | None) -> Iterator[tuple[int, Any]]:
         start = end
 
 
+class EpochProgress:
+    """One worker's epochs fed out of ``epochs`` (every epoch of the DataFrame, sorted), as a
+    tqdm bar on stderr.  Invariant: an epoch counts as done once the input has advanced past it
+    (no more of its rows will come from this worker), and all are done at :meth:`finish`.
+
+    The bar is off when stderr is not a terminal (tqdm's ``disable=None``: nothing in logs or
+    pipes), and absent when tqdm (in the ``all`` extra) is not installed.
+    """
+
+    def __init__(self, epochs: Sequence[int], desc: str, position: int = 0) -> None:
+        self._epochs = list(epochs)
+        self._done = 0
+        try:
+            from tqdm import tqdm
+        except ImportError:
+            self._bar: Any = None
+            return
+        self._bar = tqdm(total=len(self._epochs), desc=desc, unit="epoch", disable=None,
+                         position=position, file=sys.stderr)
+
+    def advanced_to(self, t: int) -> None:
+        """The input now promises no rows before ``t``: every epoch below it is done."""
+        self._set(bisect_left(self._epochs, t))
+
+    def finish(self) -> None:
+        """The input is closed: every epoch is done."""
+        self._set(len(self._epochs))
+        if self._bar is not None:
+            self._bar.close()
+
+    def _set(self, done: int) -> None:
+        if done > self._done:
+            if self._bar is not None:
+                self._bar.update(done - self._done)
+            self._done = done
+
+
 def feed_batches(
-    worker: Any, handle: Any, batches: Iterable[Any], time: str | None, records: str
+    worker: Any, handle: Any, batches: Iterable[Any], time: str | None, records: str,
+    progress: EpochProgress | None = None,
 ) -> int:
     """Send Arrow ``batches`` (sorted by ``time``) into ``handle`` at their times, stepping
-    ``worker`` after each run of equal times; returns the number of rows sent.  Does not close
-    ``handle``."""
+    ``worker`` after each run of equal times, and telling ``progress`` of every advance;
+    returns the number of rows sent.  Does not close ``handle``."""
     from ..errors import TimelyError
 
     rows = 0
@@ -89,6 +138,8 @@ def feed_batches(
                         "non-negative and the partition sorted by them"
                     )
                 handle.advance_to(t)
+                if progress is not None:
+                    progress.advanced_to(t)
             handle.send_batch(arrow_to_records(part, records))
             rows += part.num_rows
             worker.step()  # let the dataflow work on this epoch while the next one streams in
@@ -126,6 +177,8 @@ def run_on_dataframe(
     key: str | list[str] | None = None,
     records: str = "rows",
     attempts: int = 1,
+    dashboard: int | None = None,
+    progress: bool | None = None,
     **options: Any,
 ) -> list[Any]:
     """Run a dataflow over ``df`` on ``workers`` Spark-placed workers (module docstring).
@@ -133,12 +186,18 @@ def run_on_dataframe(
     ``build(scope, stream)`` is called once on every worker (``scope.index`` is the worker's
     index); ``stream`` carries the worker's partition at the times of column ``time`` (None: all
     rows at time 0).  Returns ``build``'s return values in worker order (cloud-pickled back).
-    ``options`` are those of :func:`pytimely.spark.run` (``timeout``, ``secret``, ...).
+    ``dashboard=PORT``: worker 0 serves the live dashboard while the job runs, as with
+    :func:`pytimely.spark.run`, whose other options (``timeout``, ``secret``, ...) ``options``
+    are.  ``progress``: show every worker's :class:`EpochProgress` (on its stderr, if that is
+    a terminal); None (default): when the driver's stderr is a terminal.  It costs one Spark
+    job on the driver, collecting the distinct epochs.
     """
     if records not in RECORD_FORMATS:
         raise ValueError(f"records must be one of {RECORD_FORMATS}, not {records!r}")
     prepare_dataframe(df, workers, time, key)  # check the columns before starting anything
     spark = df.sparkSession
+    show = sys.stderr.isatty() if progress is None else progress
+    epochs = _distinct_epochs(df, time) if show else None
 
     def action(launch: Launch) -> Callable[[], list[Any]]:
         import pyarrow as pa
@@ -149,15 +208,23 @@ def run_on_dataframe(
 
         def task(batches: Iterator[Any]) -> Iterator[Any]:
             def body(worker: Any, control: Any, inbox: TaskInbox) -> Any:
+                from ..execute import run_worker
+
                 def dataflow(scope: Any) -> Any:
                     handle, stream = scope.new_input()
                     return handle, build(scope, stream)
 
-                handle, result = worker.dataflow(dataflow)
-                feed_batches(worker, handle, batches, time, records)
-                handle.close()
-                worker.run()
-                return result
+                def feed(worker: Any) -> Any:
+                    handle, result = worker.dataflow(dataflow)
+                    bar = None if epochs is None else EpochProgress(
+                        epochs, f"worker {worker.index} epochs", position=worker.index)
+                    feed_batches(worker, handle, batches, time, records, bar)
+                    handle.close()
+                    if bar is not None:
+                        bar.finish()
+                    return result
+
+                return run_worker(feed, worker, dashboard=dashboard)
 
             index, result = worker_task(spec, body)
             i, payload = _result_row(index, result)
@@ -175,3 +242,10 @@ def run_on_dataframe(
     args = dict(options)
     args.setdefault("description", "pytimely workers over a DataFrame")
     return _submit(args, spark, workers, action, attempts)
+
+
+def _distinct_epochs(df: Any, time: str | None) -> list[int]:
+    """Every epoch of ``df``, sorted (one Spark job)."""
+    if time is None:
+        return [0]
+    return sorted(int(row[0]) for row in df.select(time).distinct().collect())

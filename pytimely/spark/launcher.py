@@ -556,6 +556,7 @@ def run(
     bind_host: str | None = None,
     attempts: int = 1,
     description: str = "pytimely workers",
+    dashboard: int | None = None,
 ) -> list[Any]:
     """Run ``fn(worker)`` on ``workers`` pytimely workers placed by a Spark barrier stage;
     returns the results in worker order (they travel back cloud-pickled).
@@ -578,6 +579,9 @@ def run(
       :func:`pytimely.spark.write_parquet` / :func:`~pytimely.spark.capture_parquet` are staged
       per attempt and moved into place only when an attempt succeeds, so the outputs equal a
       clean run's.  The error of the last attempt carries notes about the earlier ones.
+    * ``dashboard=PORT``: worker 0 serves the live dashboard (:func:`pytimely.serve_dashboard`,
+      every worker's figures gathered on it) at ``http://127.0.0.1:PORT/`` of its executor's
+      host -- this machine for a ``local`` master -- while the job runs.
 
     Raises :class:`~pytimely.errors.WorkerFailure` (naming the worker that failed first, with
     its message and traceback; a worker whose process died without a word is named by the
@@ -598,7 +602,7 @@ def run(
         def body(worker: Any, control: Any, inbox: TaskInbox) -> Any:
             from ..execute import run_worker
 
-            return run_worker(fn, worker)
+            return run_worker(fn, worker, dashboard=dashboard)
 
         def task(index: int, _items: Any) -> Any:
             i, result = worker_task(spec, body)
