@@ -52,12 +52,12 @@ endif
 results: $(STAMP)
 	$(BIN)/python bench/all_experiments.py > /dev/null
 
-# What .ci/run enforces today: the ruff rules of pyproject.toml (line length and the public
-# docstrings of the package included).
+# The ruff rules of pyproject.toml (line length and the public docstrings of the package
+# included).
 lint: $(STAMP)
 	$(BIN)/ruff check $(SOURCES)
 
-# Not yet enforced (see .ci/run): the tree has not been through `ruff format`.
+# The tree is kept in `ruff format`'s layout (run `ruff format pytimely tests bench examples`).
 lint-format: $(STAMP)
 	$(BIN)/ruff format --check $(SOURCES)
 
@@ -65,6 +65,7 @@ lint-format: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests/test_typing.py
 
+# What .ci/run enforces before the tests.
 lint-all: lint lint-format typecheck
 
 # A wheel installed without extras into a fresh virtual environment; prints its size.

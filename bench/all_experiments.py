@@ -1,6 +1,6 @@
 """Regenerate every experiment of seed 004 section 7 (JSON and PNG in docs/results/).
 
-    python bench/all_experiments.py          # or: make results
+python bench/all_experiments.py          # or: make results
 """
 
 from __future__ import annotations

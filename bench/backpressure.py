@@ -117,18 +117,30 @@ def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=180.0)
     parser.add_argument("--every", type=float, default=2.0, help="seconds between RSS samples")
-    parser.add_argument("--warmup", type=float, default=None,
-                        help="seconds before the flat phase is judged (default: a sixth)")
+    parser.add_argument(
+        "--warmup",
+        type=float,
+        default=None,
+        help="seconds before the flat phase is judged (default: a sixth)",
+    )
     parser.add_argument("--cost", type=float, default=150e-6, help="consumer seconds/record")
     parser.add_argument("--batch", type=int, default=1000)
-    parser.add_argument("--max-in-flight", type=int, default=None,
-                        help="flow-control bound in bytes (default: the library's)")
+    parser.add_argument(
+        "--max-in-flight",
+        type=int,
+        default=None,
+        help="flow-control bound in bytes (default: the library's)",
+    )
     args = parser.parse_args(argv)
     if args.warmup is None:
         args.warmup = args.seconds / 6
     stop_at = time.time() + args.seconds + 2.0  # 2 s to start the processes
-    out = pt.execute(lambda w: work(w, args, stop_at), workers=2,
-                     max_in_flight=args.max_in_flight, timeout=args.seconds + 600)
+    out = pt.execute(
+        lambda w: work(w, args, stop_at),
+        workers=2,
+        max_in_flight=args.max_in_flight,
+        timeout=args.seconds + 600,
+    )
     producer, consumer = out[0]["rss_mb"], out[1]["rss_mb"]
     samples = min(len(producer), len(consumer))
     result = {

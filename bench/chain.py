@@ -63,8 +63,9 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--rounds", type=int, default=300)
     ap.add_argument("--lengths", default="8,64,256,1000")
     ap.add_argument("--workers", type=int, default=1)
-    ap.add_argument("--log", action="store_true",
-                    help="record every event (Worker.log_to) and count them")
+    ap.add_argument(
+        "--log", action="store_true", help="record every event (Worker.log_to) and count them"
+    )
     args = ap.parse_args(argv)
     lengths = [int(x) for x in args.lengths.split(",")]
     logged = [0]

@@ -66,9 +66,12 @@ def main(argv: list[str] | None = None) -> dict:
             for idiom in idioms.IDIOMS:
                 sel = [r for r in runs if r["rate"] == rate and r["idiom"] == idiom]
                 plotting.latency_lines(ax, [r["quantum_log2"] for r in sel], sel, idiom, metric)
-            plotting.finish(ax, "timestamp quantum (log2 ns)",
-                            f"{metric.replace('_ms', '')} latency (ms)",
-                            f"{int(rate):,} records/s ({metric.split('_')[0]}; x = DNF)")
+            plotting.finish(
+                ax,
+                "timestamp quantum (log2 ns)",
+                f"{metric.replace('_ms', '')} latency (ms)",
+                f"{int(rate):,} records/s ({metric.split('_')[0]}; x = DNF)",
+            )
     out["plot"] = plotting.save(fig, "granularity.png")
     print(json.dumps(out, indent=1))
     return out

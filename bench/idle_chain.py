@@ -30,11 +30,11 @@ CHAIN_IDIOMS = ("tokens", "notifications", "watermarks-X", "watermarks-P")
 
 def measure(idiom: str, length: int, workers: int, rate: float, q: int, duration: float) -> dict:
     build = idioms.noop_chain(idiom, length)
-    results = pt.execute(lambda w: run_open_loop(w, build, rate, duration, q),
-                         workers=workers)
+    results = pt.execute(lambda w: run_open_loop(w, build, rate, duration, q), workers=workers)
     out = merge_results(results)
-    out.update({"idiom": idiom, "length": length, "workers": workers, "rate": rate,
-                "quantum_log2": q})
+    out.update(
+        {"idiom": idiom, "length": length, "workers": workers, "rate": rate, "quantum_log2": q}
+    )
     return out
 
 
@@ -63,10 +63,12 @@ def main(argv: list[str] | None = None) -> dict:
             sel = [r for r in runs if r["idiom"] == idiom]
             plotting.latency_lines(ax, [r["length"] for r in sel], sel, idiom, metric)
         ax.set_xscale("log", base=2)
-        plotting.finish(ax, "no-op operators in the chain",
-                        f"{metric.replace('_ms', '')} latency (ms)",
-                        f"{args.workers} workers, {int(args.rate)} records/s, "
-                        f"quantum 2^{args.quantum} ns")
+        plotting.finish(
+            ax,
+            "no-op operators in the chain",
+            f"{metric.replace('_ms', '')} latency (ms)",
+            f"{args.workers} workers, {int(args.rate)} records/s, quantum 2^{args.quantum} ns",
+        )
     out["plot"] = plotting.save(fig, "idle_chain.png")
     print(json.dumps(out, indent=1))
     return out

@@ -51,6 +51,7 @@ def stash(capability, info):
 def build_flows(worker, dataflows: int, length: int, interest):
     inputs, probes = [], []
     for _ in range(dataflows):
+
         def build(scope):
             inp, stream = scope.new_input()
 
@@ -135,8 +136,18 @@ def main(argv: list[str] | None = None) -> dict:
     results = []
     # Each configuration runs in its own process: a clean heap and its own peak RSS.
     for interest, rounds in (("IF_CAPABILITY", args.rounds), ("ALWAYS", args.always_rounds)):
-        cmd = [sys.executable, __file__, "--dataflows", str(args.dataflows), "--length",
-               str(args.length), "--rounds", str(rounds), "--interest", interest]
+        cmd = [
+            sys.executable,
+            __file__,
+            "--dataflows",
+            str(args.dataflows),
+            "--length",
+            str(args.length),
+            "--rounds",
+            str(rounds),
+            "--interest",
+            interest,
+        ]
         done = subprocess.run(cmd, capture_output=True, text=True, check=True)
         result = json.loads(done.stdout.strip().splitlines()[-1])
         print(json.dumps(result), file=sys.stderr)
@@ -147,8 +158,7 @@ def main(argv: list[str] | None = None) -> dict:
         "python": sys.version.split()[0],
         "results": results,
         "always_over_if_capability": round(eager["median_round_ms"] / lazy["median_round_ms"], 1),
-        "targets": {"build_s": 30, "peak_rss_mb": 6144, "if_capability_median_ms": 60,
-                    "ratio": 30},
+        "targets": {"build_s": 30, "peak_rss_mb": 6144, "if_capability_median_ms": 60, "ratio": 30},
     }
     print(json.dumps(out, indent=2))
     return out

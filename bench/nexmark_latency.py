@@ -33,20 +33,29 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--workers", default="1")
     ap.add_argument("--duration", type=float, default=3.0)
     ap.add_argument("--quantum", type=int, default=16, help="log2 ns of the timestamp quantum")
-    ap.add_argument("--in-flight", type=int, default=10_000,
-                    help="in-flight auctions (small: auctions close during the run)")
+    ap.add_argument(
+        "--in-flight",
+        type=int,
+        default=10_000,
+        help="in-flight auctions (small: auctions close during the run)",
+    )
     args = ap.parse_args(argv)
     runs = []
     for query in args.queries.split(","):
         for workers in (int(w) for w in args.workers.split(",")):
             for rate in (float(r) for r in args.rates.split(",")):
                 for idiom in IDIOMS:
-                    r = measure(query, idiom, rate, workers, args.duration, args.quantum,
-                                args.in_flight)
+                    r = measure(
+                        query, idiom, rate, workers, args.duration, args.quantum, args.in_flight
+                    )
                     print(json.dumps(r), file=sys.stderr)
                     runs.append(r)
-    out = {"experiment": "nexmark", "duration_s": args.duration, "quantum_log2": args.quantum,
-           "runs": runs}
+    out = {
+        "experiment": "nexmark",
+        "duration_s": args.duration,
+        "quantum_log2": args.quantum,
+        "runs": runs,
+    }
     out["tables"] = {q: table(runs, q) for q in args.queries.split(",")}
     with open(plotting.path("nexmark.json"), "w") as f:
         json.dump(out, f, indent=1)
@@ -56,12 +65,18 @@ def main(argv: list[str] | None = None) -> dict:
     for col, query in enumerate(queries):
         ax = axes[0][col]
         for idiom in IDIOMS:
-            sel = [r for r in runs if r["query"] == query and r["idiom"] == idiom
-                   and r["workers"] == min(r2["workers"] for r2 in runs)]
+            sel = [
+                r
+                for r in runs
+                if r["query"] == query
+                and r["idiom"] == idiom
+                and r["workers"] == min(r2["workers"] for r2 in runs)
+            ]
             plotting.latency_lines(ax, [r["rate"] for r in sel], sel, idiom, "p999_ms")
         ax.set_xscale("log")
-        plotting.finish(ax, "offered events/s", "p999 latency (ms)",
-                        f"NEXMark {query.upper()} (x = DNF)")
+        plotting.finish(
+            ax, "offered events/s", "p999 latency (ms)", f"NEXMark {query.upper()} (x = DNF)"
+        )
     out["plot"] = plotting.save(fig, "nexmark.png")
     for q in queries:
         print("\n".join(out["tables"][q]), file=sys.stderr)

@@ -11,10 +11,17 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-RESULTS_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                           "docs", "results")
-COLORS = {"tokens": "tab:blue", "notifications": "tab:orange", "watermarks": "tab:green",
-          "watermarks-X": "tab:green", "watermarks-P": "tab:olive", "tokens (region)": "tab:cyan"}
+RESULTS_DIR = os.path.join(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs", "results"
+)
+COLORS = {
+    "tokens": "tab:blue",
+    "notifications": "tab:orange",
+    "watermarks": "tab:green",
+    "watermarks-X": "tab:green",
+    "watermarks-P": "tab:olive",
+    "tokens (region)": "tab:cyan",
+}
 
 
 def path(name: str) -> str:
@@ -22,8 +29,9 @@ def path(name: str) -> str:
     return os.path.join(RESULTS_DIR, name)
 
 
-def latency_lines(ax: Any, xs: list, runs: list[dict], label: str, metric: str = "p50_ms",
-                  style: str = "-o") -> None:
+def latency_lines(
+    ax: Any, xs: list, runs: list[dict], label: str, metric: str = "p50_ms", style: str = "-o"
+) -> None:
     """One line of ``metric`` over ``xs``; DNF runs are drawn as an x at the top."""
     ys = [math.nan if r["dnf"] else r[metric] for r in runs]
     ax.plot(xs, ys, style, label=label, color=COLORS.get(label))

@@ -47,12 +47,19 @@ def main(argv: list[str] | None = None) -> dict:
         for col, mode in enumerate(("strong", "weak")):
             ax = axes[row][col]
             for idiom in idioms.IDIOMS:
-                sel = [r for r in runs if r["quantum_log2"] == q and r["mode"] == mode
-                       and r["idiom"] == idiom]
+                sel = [
+                    r
+                    for r in runs
+                    if r["quantum_log2"] == q and r["mode"] == mode and r["idiom"] == idiom
+                ]
                 plotting.latency_lines(ax, [r["workers"] for r in sel], sel, idiom, "p50_ms")
             ax.set_xticks([1, 2])
-            plotting.finish(ax, "worker processes", "p50 latency (ms)",
-                            f"{mode} scaling, quantum 2^{q} ns (x = DNF)")
+            plotting.finish(
+                ax,
+                "worker processes",
+                "p50 latency (ms)",
+                f"{mode} scaling, quantum 2^{q} ns (x = DNF)",
+            )
     out["plot"] = plotting.save(fig, "scaling.png")
     print(json.dumps(out, indent=1))
     return out

@@ -58,16 +58,20 @@ def vocabulary() -> list[str]:
     return sorted(words)
 
 
-def word_batches(vocab: list[str], index: int, peers: int, words: int,
-                 batch: int) -> list[list[str]]:
+def word_batches(
+    vocab: list[str], index: int, peers: int, words: int, batch: int
+) -> list[list[str]]:
     """The batches worker ``index`` of ``peers`` generates: batch ``k`` is worker ``k % peers``'s;
     together the workers generate the same ``words // batch`` batches whatever ``peers``."""
-    return [[vocab[i] for i in np.random.default_rng(k).integers(0, VOCAB, batch).tolist()]
-            for k in range(index, words // batch, peers)]
+    return [
+        [vocab[i] for i in np.random.default_rng(k).integers(0, VOCAB, batch).tolist()]
+        for k in range(index, words // batch, peers)
+    ]
 
 
-def edge_batches(nodes: int, edges: int, index: int, peers: int,
-                 batch: int) -> list[list[tuple[int, int]]]:
+def edge_batches(
+    nodes: int, edges: int, index: int, peers: int, batch: int
+) -> list[list[tuple[int, int]]]:
     """This worker's share of a seeded random graph's edges, as :func:`word_batches`."""
     out = []
     for k in range(index, -(-edges // batch), peers):
@@ -88,8 +92,9 @@ def heavy(word: str) -> int:
 # --- the dataflows: each returns (input handle, a function giving this worker's answer) -------
 
 
-def feed(worker: pt.Worker, inp: Any, batches: list, per_step: int = 16,
-         per_time: int = 256) -> None:
+def feed(
+    worker: pt.Worker, inp: Any, batches: list, per_step: int = 16, per_time: int = 256
+) -> None:
     """Send ``batches``, stepping the worker every ``per_step`` batches and moving to a new
     time every ``per_time`` batches (a window of 256,000 words: per-time operators such as
     ``aggregate`` emit once per window); then run the dataflow to completion."""
@@ -106,14 +111,17 @@ def feed(worker: pt.Worker, inp: Any, batches: list, per_step: int = 16,
 def keyed_count(scope: Any) -> tuple[Any, Callable[[], Any]]:
     totals: collections.Counter = collections.Counter()
     inp, stream = scope.new_input()
-    (stream.map(lambda w: (w, 1))
-           .aggregate(lambda _k, v, acc: acc + v, lambda k, acc: (k, acc))
-           .for_each(lambda _t, batch: [totals.update(dict(batch))]))
+    (
+        stream.map(lambda w: (w, 1))
+        .aggregate(lambda _k, v, acc: acc + v, lambda k, acc: (k, acc))
+        .for_each(lambda _t, batch: [totals.update(dict(batch))])
+    )
     return inp, lambda: dict(totals)
 
 
-def batch_count(scope: Any, stream_of: Callable[[Any], Any] = lambda s: s
-                ) -> tuple[Any, Callable[[], Any]]:
+def batch_count(
+    scope: Any, stream_of: Callable[[Any], Any] = lambda s: s
+) -> tuple[Any, Callable[[], Any]]:
     totals: collections.Counter = collections.Counter()
     inp, stream = scope.new_input()
     stream_of(stream).exchange().for_each(lambda _t, batch: totals.update(batch))
@@ -172,11 +180,14 @@ def run(workers: int, args: argparse.Namespace) -> dict[str, Any]:
         inputs = {
             "keyed_count": (keyed_count, lambda: words),
             "batch_count": (batch_count, lambda: words),
-            "cpu_map": (cpu_map,
-                        lambda: word_batches(vocab, me, peers, args.heavy_words, args.batch)),
-            "components": (components,
-                           lambda: edge_batches(args.edges // 2, args.edges, me, peers,
-                                                args.batch)),
+            "cpu_map": (
+                cpu_map,
+                lambda: word_batches(vocab, me, peers, args.heavy_words, args.batch),
+            ),
+            "components": (
+                components,
+                lambda: edge_batches(args.edges // 2, args.edges, me, peers, args.batch),
+            ),
         }
         out = {}
         for name in names:
@@ -186,8 +197,11 @@ def run(workers: int, args: argparse.Namespace) -> dict[str, Any]:
             barrier(worker)
             wall0, cpu0 = time.perf_counter(), time.process_time()
             feed(worker, inp, batches)
-            out[name] = {"wall_s": time.perf_counter() - wall0,
-                         "cpu_s": time.process_time() - cpu0, "answer": answer()}
+            out[name] = {
+                "wall_s": time.perf_counter() - wall0,
+                "cpu_s": time.process_time() - cpu0,
+                "answer": answer(),
+            }
         return out
 
     results = pt.execute(work, workers=workers, timeout=args.timeout)
@@ -239,23 +253,32 @@ def summarize(name: str, one: list, two: list, args: argparse.Namespace) -> dict
     want = expected(name, args)
     return {
         "1": {"wall_s": round(wall1, 3), "cpu_s": round(cpu1, 3)},
-        "2": {"wall_s": round(wall2, 3), "cpu_s": round(cpu2, 3),
-              "cpu_per_process_s": [round(r["cpu_s"], 3) for r in two]},
+        "2": {
+            "wall_s": round(wall2, 3),
+            "cpu_s": round(cpu2, 3),
+            "cpu_per_process_s": [round(r["cpu_s"], 3) for r in two],
+        },
         "cpu_efficiency": round(cpu1 / cpu2, 3),
         "speedup": round(wall1 / wall2, 3),
         "ok": merged(name, [one[0]["answer"]]) == want
-              and merged(name, [r["answer"] for r in two]) == want,
+        and merged(name, [r["answer"] for r in two]) == want,
     }
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--words", type=int, default=4_000_000)
-    ap.add_argument("--heavy-words", type=int, default=400_000,
-                    help="words of the CPU-heavy map (about 5 us each)")
-    ap.add_argument("--edges", type=int, default=100_000,
-                    help="edges of the random graph (on edges/2 nodes)")
+    ap.add_argument(
+        "--heavy-words",
+        type=int,
+        default=400_000,
+        help="words of the CPU-heavy map (about 5 us each)",
+    )
+    ap.add_argument(
+        "--edges", type=int, default=100_000, help="edges of the random graph (on edges/2 nodes)"
+    )
     ap.add_argument("--batch", type=int, default=1_000)
     ap.add_argument("--workloads", default=",".join(WORKLOADS))
     ap.add_argument("--timeout", type=float, default=600.0)
@@ -272,10 +295,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     out = {
         "benchmark": "scaling",
         "python": sys.version.split()[0],
-        "words": args.words, "heavy_words": args.heavy_words, "edges": args.edges,
-        "batch": args.batch, "vocabulary": VOCAB,
-        "workloads": {name: summarize(name, one[name], two[name], args)
-                      for name in args.workloads},
+        "words": args.words,
+        "heavy_words": args.heavy_words,
+        "edges": args.edges,
+        "batch": args.batch,
+        "vocabulary": VOCAB,
+        "workloads": {name: summarize(name, one[name], two[name], args) for name in args.workloads},
     }
     text = json.dumps(out, indent=1)
     if args.out:

@@ -51,8 +51,14 @@ def build_dataflow(out_dir: str) -> Any:
     worker's counters (rows in/out and when)."""
 
     def build(scope: Any, stream: Any) -> dict[str, Any]:
-        stats: dict[str, Any] = {"worker": scope.index, "in": 0, "out": 0, "first": None,
-                                 "fed": None, "last": None}
+        stats: dict[str, Any] = {
+            "worker": scope.index,
+            "in": 0,
+            "out": 0,
+            "first": None,
+            "fed": None,
+            "last": None,
+        }
 
         def fed(t: Any, batch: Any) -> None:
             if stats["first"] is None:
@@ -92,8 +98,9 @@ def rates(stats: list[dict[str, Any]]) -> dict[str, Any]:
 def run_spark(spark: Any, data: str, workers: int, out_dir: str) -> dict[str, Any]:
     df = spark.read.parquet(data)
     started = time.perf_counter()
-    stats = ps.run_on_dataframe(df, build_dataflow(out_dir), time="t", workers=workers,
-                                records="arrow")
+    stats = ps.run_on_dataframe(
+        df, build_dataflow(out_dir), time="t", workers=workers, records="arrow"
+    )
     result = rates(stats)
     result["stage_s"] = round(time.perf_counter() - started, 3)
     return result
@@ -110,8 +117,7 @@ def run_memory(table: pa.Table, workers: int, out_dir: str, batch_rows: int) -> 
             return handle, build(scope, stream)
 
         handle, stats = worker.dataflow(dataflow)
-        ps.feed_batches(worker, handle, parts[worker.index].to_batches(batch_rows), "t",
-                        "arrow")
+        ps.feed_batches(worker, handle, parts[worker.index].to_batches(batch_rows), "t", "arrow")
         handle.close()
         worker.run()
         return stats
@@ -120,13 +126,18 @@ def run_memory(table: pa.Table, workers: int, out_dir: str, batch_rows: int) -> 
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--rows", type=int, default=2_000_000)
     parser.add_argument("--epochs", type=int, default=20)
     parser.add_argument("--workers", default="1,2")
-    parser.add_argument("--batch-rows", type=int, default=100_000,
-                        help="Arrow batch size (spark.sql.execution.arrow.maxRecordsPerBatch)")
+    parser.add_argument(
+        "--batch-rows",
+        type=int,
+        default=100_000,
+        help="Arrow batch size (spark.sql.execution.arrow.maxRecordsPerBatch)",
+    )
     parser.add_argument("--out", default=None, help="scratch directory (default: a temp dir)")
     args = parser.parse_args(argv)
     counts = [int(w) for w in args.workers.split(",")]
@@ -139,10 +150,17 @@ def main(argv: list[str] | None = None) -> int:
     import pyarrow.parquet as pq
 
     pq.write_table(table, os.path.join(data, "part-0.parquet"))
-    report: dict[str, Any] = {"rows": args.rows, "epochs": args.epochs,
-                              "batch_rows": args.batch_rows, "spark": {}, "memory": {}}
+    report: dict[str, Any] = {
+        "rows": args.rows,
+        "epochs": args.epochs,
+        "batch_rows": args.batch_rows,
+        "spark": {},
+        "memory": {},
+    }
     spark = ps.local_session(
-        cores=max(counts) + 1, app_name="bench-spark-feed", fast_start=False,
+        cores=max(counts) + 1,
+        app_name="bench-spark-feed",
+        fast_start=False,
         conf={"spark.sql.execution.arrow.maxRecordsPerBatch": str(args.batch_rows)},
     )
     try:

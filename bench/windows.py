@@ -85,8 +85,10 @@ def run(variant: str, args: argparse.Namespace, workers: int) -> dict:
             local = _clicks(worker.index, worker.peers, total, args.users, batch)
         else:
             pool = _pool(args.keys, batch, columnar)
-            local = [(k * args.tick, pool[k % POOL])
-                     for k in range(worker.index, n_batches, worker.peers)]
+            local = [
+                (k * args.tick, pool[k % POOL])
+                for k in range(worker.index, n_batches, worker.peers)
+            ]
         barrier(worker)
         t0 = time.perf_counter()
         for step, (t, b) in enumerate(local):

@@ -43,8 +43,10 @@ def barrier(worker: pt.Worker, iterations: int) -> None:
     worker.dataflow(build)
     worker.run()
     elapsed = time.perf_counter() - start
-    print(f"worker {worker.index}: {delivered} notifications, at most {most_per_call} per call, "
-          f"in {elapsed:.3f}s ({1e6 * elapsed / max(iterations, 1):.1f} us/iteration)")
+    print(
+        f"worker {worker.index}: {delivered} notifications, at most {most_per_call} per call, "
+        f"in {elapsed:.3f}s ({1e6 * elapsed / max(iterations, 1):.1f} us/iteration)"
+    )
 
 
 if __name__ == "__main__":

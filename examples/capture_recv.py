@@ -38,5 +38,5 @@ if __name__ == "__main__":
     words = pt.args()
     insecure = "--insecure" in words
     numbers = [int(word) for word in words if word.isdigit()]
-    sources, base_port = (numbers + [1, 8000][len(numbers):])[:2]
+    sources, base_port = (numbers + [1, 8000][len(numbers) :])[:2]
     pt.execute_from_args(lambda worker: receive(worker, sources, base_port, insecure))

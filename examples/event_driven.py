@@ -64,14 +64,16 @@ def work(worker: pt.Worker, dataflows: int, length: int, rounds: int, record: bo
         most_steps = max(most_steps, steps)
         if (round_ + 1) % 100 == 0:
             elapsed = time.perf_counter() - start
-            print(f"{elapsed:.3f}s\tround {round_} complete in {steps} steps "
-                  f"({1e3 * elapsed / (round_ + 1):.2f} ms/round)")
+            print(
+                f"{elapsed:.3f}s\tround {round_} complete in {steps} steps "
+                f"({1e3 * elapsed / (round_ + 1):.2f} ms/round)"
+            )
     print(f"every round completed in at most {most_steps} steps")
 
 
 if __name__ == "__main__":
     words = pt.args()
     numbers = [int(word) for word in words if word.isdigit()]
-    dataflows, length, rounds = (numbers + [100, 100, 1000][len(numbers):])[:3]
+    dataflows, length, rounds = (numbers + [100, 100, 1000][len(numbers) :])[:3]
     record = "norecord" not in words
     pt.execute_from_args(lambda worker: work(worker, dataflows, length, rounds, record))

@@ -68,7 +68,7 @@ def generate(keys: int, vals: int, seed: int) -> tuple[Pairs, Pairs]:
 
 def main() -> None:
     words = [int(word) for word in pt.args()]
-    keys, vals, batch = (words + [1000, 10000, 1000][len(words):])[:3]
+    keys, vals, batch = (words + [1000, 10000, 1000][len(words) :])[:3]
     left_all, right_all = generate(keys, vals, seed=0)
 
     def work(worker: pt.Worker) -> int:
@@ -93,8 +93,10 @@ def main() -> None:
             in1.advance_to(round_)
             in2.advance_to(round_)
             worker.step_while(lambda: probe.less_than(in1.time))
-            print(f"{time.perf_counter() - start:.3f}s\tworker {worker.index} batch {round_} "
-                  f"complete ({results} results so far)")
+            print(
+                f"{time.perf_counter() - start:.3f}s\tworker {worker.index} batch {round_} "
+                f"complete ({results} results so far)"
+            )
         return results
 
     print(f"{sum(pt.execute_from_args(work))} join results")

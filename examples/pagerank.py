@@ -123,8 +123,10 @@ def main() -> None:
         return ranks
 
     ranks = [pair for got in pt.execute_from_args(work) for pair in got]
-    print(f"{len(ranks)} nodes after {iterations} iterations; total rank "
-          f"{sum(rank for _node, rank in ranks):.3f}")
+    print(
+        f"{len(ranks)} nodes after {iterations} iterations; total rank "
+        f"{sum(rank for _node, rank in ranks):.3f}"
+    )
     for node, rank in sorted(ranks, key=lambda pair: (-pair[1], pair[0]))[:5]:
         print(f"node {node}:\t{rank:.4f}")
 

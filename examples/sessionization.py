@@ -83,6 +83,6 @@ def work(worker: pt.Worker, clicks: list[tuple[int, int]], gap: int) -> None:
 
 if __name__ == "__main__":
     words = [int(word) for word in pt.args()]
-    events, users, gap = (words + [1000, 20, 10][len(words):])[:3]
+    events, users, gap = (words + [1000, 20, 10][len(words) :])[:3]
     clicks = make_clicks(events, users)
     pt.execute_from_args(lambda worker: work(worker, clicks, gap))

@@ -55,6 +55,6 @@ def work(worker: pt.Worker, events: list[Event], width: int) -> None:
 
 if __name__ == "__main__":
     words = [int(word) for word in pt.args()]
-    count, users, width = (words + [200, 10, 10][len(words):])[:3]
+    count, users, width = (words + [200, 10, 10][len(words) :])[:3]
     events = make_events(count, users)
     pt.execute_from_args(lambda worker: work(worker, events, width))

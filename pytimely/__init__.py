@@ -49,8 +49,9 @@ __version__ = "0.1.0"
 _logging.getLogger(__name__).addHandler(_logging.NullHandler())
 
 
-def serve_dashboard(worker: Worker, port: int = 8080, host: str = "127.0.0.1",
-                    interval: float = 0.2) -> object:
+def serve_dashboard(
+    worker: Worker, port: int = 8080, host: str = "127.0.0.1", interval: float = 0.2
+) -> object:
     """Serve a live web dashboard of ``worker``; see :func:`pytimely.dashboard.serve_dashboard`
     (imported on first use: ``http.server`` is not needed otherwise)."""
     from .dashboard import serve_dashboard as serve
@@ -59,10 +60,38 @@ def serve_dashboard(worker: Worker, port: int = 8080, host: str = "127.0.0.1",
 
 
 __all__ = [
-    "args", "errors", "example", "execute", "execute_from_args", "Worker", "StuckError",
-    "Product", "ProductSummary", "FrontierInterest",
-    "Scope", "Stream", "Capability", "CapabilityRef", "CapabilitySet", "ActivateCapability",
-    "Pipeline", "Exchange", "Broadcast", "OperatorBuilder", "OperatorInfo", "Activator",
-    "InputHandle", "UnorderedHandle", "ProbeHandle", "CaptureHandle", "LoopHandle", "Notificator",
-    "KeyedContext", "StateStats", "Tumbling", "Sliding", "Session", "serve_dashboard",
+    "args",
+    "errors",
+    "example",
+    "execute",
+    "execute_from_args",
+    "Worker",
+    "StuckError",
+    "Product",
+    "ProductSummary",
+    "FrontierInterest",
+    "Scope",
+    "Stream",
+    "Capability",
+    "CapabilityRef",
+    "CapabilitySet",
+    "ActivateCapability",
+    "Pipeline",
+    "Exchange",
+    "Broadcast",
+    "OperatorBuilder",
+    "OperatorInfo",
+    "Activator",
+    "InputHandle",
+    "UnorderedHandle",
+    "ProbeHandle",
+    "CaptureHandle",
+    "LoopHandle",
+    "Notificator",
+    "KeyedContext",
+    "StateStats",
+    "Tumbling",
+    "Sliding",
+    "Session",
+    "serve_dashboard",
 ]

@@ -251,8 +251,12 @@ def worker_figures(worker: Any) -> dict[str, Any]:
             for c in op.get("capabilities", ())
         ]
         operators[graph.node_id(tuple(op["address"]))] = figures
-    return {"worker": worker.index, "steps": stats.get("steps", 0), "wall_time": time.time(),
-            "operators": operators}
+    return {
+        "worker": worker.index,
+        "steps": stats.get("steps", 0),
+        "wall_time": time.time(),
+        "operators": operators,
+    }
 
 
 def _merge_workers(state: dict[str, Any], peers: dict[int, dict[str, Any]]) -> list[int]:
@@ -288,8 +292,9 @@ def _activity_rows(operators: dict[str, dict[str, Any]]) -> dict[Any, dict[str, 
     return rows
 
 
-def share_figures(worker: Any, board: Dashboard | None = None, interval: float = 0.5,
-                  collector: int = 0) -> Any:
+def share_figures(
+    worker: Any, board: Dashboard | None = None, interval: float = 0.5, collector: int = 0
+) -> Any:
     """Gather every worker's operator figures on worker ``collector``, which serves ``board``.
 
     Every worker of the computation must call it at the same point of its program, before
@@ -301,10 +306,13 @@ def share_figures(worker: Any, board: Dashboard | None = None, interval: float =
     channel = worker.allocate_channel()
     if worker.index == collector:
         if board is None:
-            raise ValueError(f"share_figures: worker {collector} collects the figures, so it "
-                             "needs the dashboard (board) they are shown on")
-        worker.register_data_channel(channel, lambda _sender, figures: board.receive_figures(
-            figures))
+            raise ValueError(
+                f"share_figures: worker {collector} collects the figures, so it "
+                "needs the dashboard (board) they are shown on"
+            )
+        worker.register_data_channel(
+            channel, lambda _sender, figures: board.receive_figures(figures)
+        )
         return lambda: None
     worker.enable_statistics()
     sent_at_step = -1

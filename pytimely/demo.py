@@ -87,8 +87,9 @@ class Context:
 
 def _announce_dashboard(ctx: Context) -> None:
     if ctx.dashboard is not None:
-        ctx.say(f"  dashboard http://127.0.0.1:{ctx.dashboard}/ (worker 0, while the dataflow "
-                "runs)")
+        ctx.say(
+            f"  dashboard http://127.0.0.1:{ctx.dashboard}/ (worker 0, while the dataflow runs)"
+        )
 
 
 def _timings_line(timings: dict[str, float], total: float) -> str:
@@ -98,10 +99,40 @@ def _timings_line(timings: dict[str, float], total: float) -> str:
 # --- the wordcount workload: a keyed count per epoch, checked with Spark ----------------------
 
 VOCABULARY = (
-    "the", "timely", "dataflow", "model", "moves", "records", "with", "logical", "timestamps",
-    "through", "operators", "that", "hold", "capabilities", "while", "progress", "tracking",
-    "tells", "every", "input", "which", "times", "may", "still", "arrive", "so", "epochs",
-    "complete", "one", "after", "another", "on", "many", "workers",
+    "the",
+    "timely",
+    "dataflow",
+    "model",
+    "moves",
+    "records",
+    "with",
+    "logical",
+    "timestamps",
+    "through",
+    "operators",
+    "that",
+    "hold",
+    "capabilities",
+    "while",
+    "progress",
+    "tracking",
+    "tells",
+    "every",
+    "input",
+    "which",
+    "times",
+    "may",
+    "still",
+    "arrive",
+    "so",
+    "epochs",
+    "complete",
+    "one",
+    "after",
+    "another",
+    "on",
+    "many",
+    "workers",
 )
 
 
@@ -140,15 +171,18 @@ class Workload:
         capture -- one method per stage, each adding to the summary; returns it (``ok``: all
         checks passed; :func:`run_demo` prints :meth:`report` of it)."""
         summary: dict[str, Any] = {
-            "dirs": {name: os.path.join(ctx.out, name) for name in ("input", "results",
-                                                                       "capture")},
+            "dirs": {name: os.path.join(ctx.out, name) for name in ("input", "results", "capture")},
         }
         df = self.make_dataset(ctx, summary)
         self.run_dataflow(ctx, df, summary)
         result_rows = self.check_with_spark(ctx, df, summary)
         self.replay_capture(ctx, result_rows, summary)
-        summary["ok"] = (summary["missing"] == 0 and summary["extra"] == 0
-                         and summary["replay_ok"] and summary["rows"] > 0)
+        summary["ok"] = (
+            summary["missing"] == 0
+            and summary["extra"] == 0
+            and summary["replay_ok"]
+            and summary["rows"] > 0
+        )
         return summary
 
     def make_dataset(self, ctx: Context, summary: dict[str, Any]) -> Any:
@@ -157,16 +191,19 @@ class Workload:
         self.dataset(ctx.spark, ctx.rows, ctx.epochs).write.parquet(data_dir)
         df = ctx.spark.read.parquet(data_dir)
         ctx.lap("dataset")
-        ctx.say(f"dataset: {ctx.rows:,} rows in {ctx.epochs} epochs, written by Spark to "
-                f"{data_dir}")
+        ctx.say(
+            f"dataset: {ctx.rows:,} rows in {ctx.epochs} epochs, written by Spark to {data_dir}"
+        )
         return df
 
     def run_dataflow(self, ctx: Context, df: Any, summary: dict[str, Any]) -> None:
         """Stage 2: the dataflow on Spark-placed workers.  Adds ``placement``."""
         from pytimely import spark as ps
 
-        ctx.say(f"running '{self.name}' on {ctx.workers} pytimely workers in one Spark barrier "
-                "stage ...")
+        ctx.say(
+            f"running '{self.name}' on {ctx.workers} pytimely workers in one Spark barrier "
+            "stage ..."
+        )
         _announce_dashboard(ctx)
         summary["placement"] = ps.run_on_dataframe(
             df,
@@ -189,15 +226,14 @@ class Workload:
         summary["extra"] = ours.exceptAll(theirs).count()
         result_rows = ours.collect()
         summary["rows"] = len(result_rows)
-        summary["per_worker"] = dict(sorted(
-            (r["worker"], r["count"]) for r in results.groupBy("worker").count().collect()
-        ))
+        summary["per_worker"] = dict(
+            sorted((r["worker"], r["count"]) for r in results.groupBy("worker").count().collect())
+        )
         summary["sample"] = self.describe(result_rows) if result_rows else "empty"
         ctx.lap("check with Spark")
         return result_rows
 
-    def replay_capture(self, ctx: Context, result_rows: list[Any],
-                       summary: dict[str, Any]) -> None:
+    def replay_capture(self, ctx: Context, result_rows: list[Any], summary: dict[str, Any]) -> None:
         """Stage 4: the capture replayed locally must equal the result files.  Adds
         ``capture_kinds`` and ``replay_ok``."""
         import pytimely as pt
@@ -264,11 +300,10 @@ def _wordcount_build(results_dir: str, capture_dir: str) -> Callable[[Any, Any],
         def partial_counts(batch: Any) -> list[tuple[str, int]]:
             import pyarrow as pa
 
-            table = pa.Table.from_batches([batch]).group_by("word").aggregate(
-                [("word", "count")]
+            table = pa.Table.from_batches([batch]).group_by("word").aggregate([("word", "count")])
+            return list(
+                zip(table.column("word").to_pylist(), table.column("word_count").to_pylist())
             )
-            return list(zip(table.column("word").to_pylist(),
-                            table.column("word_count").to_pylist()))
 
         counts = stream.map_batch(partial_counts, name="PartialCounts").aggregate(
             lambda word, n, total: total + n, lambda word, total: (word, total), name="Count"
@@ -319,8 +354,13 @@ NEXMARK_QUERIES: dict[str, str] = {
 }
 
 
-def _nexmark_build(queries: tuple[str, ...], capture: tuple[str, ...], epoch_ns: int,
-                   results_dir: str, capture_dir: str) -> Callable[[Any, Any], Any]:
+def _nexmark_build(
+    queries: tuple[str, ...],
+    capture: tuple[str, ...],
+    epoch_ns: int,
+    results_dir: str,
+    capture_dir: str,
+) -> Callable[[Any, Any], Any]:
     """``build(scope, stream)`` for :func:`pytimely.spark.run_on_dataframe`: Arrow slices of
     the event table -> NEXMark event batches -> every query -> rows moved to their epoch ->
     Parquet per epoch (and a capture of the ``capture`` queries).  Returns a dict of the
@@ -331,9 +371,14 @@ def _nexmark_build(queries: tuple[str, ...], capture: tuple[str, ...], epoch_ns:
         from pytimely.nexmark import spark as nxs
         from pytimely.nexmark.queries import build_query
 
-        stats: dict[str, Any] = {"worker": scope.index, "events": 0, "first": None,
-                                 "last": None, "rows": dict.fromkeys(queries, 0),
-                                 "placement": worker_placement()}
+        stats: dict[str, Any] = {
+            "worker": scope.index,
+            "events": 0,
+            "first": None,
+            "last": None,
+            "rows": dict.fromkeys(queries, 0),
+            "placement": worker_placement(),
+        }
 
         def to_events(batch: Any) -> Any:
             if stats["first"] is None:
@@ -344,13 +389,18 @@ def _nexmark_build(queries: tuple[str, ...], capture: tuple[str, ...], epoch_ns:
 
         events = stream.map_batch(to_events, name="ArrowToNexmark")
         for q in queries:
-            rows = nxs.align_to_epochs(build_query(q, scope, events), epoch_ns,
-                                       name=f"{q.upper()} ToEpochs")
+            rows = nxs.align_to_epochs(
+                build_query(q, scope, events), epoch_ns, name=f"{q.upper()} ToEpochs"
+            )
             if q in capture:
                 ps.capture_parquet(rows, os.path.join(capture_dir, q))
             table = rows.map_batch(nxs.rows_to_arrow(q), name=f"{q.upper()} ToArrow")
-            written = ps.write_parquet(table, os.path.join(results_dir, q),
-                                       schema=nxs.RESULT_SCHEMAS[q], name=f"{q.upper()} Parquet")
+            written = ps.write_parquet(
+                table,
+                os.path.join(results_dir, q),
+                schema=nxs.RESULT_SCHEMAS[q],
+                name=f"{q.upper()} Parquet",
+            )
 
             def seen(t: Any, batch: Any, q: str = q) -> None:
                 stats["rows"][q] += batch.num_rows
@@ -424,8 +474,9 @@ class NexmarkWorkload:
         """The generator's configuration: this workload's rate, streams and in-flight auctions."""
         from pytimely.nexmark import NexmarkConfig
 
-        return NexmarkConfig(rate=self.rate, workers=self.generators,
-                             in_flight_auctions=self.in_flight)
+        return NexmarkConfig(
+            rate=self.rate, workers=self.generators, in_flight_auctions=self.in_flight
+        )
 
     def epoch_ns(self, rows: int, epochs: int) -> int:
         """The epoch length: the event time of ``rows`` events cut into ``epochs`` (ns)."""
@@ -437,8 +488,10 @@ class NexmarkWorkload:
         the report, printed from the summary alone."""
         unknown = [q for q in self.queries if q not in NEXMARK_QUERIES]
         if unknown or not self.queries:
-            raise ValueError(f"unknown NEXMark queries {unknown or '(none)'}; known: "
-                             f"{', '.join(NEXMARK_QUERIES)}")
+            raise ValueError(
+                f"unknown NEXMark queries {unknown or '(none)'}; known: "
+                f"{', '.join(NEXMARK_QUERIES)}"
+            )
         cfg = self.config()
         epoch_ns = self.epoch_ns(ctx.rows, ctx.epochs)
         span_ns = cfg.ts(ctx.rows)
@@ -450,8 +503,9 @@ class NexmarkWorkload:
             "epochs": -(-span_ns // epoch_ns),
             "queries_run": list(self.queries),
             "captured": [q for q in self.capture if q in self.queries],
-            "dirs": {name: os.path.join(ctx.out, name) for name in ("events", "results",
-                                                                       "capture")},
+            "dirs": {
+                name: os.path.join(ctx.out, name) for name in ("events", "results", "capture")
+            },
         }
         events_df = self.generate_events(ctx, summary)
         stats = self.run_queries(ctx, events_df, summary)
@@ -460,11 +514,13 @@ class NexmarkWorkload:
         summary["latency"] = {}  # measured once Spark has stopped (after_spark)
         checks, replay = summary["queries"], summary["replay"]
         summary["replay_ok"] = all(r["identical"] for r in replay.values())
-        summary["ok"] = (summary["events_ok"]
-                         and sum(summary["worker_events"].values()) == ctx.rows
-                         and all(c["equal"] and c["on_time"] == 1.0 for c in checks.values())
-                         and summary["replay_ok"]
-                         and any(c["rows"] for c in checks.values()))
+        summary["ok"] = (
+            summary["events_ok"]
+            and sum(summary["worker_events"].values()) == ctx.rows
+            and all(c["equal"] and c["on_time"] == 1.0 for c in checks.values())
+            and summary["replay_ok"]
+            and any(c["rows"] for c in checks.values())
+        )
         return summary
 
     def generate_events(self, ctx: Context, summary: dict[str, Any]) -> Any:
@@ -477,13 +533,18 @@ class NexmarkWorkload:
         nxs.events_dataframe(ctx.spark, cfg, ctx.rows).write.parquet(events_dir)
         events_df = ctx.spark.read.parquet(events_dir)
         kinds = {r["kind"]: r["count"] for r in events_df.groupBy("kind").count().collect()}
-        summary["kinds"] = {"persons": kinds.get(0, 0), "auctions": kinds.get(1, 0),
-                            "bids": kinds.get(2, 0)}
+        summary["kinds"] = {
+            "persons": kinds.get(0, 0),
+            "auctions": kinds.get(1, 0),
+            "bids": kinds.get(2, 0),
+        }
         ctx.lap("generate events")
-        ctx.say(f"events: {ctx.rows:,} NEXMark events ({kinds.get(0, 0):,} persons, "
-                f"{kinds.get(1, 0):,} auctions, {kinds.get(2, 0):,} bids; "
-                f"{_fmt_s(summary['span_ns'])} of event time at {self.rate:,}/s), generated by "
-                f"{cfg.workers} Spark tasks, written to {events_dir}")
+        ctx.say(
+            f"events: {ctx.rows:,} NEXMark events ({kinds.get(0, 0):,} persons, "
+            f"{kinds.get(1, 0):,} auctions, {kinds.get(2, 0):,} bids; "
+            f"{_fmt_s(summary['span_ns'])} of event time at {self.rate:,}/s), generated by "
+            f"{cfg.workers} Spark tasks, written to {events_dir}"
+        )
         return events_df
 
     def run_queries(self, ctx: Context, events_df: Any, summary: dict[str, Any]) -> list[Any]:
@@ -495,15 +556,22 @@ class NexmarkWorkload:
 
         epoch_ns = summary["epoch_ns"]
         df = events_df.withColumn("epoch", F.expr(f"date_time div {epoch_ns} * {epoch_ns}"))
-        ctx.say(f"running {', '.join(q.upper() for q in self.queries)} on {ctx.workers} "
-                f"pytimely workers in one Spark barrier stage: {summary['epochs']} epochs of "
-                f"{_fmt_s(epoch_ns)} ...")
+        ctx.say(
+            f"running {', '.join(q.upper() for q in self.queries)} on {ctx.workers} "
+            f"pytimely workers in one Spark barrier stage: {summary['epochs']} epochs of "
+            f"{_fmt_s(epoch_ns)} ..."
+        )
         _announce_dashboard(ctx)
         started = time.perf_counter()
         stats = ps.run_on_dataframe(
             df,
-            _nexmark_build(self.queries, tuple(summary["captured"]), epoch_ns,
-                           summary["dirs"]["results"], summary["dirs"]["capture"]),
+            _nexmark_build(
+                self.queries,
+                tuple(summary["captured"]),
+                epoch_ns,
+                summary["dirs"]["results"],
+                summary["dirs"]["capture"],
+            ),
             time="epoch",
             workers=ctx.workers,
             records="arrow",
@@ -511,17 +579,24 @@ class NexmarkWorkload:
         )
         stage_s = time.perf_counter() - started
         ctx.lap("dataflow")
-        busy = [s["last"] - s["first"] for s in stats if s["first"] is not None
-                and s["last"] is not None]
+        busy = [
+            s["last"] - s["first"]
+            for s in stats
+            if s["first"] is not None and s["last"] is not None
+        ]
         busy_s = max(busy) if busy and max(busy) > 0 else 0.0
-        summary["dataflow"] = {"stage_s": round(stage_s, 3), "busy_s": round(busy_s, 3),
-                               "events_per_s": round(ctx.rows / busy_s) if busy_s else None}
+        summary["dataflow"] = {
+            "stage_s": round(stage_s, 3),
+            "busy_s": round(busy_s, 3),
+            "events_per_s": round(ctx.rows / busy_s) if busy_s else None,
+        }
         summary["worker_events"] = {s["worker"]: s["events"] for s in stats}
         summary["placement"] = [s["placement"] for s in stats]
         return stats
 
-    def check_results(self, ctx: Context, events_df: Any, stats: list[Any],
-                      summary: dict[str, Any]) -> None:
+    def check_results(
+        self, ctx: Context, events_df: Any, stats: list[Any], summary: dict[str, Any]
+    ) -> None:
         """Stage 3: the events against the generator, every query's results against the
         reference.  Adds ``events_ok`` and ``queries`` to ``summary``."""
         import numpy as np
@@ -545,9 +620,15 @@ class NexmarkWorkload:
                 epoch = table.column("epoch").to_numpy()
                 on_time = float(np.mean(epoch <= -(-logical // epoch_ns) * epoch_ns))
             per_worker = {w: s["rows"][q] for w, s in enumerate(stats)}
-            checks[q] = {"rows": len(ours), "reference": len(theirs), "equal": ours == theirs,
-                         "on_time": on_time, "files": files, "worker_rows": per_worker,
-                         "sample": [list(r) for r in ours[:3]]}
+            checks[q] = {
+                "rows": len(ours),
+                "reference": len(theirs),
+                "equal": ours == theirs,
+                "on_time": on_time,
+                "files": files,
+                "worker_rows": per_worker,
+                "sample": [list(r) for r in ours[:3]],
+            }
         summary["queries"] = checks
         ctx.lap("check with reference")
 
@@ -567,9 +648,15 @@ class NexmarkWorkload:
             ).extract()
             from_replay = sorted((t, *rec) for t, recs in replayed for rec in recs)
             table, _ = _read_parquet(ctx.spark, os.path.join(summary["dirs"]["results"], q))
-            from_files = [] if table is None else sorted(
-                zip(table.column("epoch").to_pylist(),
-                    *(table.column(c).to_pylist() for c, _ in nxs.RESULT_COLUMNS[q]))
+            from_files = (
+                []
+                if table is None
+                else sorted(
+                    zip(
+                        table.column("epoch").to_pylist(),
+                        *(table.column(c).to_pylist() for c, _ in nxs.RESULT_COLUMNS[q]),
+                    )
+                )
             )
             replay[q] = {"rows": len(from_replay), "identical": from_replay == from_files}
         summary["replay"] = replay
@@ -589,23 +676,40 @@ class NexmarkWorkload:
         for q, c in summary["queries"].items():
             lines.append(
                 f"  {q.upper():<6}{NEXMARK_QUERIES[q]:<54}{c['rows']:>9,}{c['reference']:>11,}"
-                f"{'yes' if c['equal'] else 'NO':>7}{c['on_time']:>9.0%}{c['files']:>7}")
-        lines.append("  (equal: the same rows as pytimely.nexmark.reference on the same events; "
-                     "on time: written with the epoch of the row's logical time or earlier)")
-        lines.append(f"  events    equal to pytimely.nexmark.generate: {summary['events_ok']}; "
-                     f"per worker {dict(sorted(summary['worker_events'].items()))} in "
-                     f"{dirs['events']}")
-        throughput = (f"; workers busy {flow['busy_s']:.1f} s: {flow['events_per_s']:,} events/s "
-                      f"through {len(summary['queries'])} queries") if flow["busy_s"] else ""
-        lines.append(f"  dataflow  Spark stage {flow['stage_s']:.1f} s (reading, shuffle, worker "
-                     f"start, the queries){throughput}")
+                f"{'yes' if c['equal'] else 'NO':>7}{c['on_time']:>9.0%}{c['files']:>7}"
+            )
+        lines.append(
+            "  (equal: the same rows as pytimely.nexmark.reference on the same events; "
+            "on time: written with the epoch of the row's logical time or earlier)"
+        )
+        lines.append(
+            f"  events    equal to pytimely.nexmark.generate: {summary['events_ok']}; "
+            f"per worker {dict(sorted(summary['worker_events'].items()))} in "
+            f"{dirs['events']}"
+        )
+        throughput = (
+            (
+                f"; workers busy {flow['busy_s']:.1f} s: {flow['events_per_s']:,} events/s "
+                f"through {len(summary['queries'])} queries"
+            )
+            if flow["busy_s"]
+            else ""
+        )
+        lines.append(
+            f"  dataflow  Spark stage {flow['stage_s']:.1f} s (reading, shuffle, worker "
+            f"start, the queries){throughput}"
+        )
         for q, r in summary["replay"].items():
-            lines.append(f"  capture   {q.upper()}: {r['rows']:,} rows replayed locally from "
-                         f"{os.path.join(dirs['capture'], q)}, identical to the results: "
-                         f"{r['identical']}")
+            lines.append(
+                f"  capture   {q.upper()}: {r['rows']:,} rows replayed locally from "
+                f"{os.path.join(dirs['capture'], q)}, identical to the results: "
+                f"{r['identical']}"
+            )
         lines.extend(self.latency_report(summary["latency"]))
-        lines.append(f"  files     {dirs['events']} (events), {dirs['results']}/qN (results per "
-                     f"worker and epoch), {dirs['capture']}")
+        lines.append(
+            f"  files     {dirs['events']} (events), {dirs['results']}/qN (results per "
+            f"worker and epoch), {dirs['capture']}"
+        )
         lines.append(f"  read them: spark.read.parquet({os.path.join(dirs['results'], 'q7')!r})")
         return lines
 
@@ -633,16 +737,25 @@ class NexmarkWorkload:
         say = ctx.say
         quiet = openloop.wait_until_quiet(self.latency_quiet_wait, self.latency_busy_cpus)
         if quiet is not None and quiet.under_load(self.latency_busy_cpus, own_cpus=0.0):
-            say(f"latency: the machine is still busy after {self.latency_quiet_wait:g} s "
-                f"({quiet.describe()}); measuring anyway")
-        say(f"latency: {', '.join(q.upper() for q in self.latency_queries)} x "
+            say(
+                f"latency: the machine is still busy after {self.latency_quiet_wait:g} s "
+                f"({quiet.describe()}); measuring anyway"
+            )
+        say(
+            f"latency: {', '.join(q.upper() for q in self.latency_queries)} x "
             f"{', '.join(lat.IDIOMS)} at {', '.join(f'{r:,}' for r in self.latency_rates)} "
             f"events/s, {self.latency_repeats} runs each, open loop on "
-            f"{self.latency_workers} local worker(s) ...")
-        runs, load = lat.sweep(self.latency_queries, self.latency_rates,
-                               repeats=self.latency_repeats, workers=self.latency_workers,
-                               duration=self.latency_seconds, in_flight=self.latency_in_flight,
-                               warmup=self.latency_warmup)
+            f"{self.latency_workers} local worker(s) ..."
+        )
+        runs, load = lat.sweep(
+            self.latency_queries,
+            self.latency_rates,
+            repeats=self.latency_repeats,
+            workers=self.latency_workers,
+            duration=self.latency_seconds,
+            in_flight=self.latency_in_flight,
+            warmup=self.latency_warmup,
+        )
         reliable = not load.under_load(self.latency_busy_cpus, own_cpus=self.latency_workers)
         caveat = "" if reliable else "  -- UNRELIABLE: taken under load"
         out: dict[str, Any] = {
@@ -660,8 +773,11 @@ class NexmarkWorkload:
         }
         try:
             title = f"pytimely NEXMark open-loop latency ({self.latency_workers} worker)"
-            out["plot"] = lat.plot(runs, os.path.join(ctx.out, "latency.png"),
-                                   title=title if reliable else title + " - UNRELIABLE: under load")
+            out["plot"] = lat.plot(
+                runs,
+                os.path.join(ctx.out, "latency.png"),
+                title=title if reliable else title + " - UNRELIABLE: under load",
+            )
         except ImportError as exc:  # matplotlib is a dependency; tolerate its absence anyway
             say(f"latency: no plot ({exc})")
         with open(os.path.join(ctx.out, "latency.json"), "w") as f:
@@ -676,8 +792,11 @@ class NexmarkWorkload:
         were busy, the tables and the plot (nothing if latency was not measured)."""
         if not latency.get("runs"):
             return []
-        where = ("measured after Spark stopped" if latency["after_spark"]
-                 else "measured with the caller's Spark session still running")
+        where = (
+            "measured after Spark stopped"
+            if latency["after_spark"]
+            else "measured with the caller's Spark session still running"
+        )
         lines = [
             f"  latency   open loop, {latency['workers']} local worker(s), median of "
             f"{latency['repeats']} runs of {latency['seconds']:g} s after "
@@ -688,7 +807,8 @@ class NexmarkWorkload:
             lines.append(
                 "  UNRELIABLE: other processes kept the machine busy while latency was measured "
                 f"(more than {latency['busy_cpus']:g} CPUs besides ours); the numbers below "
-                "show that load, not pytimely: not a result. Rerun on a quiet machine.")
+                "show that load, not pytimely: not a result. Rerun on a quiet machine."
+            )
         for table in latency["tables"].values():
             lines.extend(f"            {line}" for line in table)
         if latency.get("plot"):
@@ -748,10 +868,16 @@ def run_demo(
         stop_spark = bool(stop_spark)  # a session the caller supplied is the caller's
     if stop_spark is None:
         stop_spark = True
-    ctx = Context(spark=spark, out=out, workers=workers,
-                  rows=workload.rows if rows is None else rows,
-                  epochs=workload.epochs if epochs is None else epochs, say=say,
-                  dashboard=dashboard, _mark=t0)
+    ctx = Context(
+        spark=spark,
+        out=out,
+        workers=workers,
+        rows=workload.rows if rows is None else rows,
+        epochs=workload.epochs if epochs is None else epochs,
+        say=say,
+        dashboard=dashboard,
+        _mark=t0,
+    )
     ctx.lap("spark start")
     summary = workload.run(ctx)
     after_spark = getattr(workload, "after_spark", None)
@@ -784,44 +910,91 @@ def _ints(text: str) -> tuple[int, ...]:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the demo; ``argv`` are its options (None: all defaults, as ``pytimely demo``)."""
-    parser = argparse.ArgumentParser(prog="python -m pytimely.demo", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m pytimely.demo",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--workload", choices=sorted(WORKLOADS), default=NEXMARK.name)
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--rows", "--events", type=int, default=None,
-                        help=f"input rows: events for nexmark (default {NEXMARK.rows:,}), words "
-                             f"for wordcount (default {WORDCOUNT.rows:,})")
-    parser.add_argument("--epochs", type=int, default=None,
-                        help=f"epochs the input is cut into (defaults {NEXMARK.epochs} / "
-                             f"{WORDCOUNT.epochs})")
-    parser.add_argument("--out", default=os.path.join("out", "demo"),
-                        help="output directory (replaced; on a cluster, a path every executor "
-                             "and the driver see)")
-    parser.add_argument("--master", default=None,
-                        help="Spark master URL, e.g. spark://host:7077 (default: an embedded "
-                             "local[workers + 2]); the secret of spark.authenticate comes from "
-                             "SPARK_AUTHENTICATE_SECRET or --conf spark.authenticate.secret=...")
-    parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
-                        help="a Spark setting (repeatable)")
-    parser.add_argument("--dashboard", type=int, default=None, metavar="PORT",
-                        help="serve the live dashboard of the workers on "
-                             "http://127.0.0.1:PORT/ (from worker 0's executor) while the "
-                             "dataflow runs")
+    parser.add_argument(
+        "--rows",
+        "--events",
+        type=int,
+        default=None,
+        help=f"input rows: events for nexmark (default {NEXMARK.rows:,}), words "
+        f"for wordcount (default {WORDCOUNT.rows:,})",
+    )
+    parser.add_argument(
+        "--epochs",
+        type=int,
+        default=None,
+        help=f"epochs the input is cut into (defaults {NEXMARK.epochs} / {WORDCOUNT.epochs})",
+    )
+    parser.add_argument(
+        "--out",
+        default=os.path.join("out", "demo"),
+        help="output directory (replaced; on a cluster, a path every executor and the driver see)",
+    )
+    parser.add_argument(
+        "--master",
+        default=None,
+        help="Spark master URL, e.g. spark://host:7077 (default: an embedded "
+        "local[workers + 2]); the secret of spark.authenticate comes from "
+        "SPARK_AUTHENTICATE_SECRET or --conf spark.authenticate.secret=...",
+    )
+    parser.add_argument(
+        "--conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a Spark setting (repeatable)",
+    )
+    parser.add_argument(
+        "--dashboard",
+        type=int,
+        default=None,
+        metavar="PORT",
+        help="serve the live dashboard of the workers on "
+        "http://127.0.0.1:PORT/ (from worker 0's executor) while the "
+        "dataflow runs",
+    )
     nx = parser.add_argument_group("nexmark")
-    nx.add_argument("--queries", default=",".join(NEXMARK.queries),
-                    help="queries to run (default all of q1-q8)")
-    nx.add_argument("--rate", type=int, default=NEXMARK.rate,
-                    help="events per second of event time")
-    nx.add_argument("--in-flight", type=int, default=NEXMARK.in_flight,
-                    help="in-flight auctions (small: auctions close within seconds)")
-    nx.add_argument("--generators", type=int, default=NEXMARK.generators,
-                    help="generator streams = Spark tasks generating the events")
-    nx.add_argument("--latency-rates", default=",".join(str(r) for r in NEXMARK.latency_rates),
-                    help="offered events/s for the Q4/Q7 latency runs ('none': skip them)")
-    nx.add_argument("--latency-seconds", type=float, default=NEXMARK.latency_seconds,
-                    help="measured seconds per latency run")
-    nx.add_argument("--latency-repeats", type=int, default=NEXMARK.latency_repeats,
-                    help="runs per latency configuration (the table shows the median)")
+    nx.add_argument(
+        "--queries", default=",".join(NEXMARK.queries), help="queries to run (default all of q1-q8)"
+    )
+    nx.add_argument(
+        "--rate", type=int, default=NEXMARK.rate, help="events per second of event time"
+    )
+    nx.add_argument(
+        "--in-flight",
+        type=int,
+        default=NEXMARK.in_flight,
+        help="in-flight auctions (small: auctions close within seconds)",
+    )
+    nx.add_argument(
+        "--generators",
+        type=int,
+        default=NEXMARK.generators,
+        help="generator streams = Spark tasks generating the events",
+    )
+    nx.add_argument(
+        "--latency-rates",
+        default=",".join(str(r) for r in NEXMARK.latency_rates),
+        help="offered events/s for the Q4/Q7 latency runs ('none': skip them)",
+    )
+    nx.add_argument(
+        "--latency-seconds",
+        type=float,
+        default=NEXMARK.latency_seconds,
+        help="measured seconds per latency run",
+    )
+    nx.add_argument(
+        "--latency-repeats",
+        type=int,
+        default=NEXMARK.latency_repeats,
+        help="runs per latency configuration (the table shows the median)",
+    )
     args = parser.parse_args([] if argv is None else argv)
     workload = WORKLOADS[args.workload]
     if isinstance(workload, NexmarkWorkload):
@@ -839,9 +1012,16 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         conf = dict(item.split("=", 1) for item in args.conf)
-        summary = run_demo(workload, workers=args.workers, rows=args.rows, epochs=args.epochs,
-                           out=args.out, master=args.master, conf=conf or None,
-                           dashboard=args.dashboard)
+        summary = run_demo(
+            workload,
+            workers=args.workers,
+            rows=args.rows,
+            epochs=args.epochs,
+            out=args.out,
+            master=args.master,
+            conf=conf or None,
+            dashboard=args.dashboard,
+        )
     except JavaUnavailable as exc:
         print(f"pytimely demo: {exc}", file=sys.stderr)
         return 2

@@ -145,8 +145,9 @@ class _OperatorFigures:
 
     __slots__ = ("id", "name", "address", "ports", "timing", "inputs", "outputs")
 
-    def __init__(self, id: int, name: str, address: tuple[int, ...], ports: tuple[int, int]
-                 ) -> None:
+    def __init__(
+        self, id: int, name: str, address: tuple[int, ...], ports: tuple[int, int]
+    ) -> None:
         self.id = id
         self.name = name
         self.address = address
@@ -198,8 +199,9 @@ class EventLog:
                 report(None)
             now = self.now()
             for f in self._operators.values():
-                self.events.append((OperatesEvent, now, self.worker, f.id, f.address, f.name,
-                                    *f.ports))
+                self.events.append(
+                    (OperatesEvent, now, self.worker, f.id, f.address, f.name, *f.ports)
+                )
 
     def flush(self) -> None:
         """Deliver the events recorded since the last flush (the end of a worker step), the
@@ -224,8 +226,20 @@ class EventLog:
         crossed, self._crossed = self._crossed, {}
         for (channel, is_send, peer), (records, batches, size) in crossed.items():
             source, target = (worker, peer) if is_send else (peer, worker)
-            self.events.append((MessagesEvent, now, worker, channel, is_send, source, target,
-                                records, batches, size))
+            self.events.append(
+                (
+                    MessagesEvent,
+                    now,
+                    worker,
+                    channel,
+                    is_send,
+                    source,
+                    target,
+                    records,
+                    batches,
+                    size,
+                )
+            )
 
     def now(self) -> float:
         """The clock raw events carry (``EventBatch`` makes it seconds since logging began)."""
@@ -233,18 +247,30 @@ class EventLog:
 
     # -- the observer of subgraphs (progress layer) ------------------------------------------
 
-    def scheduler(self, address: tuple[int, ...], child: Any,
-                  schedule: Callable[[], bool]) -> Callable[[], bool]:
+    def scheduler(
+        self, address: tuple[int, ...], child: Any, schedule: Callable[[], bool]
+    ) -> Callable[[], bool]:
         """The instrumented replacement of ``child.schedule``: times every invocation and
         reads the counts it left (records in and out, capability changes)."""
         figures = self._operators.get(address)
         if figures is None:
-            figures = _OperatorFigures(len(self._operators), child.name, address,
-                                       (child.inputs, child.outputs))
+            figures = _OperatorFigures(
+                len(self._operators), child.name, address, (child.inputs, child.outputs)
+            )
             self._operators[address] = figures
             if self.recording:
-                self.events.append((OperatesEvent, self.now(), self.worker, figures.id, address,
-                                    child.name, child.inputs, child.outputs))
+                self.events.append(
+                    (
+                        OperatesEvent,
+                        self.now(),
+                        self.worker,
+                        figures.id,
+                        address,
+                        child.name,
+                        child.inputs,
+                        child.outputs,
+                    )
+                )
         op_id = figures.id
         worker = self.worker
         events = self.events
@@ -306,9 +332,14 @@ class EventLog:
         figures.timing = timing
         return scheduled_scope if isinstance(child, Subgraph) else scheduled
 
-    def edge(self, scope: tuple[int, ...], index: int, source: tuple[int, int],
-             target: tuple[int, int], push: Callable[[Any, Any], None]
-             ) -> Callable[[Any, Any], None]:
+    def edge(
+        self,
+        scope: tuple[int, ...],
+        index: int,
+        source: tuple[int, int],
+        target: tuple[int, int],
+        push: Callable[[Any, Any], None],
+    ) -> Callable[[Any, Any], None]:
         """The instrumented replacement of the push of edge ``index`` of the scope at
         ``scope``, from ``(node, output)`` to ``(node, input)`` (node 0: the boundary).
         Every batch an output sends goes to each of its edges, so only its first edge counts
@@ -333,8 +364,20 @@ class EventLog:
             """Record what was pushed since the last report (``now=None``: just forget it)."""
             nonlocal reported_records, reported_batches
             if now is not None:
-                events.append((MessagesEvent, now, worker, channel, True, worker, worker,
-                               records - reported_records, batches - reported_batches, 0))
+                events.append(
+                    (
+                        MessagesEvent,
+                        now,
+                        worker,
+                        channel,
+                        True,
+                        worker,
+                        worker,
+                        records - reported_records,
+                        batches - reported_batches,
+                        0,
+                    )
+                )
             reported_records, reported_batches = records, batches
 
         def counts() -> tuple[int, int]:
@@ -412,12 +455,16 @@ class EventLog:
         """Per communication channel, what this worker sent to each other worker."""
         out = []
         for channel, peers in sorted(self._channels.items()):
-            out.append({
-                "channel": channel,
-                "records_sent": sum(r for r, _b in peers.values()),
-                "bytes_sent": sum(b for _r, b in peers.values()),
-                "to": {peer: {"records": r, "bytes": b} for peer, (r, b) in sorted(peers.items())},
-            })
+            out.append(
+                {
+                    "channel": channel,
+                    "records_sent": sum(r for r, _b in peers.values()),
+                    "bytes_sent": sum(b for _r, b in peers.values()),
+                    "to": {
+                        peer: {"records": r, "bytes": b} for peer, (r, b) in sorted(peers.items())
+                    },
+                }
+            )
         return out
 
 

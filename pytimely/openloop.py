@@ -333,22 +333,31 @@ class MachineLoad:
         def fmt(a: tuple[float, float, float] | None) -> str:
             return "n/a" if a is None else " / ".join(f"{x:.2f}" for x in a)
 
-        parts.append(f"load average (1/5/15 min) {fmt(self.loadavg_before)} before, "
-                     f"{fmt(self.loadavg_after)} after")
+        parts.append(
+            f"load average (1/5/15 min) {fmt(self.loadavg_before)} before, "
+            f"{fmt(self.loadavg_after)} after"
+        )
         if self.others_cpus is not None:
-            parts.append(f"other processes busy {self.others_cpus:.2f} CPUs on average over "
-                         f"{self.seconds:.1f} s")
+            parts.append(
+                f"other processes busy {self.others_cpus:.2f} CPUs on average over "
+                f"{self.seconds:.1f} s"
+            )
         return "machine: " + "; ".join(parts)
 
     def to_dict(self) -> dict[str, Any]:
         """The figures as a JSON-ready dict (for ``latency.json``)."""
-        return {"cpus": self.cpus, "seconds": round(self.seconds, 3),
-                "others_cpus": None if self.others_cpus is None else round(self.others_cpus, 3),
-                "loadavg_before": self.loadavg_before, "loadavg_after": self.loadavg_after}
+        return {
+            "cpus": self.cpus,
+            "seconds": round(self.seconds, 3),
+            "others_cpus": None if self.others_cpus is None else round(self.others_cpus, 3),
+            "loadavg_before": self.loadavg_before,
+            "loadavg_after": self.loadavg_after,
+        }
 
 
-def wait_until_quiet(max_wait: float, busy_cpus: float = BUSY_CPUS,
-                     window: float = 1.0) -> MachineLoad | None:
+def wait_until_quiet(
+    max_wait: float, busy_cpus: float = BUSY_CPUS, window: float = 1.0
+) -> MachineLoad | None:
     """Sleep in ``window``-second steps until other processes use at most ``busy_cpus`` CPUs
     (e.g. a JVM that was just stopped winds down), for at most ``max_wait`` seconds.  Returns
     the last window's :class:`MachineLoad` (``None`` if ``max_wait`` allowed no window)."""

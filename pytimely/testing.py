@@ -88,6 +88,7 @@ def run_collect(
     >>> run_collect(build, workers=2)
     [{0: [0, 0, 2, 2, 4, 4]}, {0: [1, 1, 3, 3, 5, 5]}]
     """
+
     def work(worker: Worker) -> tuple[bool, list[dict[Any, list[Any]]]]:
         def dataflow(scope: Any) -> tuple[bool, list[dict[Any, list[Any]]]]:
             built = build(scope)

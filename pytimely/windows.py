@@ -111,7 +111,9 @@ class Sliding:
 
     def __eq__(self, other: object) -> bool:
         return type(other) is type(self) and (other.width, other.step, other.offset) == (
-            self.width, self.step, self.offset
+            self.width,
+            self.step,
+            self.offset,
         )
 
     def __hash__(self) -> int:

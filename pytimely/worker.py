@@ -376,16 +376,25 @@ class Worker:
                     subgraph = dataflows.get(index)
                     if subgraph is not None and not subgraph.schedule():
                         del dataflows[index]
-                        _log.info("worker %d completed dataflow %d (%r)", self.index, index,
-                                  self._names[index])
+                        _log.info(
+                            "worker %d completed dataflow %d (%r)",
+                            self.index,
+                            index,
+                            self._names[index],
+                        )
                         if self._freeze_gc:
                             gc.unfreeze()  # let the collector reclaim the completed graph
             finally:
                 self._scheduling = False
             elapsed = _time.monotonic() - started
             if elapsed > self.slow_step:
-                _log.warning("worker %d: slow step %d took %.3f s scheduling dataflows %s",
-                             self.index, self.steps, elapsed, active)
+                _log.warning(
+                    "worker %d: slow step %d took %.3f s scheduling dataflows %s",
+                    self.index,
+                    self.steps,
+                    elapsed,
+                    active,
+                )
         self.allocator.flush()
         for observe in self._step_observers:
             observe()
@@ -557,8 +566,7 @@ class Worker:
         (until then they cost nothing; collecting them costs a timed call per schedule)."""
         self._event_log()
 
-    def log_to(self, callback: Callable[[Any], None],
-               exclude_dataflow: int | None = None) -> None:
+    def log_to(self, callback: Callable[[Any], None], exclude_dataflow: int | None = None) -> None:
         """Hand ``callback`` this worker's events (:mod:`pytimely.eventlog`): one
         ``EventBatch`` (a sequence of event named tuples) at the end of every step that
         recorded any.  Operators built before the call are announced first.

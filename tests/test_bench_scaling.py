@@ -19,7 +19,9 @@ def test_quick_run_reports_every_workload_with_correct_answers(tmp_path: Path) -
     out = tmp_path / "scaling.json"
     done = subprocess.run(
         [sys.executable, str(SCRIPT), "--quick", "--out", str(out)],
-        capture_output=True, text=True, timeout=120,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert done.returncode == 0, done.stderr
     report = json.loads(out.read_text())
@@ -38,7 +40,9 @@ def test_quick_run_reports_every_workload_with_correct_answers(tmp_path: Path) -
 def test_unknown_workload_is_refused_by_name() -> None:
     done = subprocess.run(
         [sys.executable, str(SCRIPT), "--quick", "--workloads", "keyed_count,nonesuch"],
-        capture_output=True, text=True, timeout=60,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert done.returncode == 2
     assert "unknown workloads ['nonesuch']" in done.stderr

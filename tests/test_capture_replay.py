@@ -312,10 +312,18 @@ def test_capture_send_and_recv_over_sockets(tmp_path):
             "-w",
             "3",
         ],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     send = subprocess.run(
         [sys.executable, os.path.join(root, "examples", "capture_send.py"), str(base), "-w", "5"],
-        capture_output=True, text=True, env=env, timeout=90)
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=90,
+    )
     out, err = recv.communicate(timeout=90)
     assert send.returncode == 0, send.stderr
     assert recv.returncode == 0, err

@@ -41,8 +41,13 @@ def test_operators_and_scopes_implement_every_operate_method(child):
 
 def test_worker_implements_worker_services():
     methods = _protocol_methods(WorkerServices)
-    assert {"allocate_channel", "register_data_channel", "progcaster", "activate_after",
-            "track_input"} <= methods
+    assert {
+        "allocate_channel",
+        "register_data_channel",
+        "progcaster",
+        "activate_after",
+        "track_input",
+    } <= methods
     assert all(callable(getattr(Worker, m, None)) for m in methods)
 
 

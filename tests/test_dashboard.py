@@ -32,18 +32,30 @@ def _chromium() -> str:
         exe = shutil.which(name)
         if exe:
             return exe
-    pytest.fail("the dashboard tests need a headless Chromium: run `make test` (it calls "
-                "scripts/ensure-browser.sh) or, as root, `apt-get update && apt-get install -y "
-                "chromium chromium-driver`")
+    pytest.fail(
+        "the dashboard tests need a headless Chromium: run `make test` (it calls "
+        "scripts/ensure-browser.sh) or, as root, `apt-get update && apt-get install -y "
+        "chromium chromium-driver`"
+    )
 
 
 def _browse(url: str, tmp_path, *args: str) -> subprocess.CompletedProcess:
     """Load ``url`` in headless Chromium, letting the page's script run ~2.5 s of its time."""
     profile = tmp_path / f"profile-{time.monotonic_ns()}"
     return subprocess.run(
-        [_chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-         f"--user-data-dir={profile}", "--virtual-time-budget=2500", *args, url],
-        capture_output=True, text=not any(a.startswith("--screenshot") for a in args),
+        [
+            _chromium(),
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+            f"--user-data-dir={profile}",
+            "--virtual-time-budget=2500",
+            *args,
+            url,
+        ],
+        capture_output=True,
+        text=not any(a.startswith("--screenshot") for a in args),
         timeout=DEADLINE,
     )
 
@@ -53,8 +65,13 @@ def _halving(scope):
 
     def loop(inner):
         handle, back = inner.feedback(1)
-        halves = (numbers.enter(inner).concat(back).map(lambda x: x // 2)
-                  .exchange(lambda x: x).filter(lambda x: x > 0))
+        halves = (
+            numbers.enter(inner)
+            .concat(back)
+            .map(lambda x: x // 2)
+            .exchange(lambda x: x)
+            .filter(lambda x: x > 0)
+        )
         halves.connect_loop(handle)
         return halves.leave()
 
@@ -114,8 +131,10 @@ def running():
     r.close()
 
 
-_ROW = re.compile(r"<tr id=\"row-(n[\d_]+)\"[^>]*><td class=\"name\">([^<]*)</td>"
-                  r"<td>[^<]*</td><td class=\"frontier\">([^<]*)")
+_ROW = re.compile(
+    r"<tr id=\"row-(n[\d_]+)\"[^>]*><td class=\"name\">([^<]*)</td>"
+    r"<td>[^<]*</td><td class=\"frontier\">([^<]*)"
+)
 
 
 def _rows(dom: str) -> dict[str, tuple[str, str]]:
@@ -143,17 +162,22 @@ def _png_pixels(data: bytes) -> tuple[int, int, bytes]:
     width, height = struct.unpack(">II", data[16:24])
     idat, pos = b"", 8
     while pos < len(data):
-        (length,), kind = struct.unpack(">I", data[pos:pos + 4]), data[pos + 4:pos + 8]
+        (length,), kind = struct.unpack(">I", data[pos : pos + 4]), data[pos + 4 : pos + 8]
         if kind == b"IDAT":
-            idat += data[pos + 8:pos + 8 + length]
+            idat += data[pos + 8 : pos + 8 + length]
         pos += 12 + length
     return width, height, zlib.decompress(idat)
 
 
 def test_screenshot_of_the_dashboard(running, tmp_path):
     shot = tmp_path / "dashboard.png"
-    done = _browse(running.board.url, tmp_path, f"--screenshot={shot}", "--window-size=1000,700",
-                   "--hide-scrollbars")
+    done = _browse(
+        running.board.url,
+        tmp_path,
+        f"--screenshot={shot}",
+        "--window-size=1000,700",
+        "--hide-scrollbars",
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     width, height, pixels = _png_pixels(shot.read_bytes())
     assert (width, height) == (1000, 700)
@@ -188,8 +212,9 @@ def test_execute_with_a_dashboard_shows_why_the_run_is_stuck():
     assert [op["name"] for op in state["operators"].values()] == ["Input", "Probe"]
     assert _get(f"http://127.0.0.1:{port}/api/graph")["dataflows"][0]["name"] == "never closed"
     # A second run on the same port re-attaches the dashboard, which forgets the old error.
-    pt.execute(lambda w: w.dataflow(lambda s: s.to_stream([1]).inspect(lambda x: None)),
-               dashboard=port)
+    pt.execute(
+        lambda w: w.dataflow(lambda s: s.to_stream([1]).inspect(lambda x: None)), dashboard=port
+    )
     assert _get(f"http://127.0.0.1:{port}/api/state")["error"] is None
 
 
@@ -205,8 +230,15 @@ class _MeasuringWorker(pt.Worker):
     def statistics(self):
         stats = super().statistics()
         if self.enabled:
-            stats["operators"] = [{"name": "Map", "address": [0, 2], "invocations": 7,
-                                   "time_total_s": 0.5 * self.steps, "records_in": 3}]
+            stats["operators"] = [
+                {
+                    "name": "Map",
+                    "address": [0, 2],
+                    "invocations": 7,
+                    "time_total_s": 0.5 * self.steps,
+                    "records_in": 3,
+                }
+            ]
             stats["totals"] = {"steps": self.steps, "parks": 0, "parked_s": 0.0}
         return stats
 
@@ -301,7 +333,7 @@ def test_worker_0_shows_the_figures_of_every_worker(tmp_path):
     assert per_worker["1"]["invocations"] > 0 and per_worker["1"]["records_in"] > 0
     assert _map_row(state)["invocations"] == sum(f["invocations"] for f in per_worker.values())
     assert returncode == 0
-    assert "<option value=\"1\">worker 1</option>" in dom
+    assert '<option value="1">worker 1</option>' in dom
     cells = re.findall(r"<td class=\"per-worker\">w0: (\d+) · w1: (\d+)</td>", dom)
     assert cells and any(int(w1) > 0 for _w0, w1 in cells), dom[-3000:]
 
@@ -318,6 +350,7 @@ def _stuck_after_some_work(worker):
 def test_a_stuck_run_with_a_dashboard_on_two_workers_is_still_declared_stuck():
     started = time.monotonic()
     with pytest.raises(pt.StuckError):
-        pt.execute(_stuck_after_some_work, workers=2, dashboard=_free_port(), stuck_after=1.0,
-                   timeout=40)
+        pt.execute(
+            _stuck_after_some_work, workers=2, dashboard=_free_port(), stuck_after=1.0, timeout=40
+        )
     assert time.monotonic() - started < 30

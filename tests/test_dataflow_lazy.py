@@ -57,8 +57,9 @@ def stash(capability: pt.Capability, info: Any) -> Any:
 class Harness:
     """The dataflows, their handles, and references to every region and its operators."""
 
-    def __init__(self, interest: pt.FrontierInterest, dataflows: int = DATAFLOWS,
-                 length: int = LENGTH) -> None:
+    def __init__(
+        self, interest: pt.FrontierInterest, dataflows: int = DATAFLOWS, length: int = LENGTH
+    ) -> None:
         self.worker = pt.Worker()
         self.inputs: list[pt.InputHandle] = []
         self.probes: list[pt.ProbeHandle] = []
@@ -80,9 +81,11 @@ class Harness:
                         s = s.filter(lambda x: True)
                     return s.leave()
 
-                probe = scope.region(body, name="Region").inspect_time(
-                    lambda t, x: seen.append((t, x))
-                ).probe()
+                probe = (
+                    scope.region(body, name="Region")
+                    .inspect_time(lambda t, x: seen.append((t, x)))
+                    .probe()
+                )
                 return handle, probe
 
             handle, probe = self.worker.dataflow(build)
@@ -175,8 +178,9 @@ def test_always_regions_are_scheduled_every_round():
                 assert not any(filters), (r, d)  # the filters still never run for time alone
 
 
-@pytest.mark.parametrize("interest", [pt.FrontierInterest.IF_CAPABILITY,
-                                      pt.FrontierInterest.ALWAYS])
+@pytest.mark.parametrize(
+    "interest", [pt.FrontierInterest.IF_CAPABILITY, pt.FrontierInterest.ALWAYS]
+)
 def test_filter_invocations_total_one_per_record(interest):
     h = Harness(interest, dataflows=10, length=20)
     start = [sum(f) for _r, _s, f in h.counts()]

@@ -50,8 +50,9 @@ def test_generator_tasks_make_exactly_the_canonical_events():
     ids = pa.record_batch([pa.array(range(CONFIG.workers), pa.int64())], names=["id"])
     parts = list(task(iter([ids])))
     assert len(parts) > CONFIG.workers  # chunked
-    assert same_events(nxs.arrow_to_events(pa.Table.from_batches(parts)),
-                       generate(CONFIG, 0, 5_000))
+    assert same_events(
+        nxs.arrow_to_events(pa.Table.from_batches(parts)), generate(CONFIG, 0, 5_000)
+    )
 
 
 def test_align_to_epochs_moves_batches_up_to_the_next_multiple():
@@ -78,14 +79,19 @@ def test_demo_nexmark_on_spark_equals_the_reference(spark, tmp_path):
     from pytimely.demo import NEXMARK, run_demo
 
     workload = dataclasses.replace(
-        NEXMARK, rate=CONFIG.rate, generators=CONFIG.workers, in_flight=CONFIG.in_flight_auctions,
-        latency_queries=("q7",), latency_rates=(20_000,), latency_seconds=0.2,
-        latency_warmup=0.1, latency_quiet_wait=0.0,
+        NEXMARK,
+        rate=CONFIG.rate,
+        generators=CONFIG.workers,
+        in_flight=CONFIG.in_flight_auctions,
+        latency_queries=("q7",),
+        latency_rates=(20_000,),
+        latency_seconds=0.2,
+        latency_warmup=0.1,
+        latency_quiet_wait=0.0,
     )
     n, out = 12_000, tmp_path / "demo"
     lines: list[str] = []
-    summary = run_demo(workload, rows=n, epochs=12, out=str(out), spark=spark,
-                       say=lines.append)
+    summary = run_demo(workload, rows=n, epochs=12, out=str(out), spark=spark, say=lines.append)
     report = "\n".join(lines)
     assert summary["ok"], report
     assert lines[-1] == "OK"
@@ -117,8 +123,10 @@ def test_demo_nexmark_on_spark_equals_the_reference(spark, tmp_path):
 
     # Results were written per epoch as epochs completed: files named by epoch, rows no later
     # than their logical time's epoch; Q7's capture exists; the latency plot was saved.
-    q7_files = sorted(os.listdir(out / "results" / "q7" / "worker=0")
-                      + os.listdir(out / "results" / "q7" / "worker=1"))
+    q7_files = sorted(
+        os.listdir(out / "results" / "q7" / "worker=0")
+        + os.listdir(out / "results" / "q7" / "worker=1")
+    )
     assert q7_files and all(f.startswith("epoch=") and f.endswith(".parquet") for f in q7_files)
     assert os.path.isdir(out / "capture" / "q7")
     assert summary["latency"]["runs"] and len(summary["latency"]["runs"]) == 3
@@ -162,14 +170,20 @@ def test_demo_measures_after_stopping_spark(tmp_path):
     from pytimely.demo import run_demo
 
     log: list[str] = []
-    summary = run_demo(_StagedWorkload(log), out=str(tmp_path / "d"), spark=_FakeSpark(log),
-                       stop_spark=True, say=lambda line: None)
+    summary = run_demo(
+        _StagedWorkload(log),
+        out=str(tmp_path / "d"),
+        spark=_FakeSpark(log),
+        stop_spark=True,
+        say=lambda line: None,
+    )
     assert log == ["run with spark", "spark stopped", "after spark"]
     assert summary["measured"] and "spark stop" in summary["timings"]
     # A session the caller supplied is the caller's: not stopped unless asked.
     log.clear()
-    run_demo(_StagedWorkload(log), out=str(tmp_path / "e"), spark=_FakeSpark(log),
-             say=lambda line: None)
+    run_demo(
+        _StagedWorkload(log), out=str(tmp_path / "e"), spark=_FakeSpark(log), say=lambda line: None
+    )
     assert log == ["run with spark", "after spark, spark still up"]
 
 
@@ -177,8 +191,13 @@ def _latency_workload(busy_cpus: float):
     from pytimely.demo import NEXMARK
 
     return dataclasses.replace(
-        NEXMARK, latency_queries=("q7",), latency_rates=(20_000,), latency_seconds=0.1,
-        latency_warmup=0.05, latency_repeats=3, latency_quiet_wait=0.0,
+        NEXMARK,
+        latency_queries=("q7",),
+        latency_rates=(20_000,),
+        latency_seconds=0.1,
+        latency_warmup=0.05,
+        latency_repeats=3,
+        latency_quiet_wait=0.0,
         latency_busy_cpus=busy_cpus,
     )
 
@@ -221,5 +240,6 @@ def test_latency_table_taken_under_load_is_flagged_unreliable(tmp_path):
     lines += workload.latency_report(out)
     assert not out["reliable"]
     assert any(line.startswith("  UNRELIABLE") for line in lines)
-    assert all(table[0].endswith("UNRELIABLE: taken under load")
-               for table in out["tables"].values())
+    assert all(
+        table[0].endswith("UNRELIABLE: taken under load") for table in out["tables"].values()
+    )

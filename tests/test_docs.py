@@ -61,8 +61,16 @@ def _cases() -> list:
 
 def test_the_guide_has_pages_and_few_blocks_that_do_not_run():
     names = {p.name for p in PAGES}
-    for page in ("index.md", "concepts.md", "operators.md", "workers.md", "capture.md",
-                 "spark.md", "troubleshooting.md", "results.md"):
+    for page in (
+        "index.md",
+        "concepts.md",
+        "operators.md",
+        "workers.md",
+        "capture.md",
+        "spark.md",
+        "troubleshooting.md",
+        "results.md",
+    ):
         assert page in names, page
     not_run = [(p.name, n) for p in PAGES for n, code in blocks(p) if code.startswith(NOT_RUN)]
     assert len(not_run) <= MAX_NOT_RUN, not_run

@@ -32,8 +32,14 @@ RUN_ONLY = [
 # The methods users build dataflows with: each has an example.
 BUILDERS = {
     "pytimely.dataflow.scope.Scope": [
-        "new_input", "new_unordered_input", "to_stream", "replay", "source", "region",
-        "iterative", "feedback",
+        "new_input",
+        "new_unordered_input",
+        "to_stream",
+        "replay",
+        "source",
+        "region",
+        "iterative",
+        "feedback",
     ],
     "pytimely.dataflow.operators.generic.OperatorBuilder": [""],  # the class docstring
 }
@@ -51,8 +57,10 @@ def test_docstring_examples_run(module_name):
 def test_every_public_function_and_class_has_an_example(module_name):
     module = importlib.import_module(module_name)
     public = [
-        name for name, obj in vars(module).items()
-        if not name.startswith("_") and getattr(obj, "__module__", None) == module_name
+        name
+        for name, obj in vars(module).items()
+        if not name.startswith("_")
+        and getattr(obj, "__module__", None) == module_name
         and (inspect.isfunction(obj) or inspect.isclass(obj))
     ]
     assert public, f"{module_name} defines no public functions or classes"
@@ -64,19 +72,27 @@ def test_every_public_function_and_class_has_an_example(module_name):
 def test_every_builder_method_has_an_example(qualified):
     module_name, _, class_name = qualified.rpartition(".")
     cls = getattr(importlib.import_module(module_name), class_name)
-    missing = [name or class_name for name in BUILDERS[qualified]
-               if ">>>" not in ((getattr(cls, name) if name else cls).__doc__ or "")]
+    missing = [
+        name or class_name
+        for name in BUILDERS[qualified]
+        if ">>>" not in ((getattr(cls, name) if name else cls).__doc__ or "")
+    ]
     assert not missing, f"{class_name}: no docstring example for {', '.join(missing)}"
 
 
 def test_every_public_stream_method_has_an_example():
     from pytimely.dataflow.stream import Stream
 
-    methods = [name for name, obj in vars(Stream).items()
-               if not name.startswith("_") and inspect.isfunction(obj)]
+    methods = [
+        name
+        for name, obj in vars(Stream).items()
+        if not name.startswith("_") and inspect.isfunction(obj)
+    ]
     assert len(methods) > 40, "Stream spells out its operator methods"
     missing = [name for name in methods if ">>>" not in (getattr(Stream, name).__doc__ or "")]
     assert not missing, f"Stream methods without a docstring example: {', '.join(missing)}"
+
+
 def test_worker_log_to_example_runs():
     from pytimely.worker import Worker
 

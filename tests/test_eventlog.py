@@ -69,8 +69,11 @@ def test_log_to_reports_every_kind_of_event():
     assert any(isinstance(e, ProgressEvent) and e.is_send and e.updates for e in events)
     assert any(isinstance(e, ProgressEvent) and not e.is_send for e in events)
     # The input's capability moves from round to round: +1 at r+1, -1 at r.
-    input_caps = [(e.at, e.delta) for e in events
-                  if isinstance(e, CapabilityEvent) and e.id == operates["Input"].id]
+    input_caps = [
+        (e.at, e.delta)
+        for e in events
+        if isinstance(e, CapabilityEvent) and e.id == operates["Input"].id
+    ]
     assert (1, 1) in input_caps and (0, -1) in input_caps
 
 

@@ -52,7 +52,11 @@ def printed_by_program(name: str, *words: str, timeout: float = 120) -> list[str
     env = dict(os.environ, PYTHONPATH=str(EXAMPLES.parent))
     done = subprocess.run(
         [sys.executable, "-c", LINE_BUFFERED, str(EXAMPLES / f"{name}.py"), *words],
-        capture_output=True, text=True, env=env, check=False, timeout=timeout,
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+        timeout=timeout,
     )
     assert done.returncode == 0, done.stderr
     return done.stdout.splitlines()
@@ -138,7 +142,8 @@ def test_distinct_one_worker():
 def test_distinct_two_workers():
     # As in timely: worker 0 gets {0, 2, 4}, worker 1 gets {1, 3, 5, 7}, at every time.
     assert distinct_values(printed("distinct", "2", workers=2)) == {
-        0: {0: [0, 2, 4], 1: [0, 2, 4]}, 1: {0: [1, 3, 5, 7], 1: [1, 3, 5, 7]}
+        0: {0: [0, 2, 4], 1: [0, 2, 4]},
+        1: {0: [1, 3, 5, 7], 1: [1, 3, 5, 7]},
     }
 
 
@@ -214,8 +219,9 @@ def test_loopdemo(workers):
     longest: Counter = Counter()
     for rests in by_worker(printed("loopdemo", "4", "25", workers=workers)).values():
         for rest in rests:
-            r, n, s = map(int, re.fullmatch(r"round (\d+): (\d+) numbers, longest (\d+) steps",
-                                            rest).groups())
+            r, n, s = map(
+                int, re.fullmatch(r"round (\d+): (\d+) numbers, longest (\d+) steps", rest).groups()
+            )
             numbers[r] += n
             longest[r] = max(longest[r], s)
     assert numbers == {r: 25 for r in range(4)}
@@ -281,8 +287,9 @@ def plain_pagerank(nodes, edges, iterations):
 def check_pagerank(lines, nodes, edges, iterations):
     graph = definitions("pagerank")["random_edges"](nodes, edges)
     expected = plain_pagerank(nodes, graph, iterations)
-    assert lines[0] == (f"{nodes} nodes after {iterations} iterations; total rank "
-                        f"{sum(expected.values()):.3f}")
+    assert lines[0] == (
+        f"{nodes} nodes after {iterations} iterations; total rank {sum(expected.values()):.3f}"
+    )
     top = sorted(expected.items(), key=lambda pair: (-pair[1], pair[0]))[:5]
     got = [re.fullmatch(r"node (\d+):\t([\d.]+)", line).groups() for line in lines[1:]]
     assert [int(node) for node, _rank in got] == [node for node, _rank in top]
@@ -301,8 +308,10 @@ def test_pagerank_zero_iterations():
 
 
 def barrier_reports(lines):
-    return [re.match(r"worker (\d+): (\d+) notifications, at most (\d+) per call", line).groups()
-            for line in lines]
+    return [
+        re.match(r"worker (\d+): (\d+) notifications, at most (\d+) per call", line).groups()
+        for line in lines
+    ]
 
 
 @pytest.mark.parametrize("workers", [1, 2, 3])
@@ -417,8 +426,12 @@ def test_every_example_answers_help(name):
 def test_help_from_the_command_line_lists_timely_flags():
     env = dict(os.environ, PYTHONPATH=str(EXAMPLES.parent))
     done = subprocess.run(
-        [sys.executable, str(EXAMPLES / "hello.py"), "--help"], capture_output=True, text=True,
-        env=env, check=False, timeout=60,
+        [sys.executable, str(EXAMPLES / "hello.py"), "--help"],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+        timeout=60,
     )
     assert done.returncode == 0, done.stderr
     assert "$ python examples/hello.py" in done.stdout
@@ -459,7 +472,8 @@ def sessions(lines):
     got = []
     for line in lines:
         user, start, end, count, t = re.fullmatch(
-            r"user (\w+): \[(\d+), (\d+)\) (\d+) clicks, at (\d+)", line).groups()
+            r"user (\w+): \[(\d+), (\d+)\) (\d+) clicks, at (\d+)", line
+        ).groups()
         user = int(user) if user.isdigit() else user
         got.append((int(t), (user, int(start), int(end), int(count))))
     return got
@@ -479,7 +493,10 @@ def test_sessionization_a_click_at_the_gap_starts_a_new_session():
     got = sessions(stdout_of(lambda: pt.execute(lambda worker: work(worker, clicks, 3))))
     # 5 - 2 == gap: a new session; each reported at its end.
     assert sorted(got) == [
-        (5, ("u", 0, 5, 2)), (5, ("v", 2, 5, 1)), (8, ("u", 5, 8, 1)), (12, ("u", 9, 12, 1)),
+        (5, ("u", 0, 5, 2)),
+        (5, ("v", 2, 5, 1)),
+        (8, ("u", 5, 8, 1)),
+        (12, ("u", 9, 12, 1)),
     ]
     assert plain_sessions(clicks, 3) == sorted(s for _t, s in got)
 
@@ -504,7 +521,8 @@ def plain_matches(events, width):
             bought.setdefault((user, t // width), []).append(item)
     return sorted(
         (user, t // width * width, (t // width + 1) * width, ad, item)
-        for t, kind, user, ad in events if kind == "click"
+        for t, kind, user, ad in events
+        if kind == "click"
         for item in bought.get((user, t // width), ())
     )
 
@@ -514,15 +532,22 @@ def matches(lines):
     got = []
     for line in lines:
         user, start, end, ad, item, t = re.fullmatch(
-            r"user (\d+): \[(\d+), (\d+)\) clicked (\w+), bought (\w+), at (\d+)", line).groups()
+            r"user (\d+): \[(\d+), (\d+)\) clicked (\w+), bought (\w+), at (\d+)", line
+        ).groups()
         got.append((int(t), (int(user), int(start), int(end), ad, item)))
     return got
 
 
 def test_windowed_join_known_answer():
     work = definitions("windowed_join")["work"]
-    data = [(1, "click", 1, "ad1"), (4, "buy", 1, "book"), (9, "buy", 2, "pen"),
-            (10, "buy", 1, "lamp"), (12, "click", 1, "ad2"), (15, "click", 2, "ad3")]
+    data = [
+        (1, "click", 1, "ad1"),
+        (4, "buy", 1, "book"),
+        (9, "buy", 2, "pen"),
+        (10, "buy", 1, "lamp"),
+        (12, "click", 1, "ad2"),
+        (15, "click", 2, "ad3"),
+    ]
     got = matches(stdout_of(lambda: pt.execute(lambda worker: work(worker, data, 10))))
     # The lamp bought at 10 is in [10, 20), with the second click; user 2 clicked a window late.
     assert sorted(got) == [(10, (1, 0, 10, "ad1", "book")), (20, (1, 10, 20, "ad2", "lamp"))]

@@ -67,11 +67,16 @@ def _collatz_under_a_tiny_bound(worker):
 
         def body(inner):
             back, looped = inner.feedback(1)
-            values = starts.exchange(lambda n: n // 7).enter(inner).map(lambda n: (n, n, 0)) \
+            values = (
+                starts.exchange(lambda n: n // 7)
+                .enter(inner)
+                .map(lambda n: (n, n, 0))
                 .concat(looped)
+            )
             done, going = values.branch(lambda t, p: p[1] > 1)
-            going.map(lambda p: (p[0], p[1] // 2 if p[1] % 2 == 0 else 3 * p[1] + 1, p[2] + 1)) \
-                .exchange(lambda p: p[1]).connect_loop(back)
+            going.map(
+                lambda p: (p[0], p[1] // 2 if p[1] % 2 == 0 else 3 * p[1] + 1, p[2] + 1)
+            ).exchange(lambda p: p[1]).connect_loop(back)
             return done.leave()
 
         scope.iterative(body, name="Collatz").inspect(lambda p: results.append((p[0], p[2])))
@@ -83,8 +88,11 @@ def _collatz_under_a_tiny_bound(worker):
         handle.send_batch(mine[i : i + 50])
     handle.close()
     worker.run()
-    return {"results": results, "waits": worker.flow_waits,
-            "flow": worker.allocator.flow_statistics()}
+    return {
+        "results": results,
+        "waits": worker.flow_waits,
+        "flow": worker.allocator.flow_statistics(),
+    }
 
 
 def test_a_loop_across_two_workers_completes_under_a_tiny_bound():
@@ -122,8 +130,7 @@ def _slow_consumer(worker):
             handle.send_batch(list(range(i * BATCH, (i + 1) * BATCH)))
     handle.close()
     worker.run()
-    return {"seen": seen[0], "waits": worker.flow_waits,
-            "flow": worker.allocator.flow_statistics()}
+    return {"seen": seen[0], "waits": worker.flow_waits, "flow": worker.allocator.flow_statistics()}
 
 
 def test_a_slow_consumer_keeps_its_producers_backlog_under_the_bound():
@@ -166,8 +173,7 @@ class _OneEventPerPoll:
     def __init__(self):
         from pytimely.capture import Messages, Progress
 
-        self.events = [Messages(0, list(range(i * BATCH, (i + 1) * BATCH)))
-                       for i in range(BATCHES)]
+        self.events = [Messages(0, list(range(i * BATCH, (i + 1) * BATCH))) for i in range(BATCHES)]
         self.events.append(Progress([(0, -1)]))
         self.done = False
 
@@ -190,8 +196,9 @@ def _slow_replay(worker):
 
     def build(scope):
         readers = [_OneEventPerPoll()] if worker.index == 0 else []
-        replay_into(readers, scope, period=0.0001).exchange(lambda n: 1) \
-            .inspect_batch(lambda t, batch: consume(batch))
+        replay_into(readers, scope, period=0.0001).exchange(lambda n: 1).inspect_batch(
+            lambda t, batch: consume(batch)
+        )
 
     worker.dataflow(build)
     worker.run()

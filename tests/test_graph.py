@@ -23,8 +23,13 @@ def _halving(scope):
 
     def loop(inner):
         handle, back = inner.feedback(1)
-        halves = (numbers.enter(inner).concat(back).map(lambda x: x // 2)
-                  .exchange(lambda x: x).filter(lambda x: x > 0))
+        halves = (
+            numbers.enter(inner)
+            .concat(back)
+            .map(lambda x: x // 2)
+            .exchange(lambda x: x)
+            .filter(lambda x: x > 0)
+        )
         halves.connect_loop(handle)
         return halves.leave()
 
@@ -55,11 +60,20 @@ def test_json_has_operators_nested_scope_pacts_and_the_feedback_edge(worker):
     assert (df["index"], df["name"]) == (0, "halving")
     root = df["scope"]
     assert [_kind(op["name"]) for op in root["operators"]] == [
-        "Input", "Inspect", "Broadcast", "Inspect"]
+        "Input",
+        "Inspect",
+        "Broadcast",
+        "Inspect",
+    ]
     [loop] = root["scopes"]
     assert loop["name"] == "Halving" and loop["address"] == [0, 2]
     assert [_kind(op["name"]) for op in loop["operators"]] == [
-        "Feedback", "Concat", "Map", "Exchange", "Filter"]
+        "Feedback",
+        "Concat",
+        "Map",
+        "Exchange",
+        "Filter",
+    ]
     assert all(op["address"][:2] == [0, 2] for op in loop["operators"])
     names = _names(d)
     edges = {(tuple(e["source"]), tuple(e["target"])): e for e in graph.operator_edges(d)}
@@ -86,7 +100,7 @@ def test_dot_has_clusters_labels_and_a_dashed_feedback_edge(worker):
     assert 'n0_2_3 -> n0_2_4 [label="Exchange"' in dot
     assert 'n0_2_5 -> n0_2_1 [label="feedback", style=dashed, constraint=false]' in dot
     assert 'n0_1 -> n0_4 [label="Broadcast"' in dot
-    assert 'n0_2_2 -> n0_2_3;' in dot  # a pipeline edge is not labelled
+    assert "n0_2_2 -> n0_2_3;" in dot  # a pipeline edge is not labelled
 
 
 def test_mermaid_has_subgraphs_pacts_and_a_dotted_feedback_edge(worker):
@@ -105,7 +119,9 @@ def test_svg_is_well_formed_with_one_box_per_operator(worker):
     ns = "{http://www.w3.org/2000/svg}"
     boxes = {g.get("id") for g in root.iter(ns + "g") if g.get("class") == "operator"}
     assert boxes == {graph.node_id(a) for a in _names(json.loads(worker.graph())).values()} | {
-        "n0_3", "n0_5"}
+        "n0_3",
+        "n0_5",
+    }
     frames = {g.get("id") for g in root.iter(ns + "g") if g.get("class") == "scope"}
     assert frames == {"n0s", "n0_2s"}
     assert any(p.get("stroke-dasharray") for p in root.iter(ns + "path"))  # the feedback edge
@@ -160,8 +176,13 @@ if __name__ == "__main__":
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
     env = dict(os.environ, PYTHONPATH=ROOT)
-    return subprocess.run([sys.executable, "-m", "pytimely.cli", *args], capture_output=True,
-                          text=True, env=env, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "pytimely.cli", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
 
 
 @pytest.mark.parametrize("ext", ["svg", "html", "dot", "json", "mmd"])

@@ -31,8 +31,11 @@ def settle(worker: pt.Worker) -> None:
 # Notificator
 
 
-def _notify_dataflow(requests: dict[int, list[int]], re_request: dict[int, int] | None = None,
-                     per_call: int | None = None):
+def _notify_dataflow(
+    requests: dict[int, list[int]],
+    re_request: dict[int, int] | None = None,
+    per_call: int | None = None,
+):
     """One worker; an operator that, for a record ``r`` at time ``t``, requests notifications at
     ``requests[r]`` (times >= t); on delivery of ``t`` it optionally requests ``re_request[t]``.
     Returns (worker, input, log) with log = list of per-invocation delivery lists."""

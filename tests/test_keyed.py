@@ -19,8 +19,9 @@ pytestmark = pytest.mark.timeout(120)
 WORKERS = [1, 2, 3]
 
 
-def send_out_of_order(worker: pt.Worker, inputs: list[tuple[Any, Any, list[tuple[int, Any]]]],
-                      rng: random.Random) -> None:
+def send_out_of_order(
+    worker: pt.Worker, inputs: list[tuple[Any, Any, list[tuple[int, Any]]]], rng: random.Random
+) -> None:
     """Send each input's ``(time, record)`` list in its (shuffled) order, in random small
     batches, keeping each input's capability at the least time it still has to send, stepping
     the worker in between; then drop the capabilities."""
@@ -30,7 +31,7 @@ def send_out_of_order(worker: pt.Worker, inputs: list[tuple[Any, Any, list[tuple
     while any(s[3] < len(s[2]) for s in state):
         s = rng.choice([s for s in state if s[3] < len(s[2])])
         handle, cap, timed, i, remaining = s
-        chunk = timed[i:i + rng.randint(1, 6)]
+        chunk = timed[i : i + rng.randint(1, 6)]
         s[3] = i + len(chunk)
         for t, record in chunk:
             handle.session(cap, t).give(record)
@@ -180,8 +181,10 @@ def frontier_checked(stream: pt.Stream, violations: list) -> pt.Stream:
 @pytest.mark.parametrize("seed", [3, 4])
 def test_keyed_process_timers_fire_once_after_the_frontier_passes(workers, seed):
     gen = random.Random(seed)
-    records = [(gen.randrange(20), gen.randrange(9), gen.randrange(4), gen.random() < 0.25)
-               for _ in range(300)]
+    records = [
+        (gen.randrange(20), gen.randrange(9), gen.randrange(4), gen.random() < 0.25)
+        for _ in range(300)
+    ]
 
     def work(worker):
         violations: list = []
@@ -297,13 +300,15 @@ def test_join_equals_a_nested_loop(workers, within):
         lh, lcap, rh, rcap, captured = worker.dataflow(build)
         mine_l = [(r[0], r) for r in by_sender(left, worker, lambda r: int(r[2][1:]))]
         mine_r = [(r[0], r) for r in by_sender(right, worker, lambda r: int(r[2][1:]) + 1)]
-        send_out_of_order(worker, [(lh, lcap, mine_l), (rh, rcap, mine_r)],
-                          random.Random(worker.index))
+        send_out_of_order(
+            worker, [(lh, lcap, mine_l), (rh, rcap, mine_r)], random.Random(worker.index)
+        )
         worker.run()
         return captured.extract()
 
     assert flatten(pt.execute(work, workers=workers, timeout=60)) == nested_loop_join(
-        left, right, within)
+        left, right, within
+    )
 
 
 def test_join_pairs_records_of_two_kinds_of_records_with_two_key_functions():

@@ -18,8 +18,9 @@ def _modules_after(statement: str) -> set[str]:
     """The ``pytimely`` modules loaded by a fresh interpreter after ``statement``."""
     listing = "print('\\n'.join(m for m in sys.modules if m.startswith('pytimely')))"
     code = f"{statement}\nimport sys\n{listing}"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
-                         check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
     return set(out.stdout.split())
 
 
@@ -69,8 +70,14 @@ def test_open_loop_harness_is_generic_and_nexmark_reexports_it():
     assert not _modules_after("import pytimely.openloop") & {"pytimely.nexmark"}
 
     def work(worker):
-        return openloop.run_open_loop(worker, lambda scope, stream: stream.map(lambda x: x),
-                                      rate=2_000, duration=0.3, quantum_log2=20, warmup=0.05)
+        return openloop.run_open_loop(
+            worker,
+            lambda scope, stream: stream.map(lambda x: x),
+            rate=2_000,
+            duration=0.3,
+            quantum_log2=20,
+            warmup=0.05,
+        )
 
     summary = openloop.merge_results(pt.execute(work, workers=1, timeout=30))
     assert summary["offered"] > 0 and summary["records"] > 0
@@ -83,10 +90,17 @@ def test_nexmark_generator_is_split_along_its_seams_and_reexports_everything():
     from pytimely.nexmark.generator import columnar, model, rng, scalar
 
     homes = {
-        "NexmarkConfig": model, "EventBatch": model, "Bid": model, "CITIES": model,
-        "Pcg64Mcg": rng, "raw_draws": rng, "prices_from_u24": rng,
-        "ScalarWorkerGenerator": scalar, "generate_scalar": scalar,
-        "WorkerStream": columnar, "generate": columnar,
+        "NexmarkConfig": model,
+        "EventBatch": model,
+        "Bid": model,
+        "CITIES": model,
+        "Pcg64Mcg": rng,
+        "raw_draws": rng,
+        "prices_from_u24": rng,
+        "ScalarWorkerGenerator": scalar,
+        "generate_scalar": scalar,
+        "WorkerStream": columnar,
+        "generate": columnar,
     }
     for name, module in homes.items():
         assert getattr(generator, name) is vars(module)[name], name

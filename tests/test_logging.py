@@ -17,8 +17,11 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _messages(caplog, level=logging.DEBUG):
-    return [r.getMessage() for r in caplog.records
-            if r.name.startswith("pytimely") and r.levelno >= level]
+    return [
+        r.getMessage()
+        for r in caplog.records
+        if r.name.startswith("pytimely") and r.levelno >= level
+    ]
 
 
 def test_dataflow_built_and_completed_are_logged(caplog):
@@ -61,8 +64,13 @@ def test_slow_steps_above_the_threshold_are_warned(caplog):
 
 def _run(code: str) -> subprocess.CompletedProcess:
     env = dict(os.environ, PYTHONPATH=ROOT)
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
-                          text=True, env=env, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
 
 
 def test_silent_by_default():

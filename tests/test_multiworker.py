@@ -221,8 +221,9 @@ def test_execute_from_args_with_a_hostfile(tmp_path):
     hostfile = tmp_path / "hosts"
     hostfile.write_text("".join(f"127.0.0.1:{p}\n" for p in ports))
     script = tmp_path / "job.py"
-    script.write_text(textwrap.dedent(
-        """
+    script.write_text(
+        textwrap.dedent(
+            """
         import sys
         import pytimely as pt
 
@@ -233,13 +234,21 @@ def test_execute_from_args_with_a_hostfile(tmp_path):
 
         print(pt.execute_from_args(work, sys.argv[1:]))
         """
-    ))
-    env = dict(os.environ, PYTIMELY_SECRET="test-secret",
-               PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        )
+    )
+    env = dict(
+        os.environ,
+        PYTIMELY_SECRET="test-secret",
+        PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+    )
     procs = [
-        subprocess.Popen([sys.executable, str(script), "-n", "2", "-p", str(i), "-h",
-                          str(hostfile)],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        subprocess.Popen(
+            [sys.executable, str(script), "-n", "2", "-p", str(i), "-h", str(hostfile)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
         for i in (1, 0)
     ]
     outs = [p.communicate(timeout=60) for p in procs]
@@ -416,8 +425,9 @@ def test_a_worker_busy_in_a_long_user_function_is_not_declared_dead():
         return x
 
     def work(worker):
-        cap = worker.dataflow(lambda s: s.to_stream([worker.index]).map(slow).exchange(
-            lambda x: 0).capture())
+        cap = worker.dataflow(
+            lambda s: s.to_stream([worker.index]).map(slow).exchange(lambda x: 0).capture()
+        )
         worker.run()
         return sorted(x for _t, recs in cap.extract() for x in recs)
 

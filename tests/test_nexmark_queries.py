@@ -51,8 +51,9 @@ def settle(worker: pt.Worker) -> None:
         worker.step()
 
 
-def run_query(name: str, idiom: str, batches: list[tuple[int, Any]], cuts: tuple[int, ...] = (),
-              **params: Any) -> tuple[list[Any], dict[int, list[Any]]]:
+def run_query(
+    name: str, idiom: str, batches: list[tuple[int, Any]], cuts: tuple[int, ...] = (), **params: Any
+) -> tuple[list[Any], dict[int, list[Any]]]:
     """Run on one worker; ``batches`` = ``[(t, batch)]`` in increasing ``t``.  Returns the sorted
     output rows and, per cut ``F``, the sorted rows output once the input frontier was ``F``."""
     worker = pt.Worker()
@@ -89,12 +90,19 @@ def q8_rows_of_closed_windows(records: list[Any], frontier: int) -> list[tuple]:
     seller's registration) has ended — a window join answers when the window closes."""
     registered = {e.id: e.date_time for e in records if type(e) is Person}
     h = ref.Q8_WINDOW
-    return [r for r in ref.q8(records)
-            if registered[r[1]] - registered[r[1]] % h + 2 * h <= frontier]
+    return [
+        r for r in ref.q8(records) if registered[r[1]] - registered[r[1]] % h + 2 * h <= frontier
+    ]
 
 
-def check(name: str, idiom: str, batches: list[tuple[int, Any]], records: list[Any],
-          cuts: tuple[int, ...] = (), **params: Any) -> None:
+def check(
+    name: str,
+    idiom: str,
+    batches: list[tuple[int, Any]],
+    records: list[Any],
+    cuts: tuple[int, ...] = (),
+    **params: Any,
+) -> None:
     params = {**_params(name), **params}
     got, snaps = run_query(name, idiom, batches, cuts, **params)
     reference = getattr(ref, name)
@@ -127,9 +135,19 @@ def test_records_exact_times(name, idiom, events, records):
     check(name, idiom, batches, recs, cuts=(20 * S, 20 * S + 1, records[700].date_time))
 
 
-@pytest.mark.parametrize("name,idiom", [("q3", "tokens"), ("q4", "tokens"), ("q5", "tokens"),
-                                        ("q7", "tokens"), ("q8", "tokens"), ("q5", "library"),
-                                        ("q7", "library"), ("q8", "library")])
+@pytest.mark.parametrize(
+    "name,idiom",
+    [
+        ("q3", "tokens"),
+        ("q4", "tokens"),
+        ("q5", "tokens"),
+        ("q7", "tokens"),
+        ("q8", "tokens"),
+        ("q5", "library"),
+        ("q7", "library"),
+        ("q8", "library"),
+    ],
+)
 def test_coarse_ticks(name, idiom, events, records):
     # 7 s ticks: many events share a timestamp; windows and closings cut across ticks.
     check(name, idiom, list(time_batches(events, 7 * S)), records, cuts=(14 * S, 42 * S))
@@ -167,8 +185,15 @@ def test_q8_window_join_emits_when_the_window_closes():
     def auction(t: int, aid: int, seller: int) -> Auction:
         return Auction(aid, "", "", 1, 1, t, t + S, seller, 1)
 
-    evs = [person(0, 1), auction(S, 10, 1), auction(h - 1, 11, 1), auction(h, 12, 1),
-           person(h + S, 2), auction(h + 2 * S, 13, 2), auction(2 * h, 14, 2)]
+    evs = [
+        person(0, 1),
+        auction(S, 10, 1),
+        auction(h - 1, 11, 1),
+        auction(h, 12, 1),
+        person(h + S, 2),
+        auction(h + 2 * S, 13, 2),
+        auction(2 * h, 14, 2),
+    ]
     cuts = (2 * h - 1, 2 * h, 3 * h - 1, 3 * h)
     rows, snaps = run_query("q8", "library", list(time_batches(evs, 1)), cuts)
     assert rows == ref.q8(evs) == [(S, 1), (h - 1, 1), (h + 2 * S, 2), (2 * h, 2)]
@@ -262,8 +287,13 @@ def test_watermark_idiom_probe_and_stats(events, records):
     for name in ("q4", "q7"):
         stats = WatermarkStats()
         wprobe = WatermarkProbe()
-        rows, _ = run_query(name, "watermarks", list(time_batches(events, S)),
-                            watermark_stats=stats, watermark_probe=wprobe)
+        rows, _ = run_query(
+            name,
+            "watermarks",
+            list(time_batches(events, S)),
+            watermark_stats=stats,
+            watermark_probe=wprobe,
+        )
         assert rows == getattr(ref, name)(records)
         assert wprobe.watermark == END and wprobe.done()
         assert stats.markers_in > 0 and stats.markers_out > 0

@@ -11,8 +11,17 @@ from pytimely.openloop import LoadReading, MachineLoad, median_run, wait_until_q
 
 
 def _run(p50, p999, mx, dnf=False):
-    return {"query": "q4", "idiom": "tokens", "rate": 1000, "workers": 1, "dnf": dnf,
-            "p50_ms": p50, "p99_ms": p50, "p999_ms": p999, "max_ms": mx}
+    return {
+        "query": "q4",
+        "idiom": "tokens",
+        "rate": 1000,
+        "workers": 1,
+        "dnf": dnf,
+        "p50_ms": p50,
+        "p99_ms": p50,
+        "p999_ms": p999,
+        "max_ms": mx,
+    }
 
 
 def test_median_run_takes_each_metric_median_and_keeps_the_repeats():
@@ -50,15 +59,19 @@ def test_machine_load_counts_other_processes_cpu_not_ours():
 
 
 def test_machine_load_falls_back_to_the_load_average_without_proc_stat():
-    quiet = MachineLoad.between(_reading(0.0, None, 0.0, (1.2, 1, 1)),
-                                _reading(5.0, None, 5.0, (1.3, 1, 1)))
+    quiet = MachineLoad.between(
+        _reading(0.0, None, 0.0, (1.2, 1, 1)), _reading(5.0, None, 5.0, (1.3, 1, 1))
+    )
     assert quiet.others_cpus is None
     assert not quiet.under_load(busy_cpus=0.5, own_cpus=1.0)  # 1.3 <= our 1 + 0.5
-    busy = MachineLoad.between(_reading(0.0, None, 0.0, (1.2, 1, 1)),
-                               _reading(5.0, None, 5.0, (2.9, 1, 1)))
+    busy = MachineLoad.between(
+        _reading(0.0, None, 0.0, (1.2, 1, 1)), _reading(5.0, None, 5.0, (2.9, 1, 1))
+    )
     assert busy.under_load(busy_cpus=0.5, own_cpus=1.0)
-    assert "n/a" in MachineLoad.between(_reading(0, None, 0, None),
-                                        _reading(1, None, 1, None)).describe()
+    assert (
+        "n/a"
+        in MachineLoad.between(_reading(0, None, 0, None), _reading(1, None, 1, None)).describe()
+    )
 
 
 def test_a_real_reading_and_a_bounded_wait():

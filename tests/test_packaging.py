@@ -26,8 +26,14 @@ OPTIONAL = ("pyspark", "pandas", "matplotlib", "tqdm")
 
 def _python(code: str, timeout: float = 60) -> subprocess.CompletedProcess:
     env = dict(os.environ, PYTHONPATH=ROOT)
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
-                          timeout=timeout, check=False)
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=timeout,
+        check=False,
+    )
 
 
 def _hiding(modules: tuple[str, ...]) -> str:
@@ -43,12 +49,18 @@ def wheel_metadata(tmp_path_factory) -> email.message.Message:
     src = tmp_path_factory.mktemp("src")
     shutil.copy(os.path.join(ROOT, "pyproject.toml"), src)
     shutil.copy(os.path.join(ROOT, "README.md"), src)
-    shutil.copytree(os.path.join(ROOT, "pytimely"), src / "pytimely",
-                    ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(
+        os.path.join(ROOT, "pytimely"),
+        src / "pytimely",
+        ignore=shutil.ignore_patterns("__pycache__"),
+    )
     dist = tmp_path_factory.mktemp("dist")
     done = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(dist), str(src)],
-        capture_output=True, text=True, timeout=120, check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )
     assert done.returncode == 0, done.stderr
     (wheel,) = dist.glob("pytimely-*.whl")
@@ -96,53 +108,66 @@ def test_import_pytimely_loads_no_optional_dependency():
 
 
 def test_core_dataflow_runs_without_the_optional_packages():
-    done = _python(_hiding(OPTIONAL) + (
-        "import pytimely as pt\n"
-        "print(pt.example(lambda s: s.to_stream(range(4)).map(lambda x: x * x).capture())"
-        ".extract())"
-    ))
+    done = _python(
+        _hiding(OPTIONAL)
+        + (
+            "import pytimely as pt\n"
+            "print(pt.example(lambda s: s.to_stream(range(4)).map(lambda x: x * x).capture())"
+            ".extract())"
+        )
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[(0, [0, 1, 4, 9])]"
 
 
 def test_spark_without_its_extra_names_the_extra():
-    done = _python(_hiding(("pyspark",)) + (
-        "try:\n"
-        "    import pytimely.spark\n"
-        "except ImportError as exc:\n"
-        "    print(type(exc).__name__, exc)\n"
-    ))
+    done = _python(
+        _hiding(("pyspark",))
+        + (
+            "try:\n"
+            "    import pytimely.spark\n"
+            "except ImportError as exc:\n"
+            "    print(type(exc).__name__, exc)\n"
+        )
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("MissingExtraError pytimely.spark needs pyspark")
     assert "pip install 'pytimely[spark]'" in done.stdout
 
 
 def test_plot_without_its_extra_names_the_extra(tmp_path):
-    done = _python(_hiding(("matplotlib",)) + (
-        "from pytimely.nexmark import latency\n"
-        "try:\n"
-        f"    latency.plot([], {str(tmp_path / 'x.png')!r})\n"
-        "except ImportError as exc:\n"
-        "    print(exc)\n"
-    ))
+    done = _python(
+        _hiding(("matplotlib",))
+        + (
+            "from pytimely.nexmark import latency\n"
+            "try:\n"
+            f"    latency.plot([], {str(tmp_path / 'x.png')!r})\n"
+            "except ImportError as exc:\n"
+            "    print(exc)\n"
+        )
+    )
     assert done.returncode == 0, done.stderr
     assert "needs matplotlib" in done.stdout
     assert "pip install 'pytimely[plot]'" in done.stdout
 
 
 def test_demo_command_without_spark_says_which_extra():
-    done = _python(_hiding(("pyspark",)) + (
-        "from pytimely.cli import main\n"
-        "sys.exit(main(['demo']))\n"
-    ))
+    done = _python(
+        _hiding(("pyspark",)) + ("from pytimely.cli import main\nsys.exit(main(['demo']))\n")
+    )
     assert done.returncode == 2
     assert "pip install 'pytimely[spark]'" in done.stderr
 
 
 @pytest.mark.parametrize("module", ["pytimely.cli", "pytimely"])
 def test_version_flag_prints_the_package_version(module):
-    done = subprocess.run([sys.executable, "-m", module, "--version"], capture_output=True,
-                          text=True, env=dict(os.environ, PYTHONPATH=ROOT), timeout=60,
-                          check=False)
+    done = subprocess.run(
+        [sys.executable, "-m", module, "--version"],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=ROOT),
+        timeout=60,
+        check=False,
+    )
     assert done.returncode == 0
     assert done.stdout.strip() == f"pytimely {pytimely.__version__}"

@@ -56,8 +56,10 @@ def _feed_epochs(progress_for):
         return handle
 
     handle = worker.dataflow(build)
-    batches = [pa.record_batch([pa.array([0, 0, 1]), pa.array([10, 11, 12])], ["epoch", "v"]),
-               pa.record_batch([pa.array([3]), pa.array([13])], ["epoch", "v"])]
+    batches = [
+        pa.record_batch([pa.array([0, 0, 1]), pa.array([10, 11, 12])], ["epoch", "v"]),
+        pa.record_batch([pa.array([3]), pa.array([13])], ["epoch", "v"]),
+    ]
     bar = progress_for([0, 1, 2, 3, 4])
     assert feed_batches(worker, handle, batches, "epoch", "tuples", bar) == 4
     handle.close()
@@ -123,7 +125,8 @@ def test_run_on_dataframe_collects_the_epochs_only_for_a_bar(spark, monkeypatch)
     df = spark.createDataFrame([(e, k) for e in (0, 2, 5) for k in range(4)], "epoch long, k long")
     quiet = ps.run_on_dataframe(df, _count_rows, time="epoch", records="tuples", timeout=120)
     assert collected == []  # stderr is not a terminal here: no bar, no extra Spark job
-    shown = ps.run_on_dataframe(df, _count_rows, time="epoch", records="tuples", progress=True,
-                                timeout=120)
+    shown = ps.run_on_dataframe(
+        df, _count_rows, time="epoch", records="tuples", progress=True, timeout=120
+    )
     assert collected == [[0, 2, 5]]
     assert sum(map(len, shown)) == sum(map(len, quiet)) == 12

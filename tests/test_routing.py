@@ -70,8 +70,9 @@ _ints = st.one_of(
 @st.composite
 def equal_keys(draw, depth: int = 2) -> list:
     """A list of at least one key, all comparing equal to each other, of mixed types."""
-    choice = draw(st.sampled_from(["int", "float", "str", "bytes", "none", "tuple"][: 6 if depth
-                                                                                      else 5]))
+    choice = draw(
+        st.sampled_from(["int", "float", "str", "bytes", "none", "tuple"][: 6 if depth else 5])
+    )
     if choice == "int":
         return _equal_variants(draw(_ints))
     if choice == "float":
@@ -191,13 +192,15 @@ class _RecordingAllocator(Allocator):
 
 
 @settings(max_examples=max(100, EXAMPLES // 2), deadline=None)
-@given(groups=st.lists(equal_keys(), min_size=1, max_size=6), peers=st.integers(2, 5),
-       data=st.data())
+@given(
+    groups=st.lists(equal_keys(), min_size=1, max_size=6), peers=st.integers(2, 5), data=st.data()
+)
 def test_exchange_sends_every_batch_of_equal_keys_where_route_says(groups, peers, data):
     allocator = _RecordingAllocator(0, peers)
     kept: list = []
-    push = pt.Exchange(lambda r: r[1]).connect(pt.Worker(allocator), lambda t, b: kept.extend(
-        (0, r) for r in b), "Keyed")
+    push = pt.Exchange(lambda r: r[1]).connect(
+        pt.Worker(allocator), lambda t, b: kept.extend((0, r) for r in b), "Keyed"
+    )
     for _ in range(3):  # several batches: the memo fills in between
         batch = [(g, data.draw(st.sampled_from(keys))) for g, keys in enumerate(groups)]
         push(0, data.draw(st.permutations(batch)))
@@ -214,8 +217,11 @@ def test_exchange_sends_every_batch_of_equal_keys_where_route_says(groups, peers
 def _exchange_on_one_worker(records, strict=False, **exchange):
     def work(worker):
         def build(scope):
-            return scope.to_stream(records).unary(pt.Exchange(**exchange), "KeyedCount",
-                                                   _forward).capture()
+            return (
+                scope.to_stream(records)
+                .unary(pt.Exchange(**exchange), "KeyedCount", _forward)
+                .capture()
+            )
 
         handle = worker.dataflow(build)
         worker.run()
@@ -258,8 +264,13 @@ def test_routable_keys_pass_unchanged_on_one_worker():
 
 def test_unroutable_key_fails_on_two_workers_with_the_same_message():
     def work(worker):
-        worker.dataflow(lambda scope: scope.to_stream([[worker.index]]).unary(
-            pt.Exchange(), "KeyedCount", _forward).probe())
+        worker.dataflow(
+            lambda scope: (
+                scope.to_stream([[worker.index]])
+                .unary(pt.Exchange(), "KeyedCount", _forward)
+                .probe()
+            )
+        )
         worker.run()
 
     with pytest.raises(WorkerFailure, match="KeyedCount.*list.*key function"):
@@ -323,8 +334,9 @@ def _mixed_key_work(worker):
 
     def build(scope):
         pairs = scope.to_stream([(_typed(j), 1) for j in range(me, 600, peers)])
-        counts = pairs.aggregate(lambda k, v, acc: acc + v, lambda k, acc: (int(k), acc),
-                                 name="KeyedCount").capture()
+        counts = pairs.aggregate(
+            lambda k, v, acc: acc + v, lambda k, acc: (int(k), acc), name="KeyedCount"
+        ).capture()
         left = scope.to_stream([(j, "L") for j in range(me, N_KEYS, peers)])
         right = scope.to_stream([(_typed(j + 1), "R") for j in range(me, 2 * N_KEYS, peers)])
 
@@ -350,8 +362,9 @@ def _mixed_key_work(worker):
 
     counts, joined = worker.dataflow(build)
     worker.run()
-    return [r for _t, rs in counts.extract() for r in rs], [r for _t, rs in joined.extract()
-                                                           for r in rs]
+    return [r for _t, rs in counts.extract() for r in rs], [
+        r for _t, rs in joined.extract() for r in rs
+    ]
 
 
 @pytest.mark.parametrize("workers", [2, 3])
@@ -378,8 +391,9 @@ def _columnar_work(worker):
     me, peers = worker.index, worker.peers
     ints = np.arange(me * 100, me * 100 + 100, dtype=np.int64)
     floats = ints.astype(np.float64) / 2  # half of them integral
-    table = pa.RecordBatch.from_pydict({"k": [f"w{i % 7}" for i in range(me, 50, peers)],
-                                        "v": list(range(me, 50, peers))})
+    table = pa.RecordBatch.from_pydict(
+        {"k": [f"w{i % 7}" for i in range(me, 50, peers)], "v": list(range(me, 50, peers))}
+    )
 
     received: list[list] = [[], [], []]
 
@@ -387,8 +401,11 @@ def _columnar_work(worker):
         inputs = []
         for pact, got in zip([pt.Exchange(), pt.Exchange(), pt.Exchange(column="k")], received):
             handle, stream = scope.new_input()
-            stream.sink(pact, "Exchanged", lambda port, got=got: got.extend(
-                b for _t, b in port.drain_batches()))
+            stream.sink(
+                pact,
+                "Exchanged",
+                lambda port, got=got: got.extend(b for _t, b in port.drain_batches()),
+            )
             inputs.append(handle)
         return inputs
 

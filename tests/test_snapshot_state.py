@@ -46,7 +46,8 @@ def dataflow(scope):
         "running": stream.stateful_map(int, lambda s, v: (s + v, s + v)),
         "timers": stream.keyed_process(process, on_timer),
         "joined": stream.filter(lambda r: r[1] // 10 % 4 == 0).join(
-            stream.filter(lambda r: r[1] // 10 % 4 == 2), within=6),
+            stream.filter(lambda r: r[1] // 10 % 4 == 2), within=6
+        ),
     }
     captures = {name: s.capture() for name, s in outputs.items()}
     probes = [s.probe() for s in outputs.values()]

@@ -30,8 +30,7 @@ def epoch_rows(directory):
         for name in files:
             if name.endswith(".parquet"):
                 t = pq.read_table(os.path.join(base, name))
-                rows.extend(zip(t["epoch"].to_pylist(), t["k"].to_pylist(),
-                                t["count"].to_pylist()))
+                rows.extend(zip(t["epoch"].to_pylist(), t["k"].to_pylist(), t["count"].to_pylist()))
     return sorted(rows)
 
 
@@ -251,9 +250,7 @@ def test_capture_from_workers_reads_back_with_spark_and_replays(spark, tmp_path)
         lambda scope: replay_into(ps.capture_readers(cap_dir), scope).capture()
     ).extract()
     assert sorted((t, r) for t, recs in replayed for r in recs) == from_workers
-    want = sorted(
-        (t, (k, c)) for t, k, c in df.groupBy("t", "k").count().collect()
-    )
+    want = sorted((t, (k, c)) for t, k, c in df.groupBy("t", "k").count().collect())
     assert from_workers == want
 
     assert len(ps.capture_readers(one_dir)) == 1
@@ -290,11 +287,18 @@ def test_streaming_bridge_one_epoch_per_micro_batch(spark, tmp_path):
             # Only batches delivered completely count (stopping the query may interrupt one).
             expected[batch_id] = sorted((batch_id, r["k"], r["count"]) for r in counts)
 
-        source = (spark.readStream.format("rate").option("rowsPerSecond", 100)
-                  .option("numPartitions", 2).load())
-        query = (source.writeStream.foreachBatch(each)
-                 .option("checkpointLocation", str(tmp_path / "checkpoint"))
-                 .trigger(processingTime="300 milliseconds").start())
+        source = (
+            spark.readStream.format("rate")
+            .option("rowsPerSecond", 100)
+            .option("numPartitions", 2)
+            .load()
+        )
+        query = (
+            source.writeStream.foreachBatch(each)
+            .option("checkpointLocation", str(tmp_path / "checkpoint"))
+            .trigger(processingTime="300 milliseconds")
+            .start()
+        )
         try:
             deadline = time.monotonic() + 60
             while bridge.completed < 3 and time.monotonic() < deadline:
@@ -305,8 +309,9 @@ def test_streaming_bridge_one_epoch_per_micro_batch(spark, tmp_path):
     assert bridge.results == [None, None]
     closed = sorted(expected)
     assert reported == closed  # every closed epoch was reported, in order
-    assert sum(s["rows"] for s in bridge.stats) == sum(c for e in expected.values()
-                                                        for _, _, c in e)
+    assert sum(s["rows"] for s in bridge.stats) == sum(
+        c for e in expected.values() for _, _, c in e
+    )
     assert epoch_rows(out) == sorted(r for e in expected.values() for r in e)
     for epoch in reported:
         assert [r for r in first_files[epoch] if r[0] == epoch] == expected[epoch]
@@ -417,8 +422,14 @@ def test_demo_main_job_on_a_small_dataset(spark, tmp_path):
     from pytimely.demo import WORKLOADS, run_demo
 
     lines = []
-    summary = run_demo(WORKLOADS["wordcount"], rows=6_000, epochs=4, out=str(tmp_path / "demo"),
-                       spark=spark, say=lines.append)
+    summary = run_demo(
+        WORKLOADS["wordcount"],
+        rows=6_000,
+        epochs=4,
+        out=str(tmp_path / "demo"),
+        spark=spark,
+        say=lines.append,
+    )
     assert summary["ok"], "\n".join(lines)
     assert summary["missing"] == summary["extra"] == 0 and summary["replay_ok"]
     assert lines[-1] == "OK"

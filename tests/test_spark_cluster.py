@@ -42,9 +42,14 @@ def standalone():
 
 
 def run_demo(cluster, out, *options):
-    done = subprocess.run(cluster.demo_command("--out", str(out), *options),
-                          env=cluster.driver_environment(), capture_output=True, text=True,
-                          timeout=300, check=False)
+    done = subprocess.run(
+        cluster.demo_command("--out", str(out), *options),
+        env=cluster.driver_environment(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
     with open(os.path.join(out, "summary.json"), encoding="utf-8") as f:
         return json.load(f)
@@ -57,7 +62,7 @@ def assert_two_executors(summary):
     assert len({p["pid"] for p in placed}) == 2
 
 
-KILL_EXECUTOR_JOB = r'''
+KILL_EXECUTOR_JOB = r"""
 import json, os, signal, sys
 from pytimely import spark as ps
 
@@ -100,25 +105,39 @@ def work(worker):
 results = ps.run(spark, work, workers=2, attempts=2, grace=3)
 rows = sorted(tuple(r) for r in spark.read.parquet(out).select("epoch", "k", "count").collect())
 print(json.dumps({"results": results, "rows": rows}))
-'''
+"""
 
 
 @pytest.mark.spark
 @pytest.mark.timeout(300)
 def test_attempts_survive_a_killed_executor_on_the_cluster(standalone, tmp_path):
     flag, out = str(tmp_path / "killed-once"), str(tmp_path / "counts")
-    argv = [sys.executable, "-c", KILL_EXECUTOR_JOB, standalone.master_url, flag, out,
-            json.dumps(standalone.application_conf())]
-    done = subprocess.run(argv, env=standalone.driver_environment(), capture_output=True,
-                          text=True, timeout=240, check=False)
+    argv = [
+        sys.executable,
+        "-c",
+        KILL_EXECUTOR_JOB,
+        standalone.master_url,
+        flag,
+        out,
+        json.dumps(standalone.application_conf()),
+    ]
+    done = subprocess.run(
+        argv,
+        env=standalone.driver_environment(),
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-6000:]
     assert os.path.exists(flag)  # an executor was killed in the first attempt
     report = json.loads(done.stdout.strip().splitlines()[-1])
     assert report["results"] == [0, 1]
     want = sorted([e, k, 10] for e in range(4) for k in range(3))
     assert report["rows"] == want  # a clean run's output: nothing lost, nothing twice
-    files = sorted(os.path.relpath(os.path.join(b, f), out)
-                   for b, _d, fs in os.walk(out) for f in fs)
+    files = sorted(
+        os.path.relpath(os.path.join(b, f), out) for b, _d, fs in os.walk(out) for f in fs
+    )
     assert files == sorted(f"worker={w}/epoch={e}.parquet" for w in (0, 1) for e in range(4))
 
 
@@ -128,13 +147,31 @@ def test_keyed_count_and_nexmark_on_a_standalone_cluster(standalone, tmp_path):
     groups = set(standalone.pids())
     assert len(groups) == 3  # the master and two workers
 
-    counts = run_demo(standalone, tmp_path / "wordcount", "--workload", "wordcount",
-                      "--rows", "20000", "--epochs", "4")
+    counts = run_demo(
+        standalone,
+        tmp_path / "wordcount",
+        "--workload",
+        "wordcount",
+        "--rows",
+        "20000",
+        "--epochs",
+        "4",
+    )
     assert counts["ok"] and counts["missing"] == counts["extra"] == 0 and counts["replay_ok"]
     assert_two_executors(counts)
 
-    nexmark = run_demo(standalone, tmp_path / "nexmark", "--workload", "nexmark",
-                       "--events", "20000", "--epochs", "4", "--latency-rates", "none")
+    nexmark = run_demo(
+        standalone,
+        tmp_path / "nexmark",
+        "--workload",
+        "nexmark",
+        "--events",
+        "20000",
+        "--epochs",
+        "4",
+        "--latency-rates",
+        "none",
+    )
     assert nexmark["ok"] and nexmark["events_ok"]
     assert all(q["equal"] for q in nexmark["queries"].values())
     assert_two_executors(nexmark)
@@ -143,4 +180,3 @@ def test_keyed_count_and_nexmark_on_a_standalone_cluster(standalone, tmp_path):
     assert set(standalone.pids()) <= set(members)
     standalone.stop()
     assert group_members(groups) == []
-

@@ -62,8 +62,9 @@ def test_run_serves_the_dashboard_while_the_job_runs(spark, tmp_path):
 
     def job():
         try:
-            outcome["epochs"] = ps.run(spark, _feed_until(stop_file), workers=2, dashboard=port,
-                                       timeout=DEADLINE + 60)
+            outcome["epochs"] = ps.run(
+                spark, _feed_until(stop_file), workers=2, dashboard=port, timeout=DEADLINE + 60
+            )
         except BaseException as exc:  # noqa: BLE001 - reported by the test thread
             outcome["error"] = exc
 
@@ -90,8 +91,12 @@ def test_run_serves_the_dashboard_while_the_job_runs(spark, tmp_path):
     assert state is not None, "the dashboard never answered while the job ran"
     assert (state["worker"], state["peers"]) == (0, 2)
     assert page is not None and b"pytimely dashboard" in page
-    assert sorted(n.split("(")[0] for n in (op["name"] for op in state["operators"].values())) \
-        == ["Exchange", "Input", "Map", "Probe"]
+    assert sorted(n.split("(")[0] for n in (op["name"] for op in state["operators"].values())) == [
+        "Exchange",
+        "Input",
+        "Map",
+        "Probe",
+    ]
     assert state["workers"] == [0, 1]
     epochs = outcome["epochs"]
     assert len(epochs) == 2 and all(e > 0 for e in epochs)
@@ -110,11 +115,19 @@ def test_demo_dashboard_flag_reaches_the_spark_workers(tmp_path, monkeypatch):
     assert demos[0]["dashboard"] == 8123
 
     launches: list[dict] = []
-    monkeypatch.setattr(spark_api, "run_on_dataframe",
-                        lambda df, build, **kw: launches.append(kw) or [])
+    monkeypatch.setattr(
+        spark_api, "run_on_dataframe", lambda df, build, **kw: launches.append(kw) or []
+    )
     lines: list[str] = []
-    ctx = demo.Context(spark=None, out=str(tmp_path), workers=2, rows=10, epochs=2,
-                       say=lines.append, dashboard=8123)
+    ctx = demo.Context(
+        spark=None,
+        out=str(tmp_path),
+        workers=2,
+        rows=10,
+        epochs=2,
+        say=lines.append,
+        dashboard=8123,
+    )
     dirs = {"results": str(tmp_path / "r"), "capture": str(tmp_path / "c")}
     demo.WORDCOUNT.run_dataflow(ctx, None, {"dirs": dirs})
     assert launches[0]["dashboard"] == 8123
@@ -143,8 +156,9 @@ def _state_seen_by_worker_0(port: int):
 def test_run_on_dataframe_serves_the_dashboard(spark):
     port = _free_port()
     df = spark.createDataFrame([(e, k) for e in range(3) for k in range(4)], "epoch long, k long")
-    results = ps.run_on_dataframe(df, _state_seen_by_worker_0(port), time="epoch", workers=2,
-                                  dashboard=port, timeout=120)
+    results = ps.run_on_dataframe(
+        df, _state_seen_by_worker_0(port), time="epoch", workers=2, dashboard=port, timeout=120
+    )
     [state] = results[0]
     assert (state["worker"], state["peers"]) == (0, 2)
     assert results[1] == []

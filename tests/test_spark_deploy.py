@@ -21,12 +21,21 @@ def test_bind_host_covers_the_driver_listener_too():
     conf = Conf({"spark.driver.host": "driver.example"})
     # An explicit address is where every listener binds, the driver's control server included.
     assert launcher.listen_addresses("spark://m:7077", conf, "127.0.0.1") == (
-        "127.0.0.1", "127.0.0.1", "127.0.0.1")
+        "127.0.0.1",
+        "127.0.0.1",
+        "127.0.0.1",
+    )
     # Default on a cluster: every interface, the driver advertising spark.driver.host.
     assert launcher.listen_addresses("spark://m:7077", conf, None) == (
-        "0.0.0.0", "0.0.0.0", "driver.example")
+        "0.0.0.0",
+        "0.0.0.0",
+        "driver.example",
+    )
     assert launcher.listen_addresses("local[4]", conf, None) == (
-        "127.0.0.1", "127.0.0.1", "127.0.0.1")
+        "127.0.0.1",
+        "127.0.0.1",
+        "127.0.0.1",
+    )
 
 
 def test_shipped_zip_has_the_drivers_fingerprint(tmp_path):
@@ -38,12 +47,21 @@ def test_shipped_zip_has_the_drivers_fingerprint(tmp_path):
 
     path = ps.ship_package(FakeSpark, str(tmp_path))
     # A fresh interpreter that can import pytimely only from the zip (as an executor would).
-    code = ("import pytimely, pytimely.spark.session as s; "
-            "print(pytimely.__file__); print(s.package_fingerprint())")
+    code = (
+        "import pytimely, pytimely.spark.session as s; "
+        "print(pytimely.__file__); print(s.package_fingerprint())"
+    )
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env["PYTHONPATH"] = path
-    out = subprocess.run([sys.executable, "-c", code], env=env, cwd=str(tmp_path),
-                         capture_output=True, text=True, timeout=60, check=True).stdout.split()
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        env=env,
+        cwd=str(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout.split()
     assert out[0].startswith(path + os.sep)
     assert out[1] == ps.package_fingerprint()
 

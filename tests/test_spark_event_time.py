@@ -23,8 +23,9 @@ def window_files(directory):
         for name in files:
             if name.endswith(".parquet") and not name.startswith("."):
                 t = pq.read_table(os.path.join(base, name))
-                for k, end, count in zip(t["k"].to_pylist(), t["end"].to_pylist(),
-                                         t["count"].to_pylist()):
+                for k, end, count in zip(
+                    t["k"].to_pylist(), t["end"].to_pylist(), t["count"].to_pylist()
+                ):
                     found[end, k] = count
     return found
 
@@ -35,8 +36,9 @@ def test_windows_close_with_the_event_time_watermark(spark, tmp_path):
     out = str(tmp_path / "windows")
 
     def build(scope, stream):
-        counted = stream.window_count(pt.Tumbling(WIDTH), key=lambda r: r["value"] % 2,
-                                      event_time=lambda r: r["value"])
+        counted = stream.window_count(
+            pt.Tumbling(WIDTH), key=lambda r: r["value"] % 2, event_time=lambda r: r["value"]
+        )
         return ps.write_parquet(counted.output, out, columns=["k", "start", "end", "count"])
 
     seen = {}
@@ -44,17 +46,26 @@ def test_windows_close_with_the_event_time_watermark(spark, tmp_path):
     def on_epoch(batch):
         seen[batch] = window_files(out)  # what is on disk when the batch is complete
 
-    with ps.StreamingBridge(spark, build, workers=2, on_epoch=on_epoch,
-                            event_time="value", delay=10) as bridge:
-        source = (spark.readStream.format("rate").option("rowsPerSecond", 200)
-                  .option("numPartitions", 2).load())
-        query = (source.writeStream.foreachBatch(bridge.foreach_batch)
-                 .option("checkpointLocation", str(tmp_path / "checkpoint"))
-                 .trigger(processingTime="300 milliseconds").start())
+    with ps.StreamingBridge(
+        spark, build, workers=2, on_epoch=on_epoch, event_time="value", delay=10
+    ) as bridge:
+        source = (
+            spark.readStream.format("rate")
+            .option("rowsPerSecond", 200)
+            .option("numPartitions", 2)
+            .load()
+        )
+        query = (
+            source.writeStream.foreachBatch(bridge.foreach_batch)
+            .option("checkpointLocation", str(tmp_path / "checkpoint"))
+            .trigger(processingTime="300 milliseconds")
+            .start()
+        )
         try:
             deadline = time.monotonic() + 90
             while (bridge.completed < 3 or bridge.watermark < 3 * WIDTH) and (
-                    time.monotonic() < deadline):
+                time.monotonic() < deadline
+            ):
                 time.sleep(0.1)
         finally:
             query.stop()

@@ -27,8 +27,9 @@ def window_files(directory):
             if name.endswith(".parquet") and not name.startswith("."):
                 worker = int(os.path.basename(base).split("=")[1])
                 t = pq.read_table(os.path.join(base, name))
-                for k, end, count in zip(t["k"].to_pylist(), t["end"].to_pylist(),
-                                         t["count"].to_pylist()):
+                for k, end, count in zip(
+                    t["k"].to_pylist(), t["end"].to_pylist(), t["count"].to_pylist()
+                ):
                     assert (worker, end, k) not in found
                     found[worker, end, k] = count
     return found
@@ -42,17 +43,32 @@ def clean_windows(rows, workers):
 
 def start(spark, out, checkpoint, workers, snapshot_every=1):
     def build(scope, stream):
-        counted = stream.window_count(pt.Tumbling(WIDTH), key=lambda r: r["value"] % 2,
-                                      event_time=lambda r: r["value"])
+        counted = stream.window_count(
+            pt.Tumbling(WIDTH), key=lambda r: r["value"] % 2, event_time=lambda r: r["value"]
+        )
         return ps.write_parquet(counted.output, out, columns=["k", "start", "end", "count"])
 
-    bridge = ps.StreamingBridge(spark, build, workers=workers, event_time="value",
-                                checkpoint=checkpoint, snapshot_every=snapshot_every, grace=3)
-    source = (spark.readStream.format("rate").option("rowsPerSecond", 200)
-              .option("numPartitions", 2).load())
-    query = (source.writeStream.foreachBatch(bridge.foreach_batch)
-             .option("checkpointLocation", checkpoint)
-             .trigger(processingTime="300 milliseconds").start())
+    bridge = ps.StreamingBridge(
+        spark,
+        build,
+        workers=workers,
+        event_time="value",
+        checkpoint=checkpoint,
+        snapshot_every=snapshot_every,
+        grace=3,
+    )
+    source = (
+        spark.readStream.format("rate")
+        .option("rowsPerSecond", 200)
+        .option("numPartitions", 2)
+        .load()
+    )
+    query = (
+        source.writeStream.foreachBatch(bridge.foreach_batch)
+        .option("checkpointLocation", checkpoint)
+        .trigger(processingTime="300 milliseconds")
+        .start()
+    )
     return bridge, query
 
 
@@ -65,8 +81,9 @@ def delivered_rows(bridge):
 
 def logged_batches(checkpoint):
     folder = os.path.join(checkpoint, "pytimely", "input")
-    return sorted(int(name.split("=")[1]) for name in os.listdir(folder)
-                  if name.startswith("batch="))
+    return sorted(
+        int(name.split("=")[1]) for name in os.listdir(folder) if name.startswith("batch=")
+    )
 
 
 def wait_until(condition, timeout):

@@ -28,8 +28,7 @@ def counted_epochs(directory):
             paths.append(os.path.relpath(path, directory))
             if name.endswith(".parquet") and not name.startswith("."):
                 t = pq.read_table(path)
-                rows.extend(zip(t["epoch"].to_pylist(), t["k"].to_pylist(),
-                                t["count"].to_pylist()))
+                rows.extend(zip(t["epoch"].to_pylist(), t["k"].to_pylist(), t["count"].to_pylist()))
     return sorted(rows), sorted(paths)
 
 
@@ -44,9 +43,11 @@ def killing_job(out, flag):
 
         def build(scope):
             inp, stream = scope.new_input()
-            counts = (stream.exchange(lambda x: x)
-                      .map(lambda x: (x % 3, 1))
-                      .aggregate(lambda k, v, acc: acc + v, lambda k, acc: (k, acc)))
+            counts = (
+                stream.exchange(lambda x: x)
+                .map(lambda x: (x % 3, 1))
+                .aggregate(lambda k, v, acc: acc + v, lambda k, acc: (k, acc))
+            )
             written = ps.write_parquet(counts, out, columns=["k", "count"])
             return inp, written.probe()
 

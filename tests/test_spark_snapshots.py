@@ -44,8 +44,12 @@ def test_a_truncated_part_is_a_capture_error(tmp_path):
 
 def test_an_unknown_snapshot_version_is_refused(tmp_path):
     path = str(tmp_path / "part-0.snapshot")
-    write_events(path, [Messages(4, RECORDS)], allow_pickle=True,
-                 metadata={"snapshot_version": 2, "batch": 4, "worker": 0, "workers": 1})
+    write_events(
+        path,
+        [Messages(4, RECORDS)],
+        allow_pickle=True,
+        metadata={"snapshot_version": 2, "batch": 4, "worker": 0, "workers": 1},
+    )
     with pytest.raises(SnapshotError, match="snapshot version 2"):
         SnapshotStore.read_part(path)
 

@@ -46,8 +46,16 @@ class FakeWorker:
         self.detector = QuiescenceDetector(FakeAllocator(mesh, index, peers), stuck_after=0.04)
 
     def status(self):
-        return Status(self.index, self.idle, self.epoch, list(self.sent), list(self.received),
-                      ["D"], "pointstamps", f"held by {self.index}")
+        return Status(
+            self.index,
+            self.idle,
+            self.epoch,
+            list(self.sent),
+            list(self.received),
+            ["D"],
+            "pointstamps",
+            f"held by {self.index}",
+        )
 
 
 def run(workers, seconds, tick=None):

@@ -98,8 +98,9 @@ def run_operator(stream, windower, kind, event_times, lateness):
     if kind == "count":
         return stream.window_count(windower, event_time=et, lateness=lateness)
     if kind == "fold":
-        return stream.window_fold(windower, int, lambda acc, xv: acc + xv[1], event_time=et,
-                                  lateness=lateness)
+        return stream.window_fold(
+            windower, int, lambda acc, xv: acc + xv[1], event_time=et, lateness=lateness
+        )
     return stream.window_collect(windower, event_time=et, lateness=lateness)
 
 
@@ -161,9 +162,7 @@ def all_windows_job(seed, event_times, lateness):
         feed(inp, records, worker.index, worker.peers, random.Random(seed * 7 + worker.index))
         inp.close()
         worker.run()
-        return {
-            combo: (out.extract(), late.extract()) for combo, (out, late) in handles.items()
-        }
+        return {combo: (out.extract(), late.extract()) for combo, (out, late) in handles.items()}
 
     return records, work
 
@@ -378,28 +377,41 @@ def test_columnar_count_and_fold_equal_the_record_path(workers, arrow):
             rin, recs = scope.new_input()
             caps = []
             for w in windowers:
-                caps.append((
-                    cols.window_count(w, key="user", event_time="ts", lateness=1),
-                    recs.window_count(w, key=lambda r: r[0], event_time=lambda r: r[1],
-                                      lateness=1),
-                ))
-                caps.append((
-                    cols.window_fold(w, int, np.add, key="user", event_time="ts",
-                                     value="amount", lateness=1),
-                    recs.window_fold(w, int, lambda a, r: a + r[2], key=lambda r: r[0],
-                                     event_time=lambda r: r[1], lateness=1),
-                ))
+                caps.append(
+                    (
+                        cols.window_count(w, key="user", event_time="ts", lateness=1),
+                        recs.window_count(
+                            w, key=lambda r: r[0], event_time=lambda r: r[1], lateness=1
+                        ),
+                    )
+                )
+                caps.append(
+                    (
+                        cols.window_fold(
+                            w, int, np.add, key="user", event_time="ts", value="amount", lateness=1
+                        ),
+                        recs.window_fold(
+                            w,
+                            int,
+                            lambda a, r: a + r[2],
+                            key=lambda r: r[0],
+                            event_time=lambda r: r[1],
+                            lateness=1,
+                        ),
+                    )
+                )
             handles = []
             for c, r in caps:
                 late_rows = []
                 c.late.inspect_batch(lambda _t, b, rows=late_rows: rows.extend(_rows(b)))
-                handles.append((c.output.capture(), late_rows, r.output.capture(),
-                                r.late.capture()))
+                handles.append(
+                    (c.output.capture(), late_rows, r.output.capture(), r.late.capture())
+                )
             return cin, rin, handles
 
         cin, rin, handles = worker.dataflow(build)
         rng = np.random.default_rng(worker.index)
-        for t in np.unique(ts)[worker.index::worker.peers].tolist():
+        for t in np.unique(ts)[worker.index :: worker.peers].tolist():
             rows = batch[ts == t]
             cin.advance_to(t)
             rin.advance_to(t)
@@ -407,8 +419,9 @@ def test_columnar_count_and_fold_equal_the_record_path(workers, arrow):
                 if arrow:
                     import pyarrow as pa
 
-                    cin.send_batch(pa.RecordBatch.from_pydict(
-                        {name: part[name] for name in part.dtype.names}))
+                    cin.send_batch(
+                        pa.RecordBatch.from_pydict({name: part[name] for name in part.dtype.names})
+                    )
                 else:
                     cin.send_batch(part)
                 rin.send_batch([tuple(int(v) for v in r) for r in part.tolist()])
@@ -417,12 +430,14 @@ def test_columnar_count_and_fold_equal_the_record_path(workers, arrow):
         worker.run()
         out = []
         for c_out, late_rows, r_out, r_late in handles:
-            out.append((
-                sorted(r for _t, b in c_out.extract() for r in b),
-                sorted(r for _t, b in r_out.extract() for r in b),
-                sorted(late_rows),
-                sorted(r for _t, b in r_late.extract() for r in b),
-            ))
+            out.append(
+                (
+                    sorted(r for _t, b in c_out.extract() for r in b),
+                    sorted(r for _t, b in r_out.extract() for r in b),
+                    sorted(late_rows),
+                    sorted(r for _t, b in r_late.extract() for r in b),
+                )
+            )
         return out
 
     per_worker = pt.execute(work, workers=workers, timeout=60)
@@ -479,8 +494,11 @@ def test_raising_key_function_names_operator_function_and_record():
 
     # The key function runs where records are exchanged: the error names that channel, the
     # windowing operator it feeds, the function and the record.
-    with pytest.raises((OperatorError, WorkerFailure), match=r"into operator 'WindowCount': key "
-                       r"function .*key_of raised TypeError.*'ok'"):
+    with pytest.raises(
+        (OperatorError, WorkerFailure),
+        match=r"into operator 'WindowCount': key "
+        r"function .*key_of raised TypeError.*'ok'",
+    ):
         pt.example(_failing_dataflow(key=key_of))
 
 

@@ -627,8 +627,17 @@ class ParquetReader:
             if str(e).startswith(self.path):
                 raise
             raise CaptureError(f"{self.path}: {e}") from e
-        except (pa.ArrowException, OSError, ValueError, TypeError, KeyError, IndexError,
-                AttributeError, OverflowError, UnicodeDecodeError) as e:
+        except (
+            pa.ArrowException,
+            OSError,
+            ValueError,
+            TypeError,
+            KeyError,
+            IndexError,
+            AttributeError,
+            OverflowError,
+            UnicodeDecodeError,
+        ) as e:
             raise CaptureError(
                 f"{self.path}: corrupt pytimely Parquet capture: {type(e).__name__}: {e}"
             ) from e
@@ -649,8 +658,14 @@ class ParquetReader:
             for i in range(pf.num_row_groups):
                 try:
                     groups.append(pf.read_row_group(i))
-                except (OSError, pa.ArrowException, ValueError, TypeError, KeyError,
-                        IndexError) as e:
+                except (
+                    OSError,
+                    pa.ArrowException,
+                    ValueError,
+                    TypeError,
+                    KeyError,
+                    IndexError,
+                ) as e:
                     raise CaptureError(
                         f"{self.path}: corrupt Parquet row group {i} of {pf.num_row_groups}: {e}"
                     ) from e
@@ -729,8 +744,7 @@ def _known_value_type(vt: Any) -> bool:
         kind in ("tuple", "dict")
         and type(fields) is list
         and all(
-            type(f) is list and len(f) == 2 and type(f[0]) is str and f[1] in _PY_OF
-            for f in fields
+            type(f) is list and len(f) == 2 and type(f[0]) is str and f[1] in _PY_OF for f in fields
         )
     )
 
@@ -773,9 +787,7 @@ def _events_from_table(pa: Any, table: Any, desc: dict) -> list:
                 events.append(Progress(()))
             else:
                 events.append(
-                    Progress(
-                        [(_time_from_row(times[i], shape), deltas[i]) for i in range(a, b)]
-                    )
+                    Progress([(_time_from_row(times[i], shape), deltas[i]) for i in range(a, b)])
                 )
         elif k == "messages":
             t = _time_from_row(times[a], shape)
@@ -786,9 +798,7 @@ def _events_from_table(pa: Any, table: Any, desc: dict) -> list:
                     batch = np.empty(0, dtype=dtype)
                 else:
                     batch = (
-                        col.slice(a, b - a)
-                        .to_numpy(zero_copy_only=False)
-                        .astype(dtype, copy=True)
+                        col.slice(a, b - a).to_numpy(zero_copy_only=False).astype(dtype, copy=True)
                     )
             else:
                 part = batch_table.slice(a, 0 if empty else b - a).combine_chunks()

@@ -121,8 +121,7 @@ def stable_hash_strs(keys: list[str]) -> np.ndarray:
     Element ``i`` equals ``stable_hash(keys[i])``.
     """
     crc = zlib.crc32
-    x = np.fromiter((crc(k.encode("utf-8", "surrogatepass")) for k in keys), np.uint64,
-                    len(keys))
+    x = np.fromiter((crc(k.encode("utf-8", "surrogatepass")) for k in keys), np.uint64, len(keys))
     x ^= np.uint64(_STR)
     x *= np.uint64(_GOLDEN)  # wraps modulo 2**64, as _mix
     x ^= x >> np.uint64(32)

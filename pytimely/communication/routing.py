@@ -58,8 +58,11 @@ _FLOAT = np.uint64(0x85EBCA77C2B2AE63)  # as hashing._FLOAT: a non-integral floa
 #: here: a tuple is routable only if its elements are.
 ALWAYS_ROUTABLE: frozenset[type] = frozenset(
     {int, str, bytes, float, bool, type(None), np.str_, np.bytes_, np.bool_}
-    | {t for t in np.sctypeDict.values()
-       if issubclass(t, (np.integer, np.floating)) and not issubclass(t, np.timedelta64)}
+    | {
+        t
+        for t in np.sctypeDict.values()
+        if issubclass(t, (np.integer, np.floating)) and not issubclass(t, np.timedelta64)
+    }
 )
 
 
@@ -186,14 +189,20 @@ def route_arrow(keys: Any, peers: int) -> np.ndarray:
     if pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_boolean(kind):
         filled = pc.fill_null(keys, False if pa.types.is_boolean(kind) else 0)
         return _with_nulls(keys, route_array(filled.to_numpy(zero_copy_only=False), peers), peers)
-    if (pa.types.is_string(kind) or pa.types.is_large_string(kind)
-            or pa.types.is_binary(kind) or pa.types.is_large_binary(kind)):
+    if (
+        pa.types.is_string(kind)
+        or pa.types.is_large_string(kind)
+        or pa.types.is_binary(kind)
+        or pa.types.is_large_binary(kind)
+    ):
         encoded = keys.dictionary_encode()
-        table = np.fromiter((route(k, peers) for k in encoded.dictionary.to_pylist()), np.int64,
-                            len(encoded.dictionary))
+        table = np.fromiter(
+            (route(k, peers) for k in encoded.dictionary.to_pylist()),
+            np.int64,
+            len(encoded.dictionary),
+        )
         indices = pc.fill_null(encoded.indices, 0).to_numpy()
-        return _with_nulls(keys, table[indices] if len(table) else indices.astype(np.int64),
-                           peers)
+        return _with_nulls(keys, table[indices] if len(table) else indices.astype(np.int64), peers)
     return np.fromiter((route(k, peers) for k in keys.to_pylist()), np.int64, len(keys))
 
 

@@ -453,8 +453,7 @@ class TcpAllocator(Allocator):
         except OSError as exc:
             self._stream_ended(
                 peer,
-                f"the connection to worker {peer.index} broke ({exc!r}); it crashed or was "
-                "killed",
+                f"the connection to worker {peer.index} broke ({exc!r}); it crashed or was killed",
             )
         except BaseException as exc:  # noqa: BLE001 - e.g. MemoryError: never die silently
             self._peer_failed(
@@ -479,9 +478,7 @@ class TcpAllocator(Allocator):
 
     def backlog(self) -> list[int]:
         """See :meth:`Allocator.backlog`: the flow ledger's unacknowledged bytes per worker."""
-        return [
-            self._flow.backlog(w) if w != self.index else 0 for w in range(self.peers)
-        ]
+        return [self._flow.backlog(w) if w != self.index else 0 for w in range(self.peers)]
 
     def flow_statistics(self) -> dict[str, Any]:
         """See :meth:`Allocator.flow_statistics`."""

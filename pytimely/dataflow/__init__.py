@@ -15,7 +15,22 @@ from .scope import Scope
 from .stream import Stream
 
 __all__ = [
-    "Scope", "Stream", "Capability", "CapabilityRef", "CapabilitySet", "ActivateCapability",
-    "Pipeline", "Exchange", "Broadcast", "OperatorBuilder", "OperatorInfo", "Activator",
-    "InputHandle", "UnorderedHandle", "ProbeHandle", "CaptureHandle", "LoopHandle", "Notificator",
+    "Scope",
+    "Stream",
+    "Capability",
+    "CapabilityRef",
+    "CapabilitySet",
+    "ActivateCapability",
+    "Pipeline",
+    "Exchange",
+    "Broadcast",
+    "OperatorBuilder",
+    "OperatorInfo",
+    "Activator",
+    "InputHandle",
+    "UnorderedHandle",
+    "ProbeHandle",
+    "CaptureHandle",
+    "LoopHandle",
+    "Notificator",
 ]

@@ -120,13 +120,17 @@ class Exchange(Pact):
         channel = open_channel(worker, push)
         return self.pusher(worker, channel, push, consumer)
 
-    def pusher(self, worker: WorkerServices, channel: int, push: Callable[[Any, Any], None],
-               consumer: str) -> Callable[[Any, Any], None]:
+    def pusher(
+        self, worker: WorkerServices, channel: int, push: Callable[[Any, Any], None], consumer: str
+    ) -> Callable[[Any, Any], None]:
         """The function that routes batches on ``channel`` (allocated, and registered to
         deliver to ``push`` if there are other workers) into operator ``consumer``."""
         channel_name = f"exchange channel {channel} into operator {consumer!r}"
-        router = (_Router(self.key, self.column, worker.peers, channel_name)
-                  if self.route is None else _RouteFunction(self.route, worker.peers))
+        router = (
+            _Router(self.key, self.column, worker.peers, channel_name)
+            if self.route is None
+            else _RouteFunction(self.route, worker.peers)
+        )
         if worker.peers == 1:
             return _checked(router, push, channel_name, worker.strict)
         return _ExchangePusher(worker, channel, push, router, channel_name, worker.strict).push
@@ -169,8 +173,13 @@ class _Router:
     #: Key types memoized by value (exact types: a subclass may define its own equality).
     _MEMOIZABLE = frozenset({int, str, bytes, float, tuple})
 
-    def __init__(self, key: Callable[[Any], Any] | None, column: str | int | None, peers: int,
-                 channel_name: str) -> None:
+    def __init__(
+        self,
+        key: Callable[[Any], Any] | None,
+        column: str | int | None,
+        peers: int,
+        channel_name: str,
+    ) -> None:
         self.key = key
         self.column = column
         self.peers = peers
@@ -323,8 +332,9 @@ def _is_arrow(batch: Any) -> bool:
     return type(batch).__module__.startswith("pyarrow")
 
 
-def _checked(router: Any, push: Callable[[Any, Any], None], channel_name: str,
-             strict: bool) -> Callable[[Any, Any], None]:
+def _checked(
+    router: Any, push: Callable[[Any, Any], None], channel_name: str, strict: bool
+) -> Callable[[Any, Any], None]:
     """The push of an Exchange on one worker: nothing moves, but keys are checked (and, if
     ``strict``, the first record of every batch round-trips through the codec)."""
     check = router.check
@@ -375,8 +385,15 @@ class _ExchangePusher:
 
     __slots__ = ("worker", "channel", "local", "router", "channel_name", "strict", "peers", "me")
 
-    def __init__(self, worker: WorkerServices, channel: int, local: Callable, router: Any,
-                 channel_name: str, strict: bool) -> None:
+    def __init__(
+        self,
+        worker: WorkerServices,
+        channel: int,
+        local: Callable,
+        router: Any,
+        channel_name: str,
+        strict: bool,
+    ) -> None:
         self.worker = worker
         self.channel = channel
         self.local = local
@@ -436,8 +453,9 @@ class _Broadcast(Pact):
                 try:
                     allocator.send(channel, w, (t, batch))
                 except SerializationError as e:
-                    raise _unpicklable(f"broadcast channel {channel} into operator {consumer!r}",
-                                       batch, e) from e
+                    raise _unpicklable(
+                        f"broadcast channel {channel} into operator {consumer!r}", batch, e
+                    ) from e
             push(t, batch)
 
         return broadcast

@@ -41,8 +41,15 @@ if TYPE_CHECKING:
     from ..progress.change_batch import ChangeBatch
     from .scope import Scope
 
-__all__ = ["InputPort", "OutputPort", "Session", "OperatorCore", "OperatorInfo", "Activator",
-           "BATCH"]
+__all__ = [
+    "InputPort",
+    "OutputPort",
+    "Session",
+    "OperatorCore",
+    "OperatorInfo",
+    "Activator",
+    "BATCH",
+]
 
 BATCH = 1024
 """Records buffered per time before they are pushed downstream (sessions and input handles)."""
@@ -356,9 +363,24 @@ class OperatorCore:
 
     # Slots: a million operators must not carry a million instance dicts.
     __slots__ = (
-        "scope", "name", "index", "address", "inputs", "outputs", "shared", "summary_rows",
-        "_interest", "input_ports", "output_ports", "_refs", "_logic", "_ports", "_activate",
-        "_on_built", "invocations", "_copied_frontiers",
+        "scope",
+        "name",
+        "index",
+        "address",
+        "inputs",
+        "outputs",
+        "shared",
+        "summary_rows",
+        "_interest",
+        "input_ports",
+        "output_ports",
+        "_refs",
+        "_logic",
+        "_ports",
+        "_activate",
+        "_on_built",
+        "invocations",
+        "_copied_frontiers",
     )
 
     local = True

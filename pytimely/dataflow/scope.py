@@ -101,8 +101,14 @@ class Scope:
         before the scope is built."""
         self._children[index] = child
 
-    def add_edge(self, source: tuple[int, int], target: tuple[int, int], weight: int = 1,
-                 pact: str = "Pipeline", tap: Callable[[Any], None] | None = None) -> None:
+    def add_edge(
+        self,
+        source: tuple[int, int],
+        target: tuple[int, int],
+        weight: int = 1,
+        pact: str = "Pipeline",
+        tap: Callable[[Any], None] | None = None,
+    ) -> None:
         """An edge from ``(node, output)`` to ``(node, input)``, counted ``weight`` times (see
         ``Pact.weight_per_peer``); ``pact`` names its channel, to describe the graph
         (:mod:`pytimely.graph`); ``tap`` lets an observer wrap the edge's push (see
@@ -308,8 +314,13 @@ class Scope:
         builder = Builder(self.domain)
         n_in = len(self._ingress_tees)
         n_out = len(self._egress_tees)
-        builder.add_node(0, n_out, n_in, [[[] for _ in range(n_in)] for _ in range(n_out)],
-                         f"{self.name} (boundary)")
+        builder.add_node(
+            0,
+            n_out,
+            n_in,
+            [[[] for _ in range(n_in)] for _ in range(n_out)],
+            f"{self.name} (boundary)",
+        )
         for index in range(1, len(self._children)):
             child = self._children[index]
             if child is None:
@@ -323,6 +334,7 @@ class Scope:
         if outer == inner:
             inner_time = outer_time = outer_summary = _identity
         else:
+
             def inner_time(t: Any) -> Any:
                 return to_inner(outer, inner, t)
 

@@ -77,8 +77,9 @@ def attach(info: OperatorInfo, source: StateSource) -> list[tuple[Any, Any]] | N
     return registry.attach(operator_id(info), source)
 
 
-def partition(records: Iterable[tuple[str, Any, bytes]], index: int, peers: int
-              ) -> dict[str, list[tuple[Any, bytes]]]:
+def partition(
+    records: Iterable[tuple[str, Any, bytes]], index: int, peers: int
+) -> dict[str, list[tuple[Any, bytes]]]:
     """The ``(operator, key, blob)`` records worker ``index`` of ``peers`` owns, by operator:
     those whose key routes to it (the rule every Exchange uses).
 

@@ -49,8 +49,9 @@ def bids_of(batch: Any) -> list[tuple]:
         b = batch.bids
         if not len(b.auction):
             return []
-        return list(zip(b.auction.tolist(), b.bidder.tolist(), b.price.tolist(),
-                        b.date_time.tolist()))
+        return list(
+            zip(b.auction.tolist(), b.bidder.tolist(), b.price.tolist(), b.date_time.tolist())
+        )
     return [e for e in batch if type(e) is Bid]
 
 
@@ -64,8 +65,13 @@ def auctions_of(batch: Any) -> list[tuple]:
         return [
             (i, "", "", ib, rs, t, ex, se, ca)
             for i, ib, rs, t, ex, se, ca in zip(
-                a.id.tolist(), a.initial_bid.tolist(), a.reserve.tolist(), a.date_time.tolist(),
-                a.expires.tolist(), a.seller.tolist(), a.category.tolist(),
+                a.id.tolist(),
+                a.initial_bid.tolist(),
+                a.reserve.tolist(),
+                a.date_time.tolist(),
+                a.expires.tolist(),
+                a.seller.tolist(),
+                a.category.tolist(),
             )
         ]
     return [e for e in batch if type(e) is Auction]
@@ -80,8 +86,9 @@ def persons_of(batch: Any) -> list[tuple]:
             return []
         return [
             (i, "", "", "", CITIES[c], STATES[s], t)
-            for i, c, s, t in zip(p.id.tolist(), p.city.tolist(), p.state.tolist(),
-                                  p.date_time.tolist())
+            for i, c, s, t in zip(
+                p.id.tolist(), p.city.tolist(), p.state.tolist(), p.date_time.tolist()
+            )
         ]
     return [e for e in batch if type(e) is Person]
 

@@ -75,12 +75,14 @@ def measure(
         def build(scope: Any, stream: Any) -> Any:
             return build_query(query, scope, stream, idiom=idiom)
 
-        return run_open_loop(worker, build, rate, duration, quantum, make_batch=make_batch,
-                             warmup=warmup)
+        return run_open_loop(
+            worker, build, rate, duration, quantum, make_batch=make_batch, warmup=warmup
+        )
 
     out = merge_results(pt.execute(work, workers=workers))
-    out.update({"query": query, "idiom": idiom, "rate": rate, "workers": workers,
-                "quantum_log2": quantum})
+    out.update(
+        {"query": query, "idiom": idiom, "rate": rate, "workers": workers, "quantum_log2": quantum}
+    )
     return out
 
 
@@ -108,7 +110,8 @@ def sweep(
             for rate in rates:
                 for idiom in idioms:
                     runs.setdefault((query, rate, idiom), []).append(
-                        measure(query, idiom, rate, **measure_options))
+                        measure(query, idiom, rate, **measure_options)
+                    )
     load = MachineLoad.between(before, LoadReading.now())
     return [median_run(r) for r in runs.values()], load
 
@@ -121,18 +124,30 @@ def _cell(run: dict[str, Any] | None) -> str:
     return f"{run['p50_ms']} / {run['p999_ms']} / {run['max_ms']}"
 
 
-def table(runs: Sequence[dict[str, Any]], query: str,
-          idioms: Sequence[str] = IDIOMS, caveat: str = "") -> list[str]:
+def table(
+    runs: Sequence[dict[str, Any]], query: str, idioms: Sequence[str] = IDIOMS, caveat: str = ""
+) -> list[str]:
     """Lines of a text table of ``query``'s runs: one row per (rate, workers), one column per
     idiom, cells ``p50 / p999 / max`` in ms or ``DNF``; ``caveat`` ends the title line."""
-    lines = [f"NEXMark {query.upper()} latency (ms): p50 / p999 / max, or DNF{caveat}",
-             "rate      workers  " + "  ".join(f"{i:>24}" for i in idioms)]
+    lines = [
+        f"NEXMark {query.upper()} latency (ms): p50 / p999 / max, or DNF{caveat}",
+        "rate      workers  " + "  ".join(f"{i:>24}" for i in idioms),
+    ]
     keys = sorted({(r["rate"], r["workers"]) for r in runs if r["query"] == query})
     for rate, workers in keys:
         cells = []
         for idiom in idioms:
-            run = next((x for x in runs if x["query"] == query and x["idiom"] == idiom
-                        and x["rate"] == rate and x["workers"] == workers), None)
+            run = next(
+                (
+                    x
+                    for x in runs
+                    if x["query"] == query
+                    and x["idiom"] == idiom
+                    and x["rate"] == rate
+                    and x["workers"] == workers
+                ),
+                None,
+            )
             cells.append(_cell(run))
         lines.append(f"{int(rate):<9} {workers:<8} " + "  ".join(f"{c:>24}" for c in cells))
     return lines
@@ -162,8 +177,10 @@ def plot(runs: Sequence[dict[str, Any]], path: str, title: str = "") -> str:
         mine = [r for r in runs if r["query"] == query]
         rates = sorted({r["rate"] for r in mine})
         dnf_ms = DNF_NS / 1e6
-        top = max([r["p999_ms"] for r in mine if not r["dnf"]]
-                  + [dnf_ms if any(r["dnf"] for r in mine) else 1.0])
+        top = max(
+            [r["p999_ms"] for r in mine if not r["dnf"]]
+            + [dnf_ms if any(r["dnf"] for r in mine) else 1.0]
+        )
         for k, idiom in enumerate(IDIOMS):
             color = COLORS.get(idiom)
             for x, rate in enumerate(rates):
@@ -175,10 +192,21 @@ def plot(runs: Sequence[dict[str, Any]], path: str, title: str = "") -> str:
                     ax.bar(pos, dnf_ms, width * 0.9, color="none", edgecolor=color, hatch="//")
                     ax.text(pos, dnf_ms * 1.1, "DNF", ha="center", va="bottom", fontsize=8)
                     continue
-                ax.bar(pos, run["p999_ms"], width * 0.9, color=color, alpha=0.35,
-                       label=f"{idiom} p999" if x == 0 else None)
-                ax.bar(pos, run["p50_ms"], width * 0.5, color=color,
-                       label=f"{idiom} p50" if x == 0 else None)
+                ax.bar(
+                    pos,
+                    run["p999_ms"],
+                    width * 0.9,
+                    color=color,
+                    alpha=0.35,
+                    label=f"{idiom} p999" if x == 0 else None,
+                )
+                ax.bar(
+                    pos,
+                    run["p50_ms"],
+                    width * 0.5,
+                    color=color,
+                    label=f"{idiom} p50" if x == 0 else None,
+                )
         ax.set_xticks(range(len(rates)), [f"{int(r):,}" for r in rates])
         ax.set_yscale("log")
         ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))

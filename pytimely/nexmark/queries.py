@@ -126,8 +126,13 @@ def _fmin(frontier: Any) -> Any:
 # Building blocks
 
 
-def _on_watermarks(events: Any, query: str, build: Callable[[WStream], WStream],
-                   stats: WatermarkStats | None, probe: WatermarkProbe | None) -> Any:
+def _on_watermarks(
+    events: Any,
+    query: str,
+    build: Callable[[WStream], WStream],
+    stats: WatermarkStats | None,
+    probe: WatermarkProbe | None,
+) -> Any:
     """``build`` applied to ``events`` with watermarks assigned: its data stream, and the
     watermarks it emits observed by ``probe`` (on all workers) if one is given."""
     out = build(assign_watermarks(events, f"{query} Source", stats=stats))
@@ -168,8 +173,14 @@ def q0(scope: Any, events: Any, rows: bool = False) -> Any:
 def _q1_rows(batch: Any) -> list[tuple]:
     if type(batch) is EventBatch:
         b = batch.bids
-        return list(zip(b.date_time.tolist(), b.auction.tolist(), b.bidder.tolist(),
-                        (b.price * 89 // 100).tolist()))
+        return list(
+            zip(
+                b.date_time.tolist(),
+                b.auction.tolist(),
+                b.bidder.tolist(),
+                (b.price * 89 // 100).tolist(),
+            )
+        )
     return [(e[3], e[0], e[1], e[2] * 89 // 100) for e in batch if type(e) is Bid]
 
 
@@ -182,8 +193,9 @@ def _q2_rows(batch: Any) -> list[tuple]:
     if type(batch) is EventBatch:
         b = batch.bids
         keep = b.auction % 123 == 0
-        return list(zip(b.date_time[keep].tolist(), b.auction[keep].tolist(),
-                        b.price[keep].tolist()))
+        return list(
+            zip(b.date_time[keep].tolist(), b.auction[keep].tolist(), b.price[keep].tolist())
+        )
     return [(e[3], e[0], e[2]) for e in batch if type(e) is Bid and e[0] % 123 == 0]
 
 
@@ -415,8 +427,9 @@ def closed_auctions(
 
             return logic
 
-        return binary_frontier(bids, auctions, by_auction, by_auction, "Q4 Close", ctor,
-                               interest=_IF_CAP)
+        return binary_frontier(
+            bids, auctions, by_auction, by_auction, "Q4 Close", ctor, interest=_IF_CAP
+        )
 
     if idiom == "notifications":
         closer = None
@@ -442,8 +455,16 @@ def closed_auctions(
                     out.session(cap).give_batch(rows)
                 cap.drop()
 
-        return binary_notify(bids, auctions, by_auction, by_auction, "Q4 Close (notify)", (),
-                             logic, per_call=per_call)
+        return binary_notify(
+            bids,
+            auctions,
+            by_auction,
+            by_auction,
+            "Q4 Close (notify)",
+            (),
+            logic,
+            per_call=per_call,
+        )
 
     raise ValueError(f"closed_auctions: unknown idiom {idiom!r}")
 
@@ -513,12 +534,13 @@ def _ordered_apply(closings: Any, field: int, apply: Any, name: str) -> Any:
 
         return logic
 
-    key = (lambda r: r[field])
+    key = lambda r: r[field]
     return unary_frontier(closings, Exchange(key), name, ctor, interest=_IF_CAP)
 
 
-def _ordered_apply_notify(closings: Any, field: int, apply: Any, name: str,
-                          per_call: int | None) -> Any:
+def _ordered_apply_notify(
+    closings: Any, field: int, apply: Any, name: str, per_call: int | None
+) -> Any:
     """:func:`_ordered_apply` with notifications: closings arrive at exactly ``expires``; one
     notification per distinct time, rows at that time, in auction order."""
     pending: dict[int, list[tuple]] = {}
@@ -538,7 +560,7 @@ def _ordered_apply_notify(closings: Any, field: int, apply: Any, name: str,
             out.session(cap).give_batch([apply(c) for c in closings_at])
             cap.drop()
 
-    key = (lambda r: r[field])
+    key = lambda r: r[field]
     return unary_notify(closings, Exchange(key), name, (), logic, per_call=per_call)
 
 
@@ -546,9 +568,14 @@ def _ordered_apply_notify(closings: Any, field: int, apply: Any, name: str,
 # Q4
 
 
-def q4(scope: Any, events: Any, idiom: str = "tokens", notify_per_call: int | None = None,
-       watermark_stats: WatermarkStats | None = None,
-       watermark_probe: WatermarkProbe | None = None) -> Any:
+def q4(
+    scope: Any,
+    events: Any,
+    idiom: str = "tokens",
+    notify_per_call: int | None = None,
+    watermark_stats: WatermarkStats | None = None,
+    watermark_probe: WatermarkProbe | None = None,
+) -> Any:
     """Average closing price per category (running, over all auctions closed so far):
     ``(expires, auction, category, avg)`` per closed auction, in ``(expires, auction)`` order
     per category, once the frontier is strictly past ``expires``.
@@ -561,8 +588,9 @@ def q4(scope: Any, events: Any, idiom: str = "tokens", notify_per_call: int | No
         return _ordered_apply(closings, 2, _RunningAverage(), "Q4 Average")
     if idiom == "notifications":
         closings = closed_auctions(scope, events, "notifications", notify_per_call)
-        return _ordered_apply_notify(closings, 2, _RunningAverage(), "Q4 Average (notify)",
-                                     notify_per_call)
+        return _ordered_apply_notify(
+            closings, 2, _RunningAverage(), "Q4 Average (notify)", notify_per_call
+        )
     if idiom == "watermarks":
         return _on_watermarks(events, "Q4", _q4_watermarks, watermark_stats, watermark_probe)
     raise ValueError(f"q4: unknown idiom {idiom!r}")
@@ -584,8 +612,9 @@ def _q4_watermarks(ws: WStream) -> WStream:
     def on_watermark(w: int) -> list[tuple]:
         return closer.close_before(w)
 
-    closings = auctions.process2(bids, on_data, on_watermark, key1=_first, key2=_first,
-                                 name="Q4 Close (watermarks)")
+    closings = auctions.process2(
+        bids, on_data, on_watermark, key1=_first, key2=_first, name="Q4 Close (watermarks)"
+    )
     average = _RunningAverage()
     pending: list[tuple] = []
 
@@ -729,8 +758,9 @@ def _q5_library(events: Any) -> Any:
     reference's ``F > t``."""
     bids = _per_batch(events, "Q5 Bids", _q5_bids)  # (auction, date_time)
     counts = bids.window_count(Sliding(Q5_WINDOW, Q5_SLIDE), event_time=_second, name="Q5 Counts")
-    slices = bids.window_count(Tumbling(Q5_SLIDE), key=_slice_of, event_time=_second,
-                               name="Q5 Slices")
+    slices = bids.window_count(
+        Tumbling(Q5_SLIDE), key=_slice_of, event_time=_second, name="Q5 Slices"
+    )
     marks = slices.output.flat_map(_enter_and_leave).delay(_at_boundary)
     candidates = counts.output.map(_count_at_boundary)
     hottest = candidates.concat(marks).aggregate(_hotter, _q5_row, init=_nothing_hot)
@@ -859,9 +889,14 @@ class _WindowMax:
         return out
 
 
-def q7(scope: Any, events: Any, idiom: str = "tokens", notify_per_call: int | None = None,
-       watermark_stats: WatermarkStats | None = None,
-       watermark_probe: WatermarkProbe | None = None) -> Any:
+def q7(
+    scope: Any,
+    events: Any,
+    idiom: str = "tokens",
+    notify_per_call: int | None = None,
+    watermark_stats: WatermarkStats | None = None,
+    watermark_probe: WatermarkProbe | None = None,
+) -> Any:
     """Highest bid: per 10 s tumbling window ``[e - 10 s, e)`` with bids, ``(e, max price)``
     once the frontier reaches ``e``.
 
@@ -932,8 +967,9 @@ def _q7_tokens(events: Any) -> Any:
 
         return logic
 
-    return unary_frontier(partial, Exchange(_window_key), "Q7 AllReduce", all_ctor,
-                          interest=_IF_CAP)
+    return unary_frontier(
+        partial, Exchange(_window_key), "Q7 AllReduce", all_ctor, interest=_IF_CAP
+    )
 
 
 def _q7_notifications(events: Any, notify_per_call: int | None) -> Any:
@@ -955,8 +991,9 @@ def _q7_notifications(events: Any, notify_per_call: int | None) -> Any:
             out.give(cap, (e, pre_windows.pop(e)))  # at e - 1
             cap.drop()
 
-    partial = unary_notify(events, Pipeline, "Q7 PreReduce (notify)", (), pre_logic,
-                           per_call=notify_per_call)
+    partial = unary_notify(
+        events, Pipeline, "Q7 PreReduce (notify)", (), pre_logic, per_call=notify_per_call
+    )
     all_windows: dict[int, int] = {}
 
     def all_logic(inp: Any, out: Any, notificator: Any) -> None:
@@ -973,8 +1010,14 @@ def _q7_notifications(events: Any, notify_per_call: int | None) -> Any:
             out.give(cap, (e, all_windows.pop(e)), time=e)
             cap.drop()
 
-    return unary_notify(partial, Exchange(_window_key), "Q7 AllReduce (notify)", (),
-                        all_logic, per_call=notify_per_call)
+    return unary_notify(
+        partial,
+        Exchange(_window_key),
+        "Q7 AllReduce (notify)",
+        (),
+        all_logic,
+        per_call=notify_per_call,
+    )
 
 
 def _q7_watermarks(ws: WStream) -> WStream:
@@ -1011,8 +1054,9 @@ def _q7_library(events: Any) -> Any:
     ``Tumbling(10 s)``, keyed by window (so windows spread over the workers), emitted at the
     window's end ``e`` once the frontier reaches it: the reference's ``e <= F``."""
     bids = _per_batch(events, "Q7 Bids", _q7_bids)  # (date_time, price)
-    highest = bids.window_fold(Tumbling(Q7_WINDOW), int, _higher_price, key=_window_key,
-                               event_time=_first, name="Q7 Max")
+    highest = bids.window_fold(
+        Tumbling(Q7_WINDOW), int, _higher_price, key=_window_key, event_time=_first, name="Q7 Max"
+    )
     return highest.output.map(_end_and_result)
 
 
@@ -1126,8 +1170,13 @@ def _q8_library(events: Any) -> Any:
     the reference's."""
     persons = _per_batch(events, "Q8 Persons", _q8_persons)
     auctions = _per_batch(events, "Q8 Auctions", _q8_auctions)
-    joined = persons.window_join(auctions, Sliding(2 * Q8_WINDOW, Q8_WINDOW), event_time=_second,
-                                 other_event_time=_second, name="Q8 WindowJoin")
+    joined = persons.window_join(
+        auctions,
+        Sliding(2 * Q8_WINDOW, Q8_WINDOW),
+        event_time=_second,
+        other_event_time=_second,
+        name="Q8 WindowJoin",
+    )
     return joined.output.flat_map(_new_seller_row)
 
 

@@ -35,9 +35,16 @@ def _ticks(config: NexmarkConfig, worker: int, events: int, quantum: int):
         tick += quantum
 
 
-def measure(query: str, idiom: str = "tokens", events: int = 1_000_000, rate: int = 1_000_000,
-            quantum: int = 1_000_000, in_flight: int | None = None, pregenerate: bool = False,
-            **params: Any) -> dict[str, Any]:
+def measure(
+    query: str,
+    idiom: str = "tokens",
+    events: int = 1_000_000,
+    rate: int = 1_000_000,
+    quantum: int = 1_000_000,
+    in_flight: int | None = None,
+    pregenerate: bool = False,
+    **params: Any,
+) -> dict[str, Any]:
     """Events per second through ``query`` on one worker (see the module docstring)."""
     import pytimely as pt
 
@@ -90,14 +97,29 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--events", type=int, default=1_000_000)
     ap.add_argument("--rate", type=int, default=1_000_000)
     ap.add_argument("--quantum", type=int, default=1_000_000, help="tick, ns of event time")
-    ap.add_argument("--in-flight", type=int, default=None,
-                    help="in-flight auctions (default: the harness' 2592 * rate)")
+    ap.add_argument(
+        "--in-flight",
+        type=int,
+        default=None,
+        help="in-flight auctions (default: the harness' 2592 * rate)",
+    )
     ap.add_argument("--pregenerate", action="store_true")
     args = ap.parse_args(argv)
     if args.idiom not in IDIOMS.get(args.query, ()):
         ap.error(f"{args.query} has idioms {IDIOMS.get(args.query)}")
-    print(json.dumps(measure(args.query, args.idiom, args.events, args.rate, args.quantum,
-                             args.in_flight, args.pregenerate)))
+    print(
+        json.dumps(
+            measure(
+                args.query,
+                args.idiom,
+                args.events,
+                args.rate,
+                args.quantum,
+                args.in_flight,
+                args.pregenerate,
+            )
+        )
+    )
 
 
 if __name__ == "__main__":

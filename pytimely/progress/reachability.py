@@ -164,8 +164,9 @@ class Builder:
                 f"node {index} ({name}): summary must be {inputs} rows of {outputs} antichains"
             )
         # Most cells of a wide node are empty (no path): skip the per-cell work for those.
-        rows = [[_summary_antichain(cell) if cell else Antichain() for cell in row]
-                for row in summary]
+        rows = [
+            [_summary_antichain(cell) if cell else Antichain() for cell in row] for row in summary
+        ]
         self._nodes[index] = (inputs, outputs, rows, name or f"node {index}")
 
     def add_edge(self, source: tuple[int, int], target: tuple[int, int]) -> None:
@@ -230,9 +231,7 @@ class Builder:
         for index, (inputs, outputs, rows, _n) in sorted(self._nodes.items()):
             for i in range(inputs):
                 steps[Target(index, i)] = [
-                    (Source(index, o), internal)
-                    for o in range(outputs)
-                    for internal in rows[i][o]
+                    (Source(index, o), internal) for o in range(outputs) for internal in rows[i][o]
                 ]
             for o in range(outputs):
                 steps[Source(index, o)] = []
@@ -265,7 +264,7 @@ def _find_cycle(succ: dict[tuple, list[tuple]]) -> list[tuple] | None:
                 w = nexts[i]
                 c = color.get(w, WHITE)
                 if c == GREY:
-                    return path[path.index(w):]
+                    return path[path.index(w) :]
                 if c == WHITE:
                     color[w] = GREY
                     stack.append((w, 0))

@@ -516,8 +516,10 @@ class Subgraph:
         for index, ((source, target, _pact), tap) in enumerate(
             zip(self._described_edges, self._edge_taps)
         ):
-            def wrap(push: Any, index: int = index, source: Any = source,
-                     target: Any = target) -> Any:
+
+            def wrap(
+                push: Any, index: int = index, source: Any = source, target: Any = target
+            ) -> Any:
                 return observer.edge(self.path, index, source, target, push)
 
             tap(wrap)
@@ -595,14 +597,20 @@ class Subgraph:
 class SubgraphObserver(Protocol):
     """What :meth:`Subgraph.observe` reports to (implemented by :mod:`pytimely.eventlog`)."""
 
-    def scheduler(self, address: tuple[int, ...], child: Any,
-                  schedule: Callable[[], bool]) -> Callable[[], bool]:
+    def scheduler(
+        self, address: tuple[int, ...], child: Any, schedule: Callable[[], bool]
+    ) -> Callable[[], bool]:
         """The function to call instead of ``schedule`` (child ``child`` at ``address``)."""
         ...
 
-    def edge(self, scope: tuple[int, ...], index: int, source: tuple[int, int],
-             target: tuple[int, int], push: Callable[[Any, Any], None]
-             ) -> Callable[[Any, Any], None]:
+    def edge(
+        self,
+        scope: tuple[int, ...],
+        index: int,
+        source: tuple[int, int],
+        target: tuple[int, int],
+        push: Callable[[Any, Any], None],
+    ) -> Callable[[Any, Any], None]:
         """The function to push edge ``index``'s batches into instead of ``push``."""
         ...
 

@@ -95,8 +95,14 @@ def recv_frame(sock: socket.socket) -> tuple[Any, bytearray] | None:
     return pickle.loads(head), payload
 
 
-def _connect(address: tuple[str, int], secret: bytes, index: int, namespace: int, expected: int,
-             timeout: float) -> socket.socket:
+def _connect(
+    address: tuple[str, int],
+    secret: bytes,
+    index: int,
+    namespace: int,
+    expected: int,
+    timeout: float,
+) -> socket.socket:
     deadline = time.monotonic() + timeout
     delay = 0.05
     while True:
@@ -160,8 +166,9 @@ class Coordinator:
         self._socks: dict[int, socket.socket] = {}
         self._send_lock = threading.Lock()
         self._closed = False
-        self._thread = threading.Thread(target=self._accept_loop, name="pytimely-coordinator",
-                                        daemon=True)
+        self._thread = threading.Thread(
+            target=self._accept_loop, name="pytimely-coordinator", daemon=True
+        )
         self._thread.start()
 
     def _accept_loop(self) -> None:
@@ -172,8 +179,9 @@ class Coordinator:
                 continue
             except OSError:
                 return
-            threading.Thread(target=self._serve, args=(sock,), daemon=True,
-                             name="pytimely-coordinator-conn").start()
+            threading.Thread(
+                target=self._serve, args=(sock,), daemon=True, name="pytimely-coordinator-conn"
+            ).start()
 
     def _serve(self, sock: socket.socket) -> None:
         index: list[int] = []
@@ -189,8 +197,12 @@ class Coordinator:
         try:
             sock.settimeout(HANDSHAKE_TIMEOUT)
             accept_handshake(
-                sock, self.secret, DRIVER_INDEX, CONTROL_NAMESPACE,
-                lambda j: 0 <= j < self.workers, register,
+                sock,
+                self.secret,
+                DRIVER_INDEX,
+                CONTROL_NAMESPACE,
+                lambda j: 0 <= j < self.workers,
+                register,
             )
             sock.settimeout(None)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -324,14 +336,16 @@ class ControlClient:
         timeout: float = 30.0,
     ) -> None:
         self.index = index
-        self._sock = _connect(tuple(address), secret, index, CONTROL_NAMESPACE, DRIVER_INDEX,
-                              timeout)
+        self._sock = _connect(
+            tuple(address), secret, index, CONTROL_NAMESPACE, DRIVER_INDEX, timeout
+        )
         self._lock = threading.Lock()
         self._closing = False
         self._on_message = on_message
         self._on_lost = on_lost
-        self._thread = threading.Thread(target=self._read, name=f"pytimely-control-{index}",
-                                        daemon=True)
+        self._thread = threading.Thread(
+            target=self._read, name=f"pytimely-control-{index}", daemon=True
+        )
         self._thread.start()
 
     def _read(self) -> None:
@@ -372,9 +386,14 @@ class FeedListener:
     ``on_batch(epoch, payload)`` is called on a connection thread for every pushed batch.
     """
 
-    def __init__(self, secret: bytes, index: int, bind_host: str,
-                 on_batch: Callable[[int, bytearray], None],
-                 on_error: Callable[[str], None]) -> None:
+    def __init__(
+        self,
+        secret: bytes,
+        index: int,
+        bind_host: str,
+        on_batch: Callable[[int, bytearray], None],
+        on_error: Callable[[str], None],
+    ) -> None:
         self._secret = secret
         self._index = index
         self._on_batch = on_batch
@@ -383,8 +402,9 @@ class FeedListener:
         self._listener.settimeout(0.2)
         self.port = self._listener.getsockname()[1]
         self._closed = False
-        self._thread = threading.Thread(target=self._accept_loop, daemon=True,
-                                        name=f"pytimely-feed-{index}")
+        self._thread = threading.Thread(
+            target=self._accept_loop, daemon=True, name=f"pytimely-feed-{index}"
+        )
         self._thread.start()
 
     def _accept_loop(self) -> None:
@@ -395,14 +415,24 @@ class FeedListener:
                 continue
             except OSError:
                 return
-            threading.Thread(target=self._serve, args=(sock,), daemon=True,
-                             name=f"pytimely-feed-conn-{self._index}").start()
+            threading.Thread(
+                target=self._serve,
+                args=(sock,),
+                daemon=True,
+                name=f"pytimely-feed-conn-{self._index}",
+            ).start()
 
     def _serve(self, sock: socket.socket) -> None:
         try:
             sock.settimeout(HANDSHAKE_TIMEOUT)
-            accept_handshake(sock, self._secret, self._index, FEED_NAMESPACE,
-                             lambda j: j == FEEDER_INDEX, lambda j: True)
+            accept_handshake(
+                sock,
+                self._secret,
+                self._index,
+                FEED_NAMESPACE,
+                lambda j: j == FEEDER_INDEX,
+                lambda j: True,
+            )
             sock.settimeout(None)
         except (OSError, CommunicationError):
             sock.close()
@@ -431,8 +461,14 @@ class FeedListener:
         self._thread.join(1.0)
 
 
-def push_batches(address: tuple[str, int], secret: bytes, worker: int, epoch: int,
-                 payloads: Any, timeout: float = 30.0) -> int:
+def push_batches(
+    address: tuple[str, int],
+    secret: bytes,
+    worker: int,
+    epoch: int,
+    payloads: Any,
+    timeout: float = 30.0,
+) -> int:
     """Push Arrow IPC payloads for ``epoch`` to worker ``worker`` at ``address``; returns how
     many were pushed (the worker counts them before closing the epoch)."""
     sock = _connect(tuple(address), secret, FEEDER_INDEX, FEED_NAMESPACE, worker, timeout)

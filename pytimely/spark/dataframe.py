@@ -99,8 +99,14 @@ class EpochProgress:
         except ImportError:
             self._bar: Any = None
             return
-        self._bar = tqdm(total=len(self._epochs), desc=desc, unit="epoch", disable=None,
-                         position=position, file=sys.stderr)
+        self._bar = tqdm(
+            total=len(self._epochs),
+            desc=desc,
+            unit="epoch",
+            disable=None,
+            position=position,
+            file=sys.stderr,
+        )
 
     def advanced_to(self, t: int) -> None:
         """The input now promises no rows before ``t``: every epoch below it is done."""
@@ -120,7 +126,11 @@ class EpochProgress:
 
 
 def feed_batches(
-    worker: Any, handle: Any, batches: Iterable[Any], time: str | None, records: str,
+    worker: Any,
+    handle: Any,
+    batches: Iterable[Any],
+    time: str | None,
+    records: str,
     progress: EpochProgress | None = None,
 ) -> int:
     """Send Arrow ``batches`` (sorted by ``time``) into ``handle`` at their times, stepping
@@ -216,8 +226,13 @@ def run_on_dataframe(
 
                 def feed(worker: Any) -> Any:
                     handle, result = worker.dataflow(dataflow)
-                    bar = None if epochs is None else EpochProgress(
-                        epochs, f"worker {worker.index} epochs", position=worker.index)
+                    bar = (
+                        None
+                        if epochs is None
+                        else EpochProgress(
+                            epochs, f"worker {worker.index} epochs", position=worker.index
+                        )
+                    )
                     feed_batches(worker, handle, batches, time, records, bar)
                     handle.close()
                     if bar is not None:

@@ -30,8 +30,14 @@ class SparkJobFailed(TimelyError):
     ``attempts`` does not resubmit those.
     """
 
-    def __init__(self, message: str, *, worker: int | None = None, jvm_frames: str = "",
-                 retryable: bool = True) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        worker: int | None = None,
+        jvm_frames: str = "",
+        retryable: bool = True,
+    ) -> None:
         super().__init__(message)
         self.worker = worker
         self.jvm_frames = jvm_frames

@@ -149,18 +149,27 @@ def worker_task(
         threading.Thread(target=last_resort, daemon=True, name="pytimely-watchdog").start()
 
     control = ControlClient(
-        spec.coordinator, spec.secret, index, on_message=inbox.put, on_lost=lost,
+        spec.coordinator,
+        spec.secret,
+        index,
+        on_message=inbox.put,
+        on_lost=lost,
         timeout=spec.connect_timeout,
     )
     allocator = None
     try:
         _check_same_package(spec, index)
-        control.send(("hello", {
-            "pid": os.getpid(),
-            "host": socket.gethostname(),
-            "attempt": ctx.attemptNumber(),
-            "task": ctx.taskAttemptId(),
-        }))
+        control.send(
+            (
+                "hello",
+                {
+                    "pid": os.getpid(),
+                    "host": socket.gethostname(),
+                    "attempt": ctx.attemptNumber(),
+                    "task": ctx.taskAttemptId(),
+                },
+            )
+        )
         if spec.bind_host in ("0.0.0.0", "::", ""):
             advertise = ctx.getTaskInfos()[index].address.rsplit(":", 1)[0].strip("[]")
         else:

@@ -117,10 +117,7 @@ def check_deployable(
     conf = sc.getConf()
     master = sc.master or ""
     local = master.startswith("local")
-    if (
-        not local
-        and conf.get("spark.dynamicAllocation.enabled", "false").strip().lower() == "true"
-    ):
+    if not local and conf.get("spark.dynamicAllocation.enabled", "false").strip().lower() == "true":
         raise SparkSetupError(
             "Spark's dynamic allocation is enabled (spark.dynamicAllocation.enabled=true), and "
             "barrier stages cannot run with it (SPARK-24942): Spark could hand the stage fewer "
@@ -316,8 +313,7 @@ class Launch:
                     self.coordinator.changed.notify_all()
 
         self._started_at = time.monotonic()
-        self._thread = threading.Thread(target=job, name=f"pytimely-job-{self.run_id}",
-                                        daemon=True)
+        self._thread = threading.Thread(target=job, name=f"pytimely-job-{self.run_id}", daemon=True)
         self._thread.start()
 
     def alive(self) -> bool:
@@ -355,8 +351,9 @@ class Launch:
                 retryable=False,
             )
         elif self.timeout is not None and now - self._started_at > self.timeout:
-            self.cancel(f"the run did not finish within its {self.timeout:g} s timeout",
-                        retryable=False)
+            self.cancel(
+                f"the run did not finish within its {self.timeout:g} s timeout", retryable=False
+            )
 
     def wait(self, until: Callable[[], bool] | None = None, timeout: float | None = None) -> bool:
         """Supervise until the job ends (or ``until()`` holds, or ``timeout``); returns whether
@@ -395,8 +392,9 @@ class Launch:
         spark_error = self._error
         reason, frames = _spark_reason(spark_error) if spark_error is not None else ("", "")
         if self._cancelled is not None and not self._cancel_retryable:
-            return SparkJobFailed(f"the run was cancelled: {self._cancelled}",
-                                  jvm_frames=frames, retryable=False)
+            return SparkJobFailed(
+                f"the run was cancelled: {self._cancelled}", jvm_frames=frames, retryable=False
+            )
         report = coord.failure
         if report is None and spark_error is not None:
             report = _parse_marker(str(spark_error))
@@ -417,8 +415,11 @@ class Launch:
                     "spark.dynamicAllocation.enabled=false"
                 )
             why = self._cancelled or reason
-            return SparkJobFailed(f"the Spark job running the pytimely workers failed: {why}",
-                                  worker=_failed_task(reason), jvm_frames=frames)
+            return SparkJobFailed(
+                f"the Spark job running the pytimely workers failed: {why}",
+                worker=_failed_task(reason),
+                jvm_frames=frames,
+            )
         if self._cancelled is not None:
             return SparkJobFailed(f"the run was cancelled: {self._cancelled}")
         return None
@@ -528,8 +529,9 @@ def _submit(
                 for note in earlier:
                     exc.add_note(note)
                 raise
-            earlier.append(f"attempt {attempt + 1} of {attempts} failed: "
-                           f"{str(exc).splitlines()[0]}")
+            earlier.append(
+                f"attempt {attempt + 1} of {attempts} failed: {str(exc).splitlines()[0]}"
+            )
         finally:
             launch.close()
             if not committed:
@@ -590,8 +592,12 @@ def run(
     host the workers, and :class:`SparkJobFailed` when the job fails otherwise.
     """
     args = {
-        "secret": secret, "timeout": timeout, "start_timeout": start_timeout,
-        "connect_timeout": connect_timeout, "grace": grace, "bind_host": bind_host,
+        "secret": secret,
+        "timeout": timeout,
+        "start_timeout": start_timeout,
+        "connect_timeout": connect_timeout,
+        "grace": grace,
+        "bind_host": bind_host,
         "description": description,
     }
 

@@ -105,8 +105,9 @@ class InputLog:
     def commit(self, batch: int, at: int, then: int, workers: int) -> None:
         """Mark ``batch`` committed (every worker's part is written)."""
         meta = {"version": VERSION, "at": at, "then": then, "workers": workers}
-        atomic_write(os.path.join(self._batch_dir(batch), "_committed.json"),
-                      json.dumps(meta).encode())
+        atomic_write(
+            os.path.join(self._batch_dir(batch), "_committed.json"), json.dumps(meta).encode()
+        )
 
     def committed(self) -> list[tuple[int, dict]]:
         """``(batch, metadata)`` of every committed batch, in batch order."""
@@ -128,9 +129,12 @@ class InputLog:
 
     def parts(self, batch: int, meta: dict, worker: int, workers: int) -> list[str]:
         """The part files of ``batch`` that worker ``worker`` of ``workers`` replays."""
-        return [os.path.join(self._batch_dir(batch), f"part-{j}.log")
-                for j in range(meta["workers"]) if j % workers == worker
-                and os.path.exists(os.path.join(self._batch_dir(batch), f"part-{j}.log"))]
+        return [
+            os.path.join(self._batch_dir(batch), f"part-{j}.log")
+            for j in range(meta["workers"])
+            if j % workers == worker
+            and os.path.exists(os.path.join(self._batch_dir(batch), f"part-{j}.log"))
+        ]
 
     def truncate_through(self, batch: int) -> None:
         """Remove every logged batch ``<= batch``: a committed state snapshot after ``batch``

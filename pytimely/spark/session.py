@@ -148,7 +148,10 @@ def _same_python(exe: str) -> bool:
         try:
             out = subprocess.run(
                 [resolved, "-c", "import sys; print(sys.executable)"],
-                capture_output=True, text=True, timeout=30, check=False,
+                capture_output=True,
+                text=True,
+                timeout=30,
+                check=False,
             )
             reported = out.stdout.strip()
             same = bool(reported) and os.path.samefile(reported, sys.executable)

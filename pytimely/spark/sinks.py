@@ -51,8 +51,9 @@ def _arrow_kind(x: Any) -> str | None:
     return None
 
 
-def to_arrow(batches: Sequence[Any], columns: Sequence[str] | None = None,
-             schema: Any = None) -> Any:
+def to_arrow(
+    batches: Sequence[Any], columns: Sequence[str] | None = None, schema: Any = None
+) -> Any:
     """One ``pyarrow.Table`` from batches of records: Arrow batches/tables, or lists of dicts,
     tuples (named by ``columns``, default ``_1, _2, ...``) or scalars (column ``value``)."""
     import pyarrow as pa
@@ -72,9 +73,9 @@ def to_arrow(batches: Sequence[Any], columns: Sequence[str] | None = None,
         if isinstance(first, dict):
             dicts = rows
         elif isinstance(first, tuple):
-            names = list(columns) if columns is not None else [
-                f"_{i + 1}" for i in range(len(first))
-            ]
+            names = (
+                list(columns) if columns is not None else [f"_{i + 1}" for i in range(len(first))]
+            )
             if hasattr(first, "_fields") and columns is None:
                 names = list(first._fields)
             dicts = [dict(zip(names, r)) for r in rows]

@@ -58,15 +58,20 @@ class SnapshotStore:
 
     # -- workers -------------------------------------------------------------------------------
 
-    def write_part(self, batch: int, worker: int, workers: int,
-                   records: list[tuple[str, Any, bytes]]) -> str:
+    def write_part(
+        self, batch: int, worker: int, workers: int, records: list[tuple[str, Any, bytes]]
+    ) -> str:
         """Write worker ``worker``'s state after ``batch``; returns the file's path."""
         folder = self._batch_dir(batch)
         os.makedirs(folder, exist_ok=True)
         path = os.path.join(folder, f"part-{worker}.snapshot")
         temp = os.path.join(folder, f".part-{worker}.snapshot.tmp")
-        meta = {"snapshot_version": SNAPSHOT_VERSION, "batch": batch, "worker": worker,
-                "workers": workers}
+        meta = {
+            "snapshot_version": SNAPSHOT_VERSION,
+            "batch": batch,
+            "worker": worker,
+            "workers": workers,
+        }
         write_events(temp, [Messages(batch, records)], allow_pickle=True, metadata=meta)
         os.replace(temp, path)
         return path
@@ -88,18 +93,23 @@ class SnapshotStore:
                 f"state snapshot {path}: snapshot version {version!r}, this pytimely reads "
                 f"version {SNAPSHOT_VERSION} only"
             )
-        return [record for event in events if isinstance(event, Messages)
-                for record in event.batch]
+        return [record for event in events if isinstance(event, Messages) for record in event.batch]
 
     # -- the driver ----------------------------------------------------------------------------
 
     def commit(self, batch: int, then: int, rows: int, workers: int) -> None:
         """Mark the snapshot after ``batch`` committed (every worker's part is written and
         Spark committed ``batch``), then delete every older snapshot."""
-        meta = {"version": SNAPSHOT_VERSION, "batch": batch, "then": then, "rows": rows,
-                "workers": workers}
-        atomic_write(os.path.join(self._batch_dir(batch), "_committed.json"),
-                     json.dumps(meta).encode())
+        meta = {
+            "version": SNAPSHOT_VERSION,
+            "batch": batch,
+            "then": then,
+            "rows": rows,
+            "workers": workers,
+        }
+        atomic_write(
+            os.path.join(self._batch_dir(batch), "_committed.json"), json.dumps(meta).encode()
+        )
         for name in os.listdir(self.directory):
             b = _batch_of(name)
             if b is not None and b < batch:
@@ -118,8 +128,9 @@ class SnapshotStore:
             with open(marker, encoding="utf-8") as f:
                 meta = json.load(f)
             if meta.get("version") != SNAPSHOT_VERSION:
-                raise SnapshotError(f"state snapshot {marker}: unknown version "
-                                    f"{meta.get('version')!r}")
+                raise SnapshotError(
+                    f"state snapshot {marker}: unknown version {meta.get('version')!r}"
+                )
             found = meta
         return found
 
@@ -140,5 +151,6 @@ class SnapshotStore:
         for name in os.listdir(self.directory):
             folder = os.path.join(self.directory, name)
             if _batch_of(name) is not None and not os.path.exists(
-                    os.path.join(folder, "_committed.json")):
+                os.path.join(folder, "_committed.json")
+            ):
                 shutil.rmtree(folder, ignore_errors=True)

@@ -80,8 +80,11 @@ class StandaloneCluster:
     # -- starting ------------------------------------------------------------------------------
 
     def _environment(self) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items()
-               if not k.startswith(("PYSPARK_", "SPARK_")) and k != "PYTHONPATH"}
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith(("PYSPARK_", "SPARK_")) and k != "PYTHONPATH"
+        }
         env["SPARK_HOME"] = spark_home()
         env["SPARK_LOCAL_IP"] = self.host
         env["SPARK_DAEMON_JAVA_OPTS"] = self.java_options
@@ -106,7 +109,10 @@ class StandaloneCluster:
         try:
             proc = subprocess.Popen(
                 [os.path.join(env["SPARK_HOME"], "bin", "spark-class"), *args],
-                env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
                 start_new_session=True,
             )
         finally:
@@ -116,8 +122,9 @@ class StandaloneCluster:
 
     def _log(self, name: str) -> str:
         try:
-            with open(os.path.join(self.log_dir, f"{name}.log"), encoding="utf-8",
-                      errors="replace") as f:
+            with open(
+                os.path.join(self.log_dir, f"{name}.log"), encoding="utf-8", errors="replace"
+            ) as f:
                 return f.read()
         except FileNotFoundError:
             return ""
@@ -143,10 +150,21 @@ class StandaloneCluster:
         port = _free_port(self.host)
         self.master_url = f"spark://{self.host}:{port}"
         try:
-            self._spawn("master", [
-                "org.apache.spark.deploy.master.Master", "--host", self.host, "--port",
-                str(port), "--webui-port", str(_free_port(self.host)), "--properties-file", conf,
-            ], env)
+            self._spawn(
+                "master",
+                [
+                    "org.apache.spark.deploy.master.Master",
+                    "--host",
+                    self.host,
+                    "--port",
+                    str(port),
+                    "--webui-port",
+                    str(_free_port(self.host)),
+                    "--properties-file",
+                    conf,
+                ],
+                env,
+            )
 
             def master_up() -> bool:
                 try:
@@ -159,16 +177,32 @@ class StandaloneCluster:
             for i in range(self.workers):
                 work = os.path.join(self.log_dir, f"work-{i}")
                 os.makedirs(work, exist_ok=True)
-                self._spawn(f"worker-{i}", [
-                    "org.apache.spark.deploy.worker.Worker", "--host", self.host,
-                    "--cores", str(self.cores), "--memory", self.memory,
-                    "--webui-port", str(_free_port(self.host)), "--work-dir", work,
-                    "--properties-file", conf, self.master_url,
-                ], env)
+                self._spawn(
+                    f"worker-{i}",
+                    [
+                        "org.apache.spark.deploy.worker.Worker",
+                        "--host",
+                        self.host,
+                        "--cores",
+                        str(self.cores),
+                        "--memory",
+                        self.memory,
+                        "--webui-port",
+                        str(_free_port(self.host)),
+                        "--work-dir",
+                        work,
+                        "--properties-file",
+                        conf,
+                        self.master_url,
+                    ],
+                    env,
+                )
             self._wait_for(
                 f"{self.workers} workers to register",
-                lambda: all("Successfully registered with master" in self._log(f"worker-{i}")
-                            for i in range(self.workers)),
+                lambda: all(
+                    "Successfully registered with master" in self._log(f"worker-{i}")
+                    for i in range(self.workers)
+                ),
                 deadline,
             )
         except BaseException:

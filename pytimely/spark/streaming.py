@@ -117,8 +117,14 @@ def _as_streams(out: Any, default: Any) -> list[Any]:
 
 
 def _bridge_body(
-    build: Callable[[Any, Any], Any], records: str, secret: bytes, bind_host: str, advertise: str,
-    checkpoint: str | None = None, restore: dict | None = None, snapshot_every: int = 1,
+    build: Callable[[Any, Any], Any],
+    records: str,
+    secret: bytes,
+    bind_host: str,
+    advertise: str,
+    checkpoint: str | None = None,
+    restore: dict | None = None,
+    snapshot_every: int = 1,
 ) -> Callable[[Any, Any, TaskInbox], Any]:
     def body(worker: Any, control: Any, inbox: TaskInbox) -> Any:
         from ._control import FeedListener
@@ -135,8 +141,9 @@ def _bridge_body(
         if store is None:
             handle, out, probes = worker.dataflow(dataflow)
         else:
-            owned = {} if restore is None else store.restore_for(restore, worker.index,
-                                                                 worker.peers)
+            owned = (
+                {} if restore is None else store.restore_for(restore, worker.index, worker.peers)
+            )
             registry = StateRegistry(owned)
             with registry.building():
                 handle, out, probes = worker.dataflow(dataflow)
@@ -149,7 +156,9 @@ def _bridge_body(
         # The last batch whose state is snapshotted (restored, or written by this worker).
         snapshotted = -1 if restore is None else restore["batch"]
         feed = FeedListener(
-            secret, worker.index, bind_host,
+            secret,
+            worker.index,
+            bind_host,
             on_batch=lambda e, payload: inbox.put(("data", e, payload)),
             on_error=lambda why: inbox.put(("feed-error", why)),
         )
@@ -193,9 +202,16 @@ def _bridge_body(
                 # When a snapshot is due, nothing more enters until it is taken (below) --
                 # unless the last batch fed left the time where its rows were (an unchanged
                 # watermark): it completes only once a later batch moves the input on.
-                while closes and received.get(closes[0][0], 0) >= closes[0][1] and not (
-                        registry is not None and last_batch - snapshotted >= snapshot_every
-                        and closed and closed[-1][2] > closed[-1][1]):
+                while (
+                    closes
+                    and received.get(closes[0][0], 0) >= closes[0][1]
+                    and not (
+                        registry is not None
+                        and last_batch - snapshotted >= snapshot_every
+                        and closed
+                        and closed[-1][2] > closed[-1][1]
+                    )
+                ):
                     epoch, expected, at, then, files = closes.pop(0)
                     if received.pop(epoch, 0) != expected:
                         raise TimelyError(
@@ -231,16 +247,21 @@ def _bridge_body(
                 # A batch is complete when the dataflow has passed its rows' time and every
                 # time before the one the input advanced to after it.
                 last = None
-                while closed and not any(p.less_equal(closed[0][1]) or p.less_than(closed[0][2])
-                                         for p in probes):
+                while closed and not any(
+                    p.less_equal(closed[0][1]) or p.less_than(closed[0][2]) for p in probes
+                ):
                     last = closed.pop(0)[0]
                 if last is not None:
                     control.send(("epoch", last))
                 # Every batch fed so far is complete and nothing later entered: the operators'
                 # state is exactly "all input before handle.time applied" -- a consistent
                 # snapshot after ``last_batch``.
-                if (registry is not None and store is not None and not closed
-                        and last_batch - snapshotted >= snapshot_every):
+                if (
+                    registry is not None
+                    and store is not None
+                    and not closed
+                    and last_batch - snapshotted >= snapshot_every
+                ):
                     store.write_part(last_batch, worker.index, worker.peers, registry.snapshot())
                     snapshotted = last_batch
                     control.send(("snapshot", last_batch, handle.time, rows))
@@ -251,8 +272,12 @@ def _bridge_body(
             worker.run()
             if closed:
                 control.send(("epoch", closed[-1][0]))
-            return {"result": _portable(out), "epochs": epochs, "rows": rows,
-                    "dropped_pushes": dropped}
+            return {
+                "result": _portable(out),
+                "epochs": epochs,
+                "rows": rows,
+                "dropped_pushes": dropped,
+            }
         finally:
             feed.close()
 
@@ -347,8 +372,9 @@ class StreamingBridge:
         self._closed_at: dict[int, float] = {}
         self.latencies: dict[int, float] = {}  # epoch -> seconds from foreach_batch to complete
         options.setdefault("description", "pytimely workers fed by a stream")
-        self._launch = Launch(spark, workers, extra_slots=1, on_message=self._message,
-                              stage_outputs=False, **options)
+        self._launch = Launch(
+            spark, workers, extra_slots=1, on_message=self._message, stage_outputs=False, **options
+        )
         launch = self._launch
         spec = launch.spec
         bind_host = launch.bind_host
@@ -362,8 +388,16 @@ class StreamingBridge:
                 advertise = ctx.getTaskInfos()[index].address.rsplit(":", 1)[0].strip("[]")
             else:
                 advertise = bind_host
-            body = _bridge_body(build, records, spec.secret, bind_host, advertise, checkpoint,
-                                restore, snapshot_every)
+            body = _bridge_body(
+                build,
+                records,
+                spec.secret,
+                bind_host,
+                advertise,
+                checkpoint,
+                restore,
+                snapshot_every,
+            )
             i, result = worker_task(spec, body)
             yield _result_row(i, result)
 
@@ -449,8 +483,14 @@ class StreamingBridge:
         event_time = self.event_time
         if event_time is not None:
             _check_event_time(batch_df, event_time)
-        schema = pa.schema([("worker", pa.int64()), ("pushes", pa.int64()),
-                            ("rows", pa.int64()), ("max_time", pa.int64())])
+        schema = pa.schema(
+            [
+                ("worker", pa.int64()),
+                ("pushes", pa.int64()),
+                ("rows", pa.int64()),
+                ("max_time", pa.int64()),
+            ]
+        )
 
         def push(batches: Iterator[Any]) -> Iterator[Any]:
             import pyarrow.compute as pc
@@ -465,8 +505,7 @@ class StreamingBridge:
                         counted["rows"] += b.num_rows
                         if event_time is not None:
                             top = pc.max(b.column(event_time)).as_py()
-                            if top is not None and (counted["max"] is None
-                                                    or top > counted["max"]):
+                            if top is not None and (counted["max"] is None or top > counted["max"]):
                                 counted["max"] = top
                         yield _ipc_bytes(b)
 
@@ -474,19 +513,23 @@ class StreamingBridge:
             first = next(it, None)
             pushes = 0
             if first is not None:
+
                 def chain() -> Iterator[Any]:
                     yield first
                     yield from it
 
                 pushes = push_batches(feeds[w], secret, w, epoch, chain())
             yield pa.RecordBatch.from_arrays(
-                [pa.array([w], pa.int64()), pa.array([pushes], pa.int64()),
-                 pa.array([counted["rows"]], pa.int64()),
-                 pa.array([counted["max"]], pa.int64())], schema=schema,
+                [
+                    pa.array([w], pa.int64()),
+                    pa.array([pushes], pa.int64()),
+                    pa.array([counted["rows"]], pa.int64()),
+                    pa.array([counted["max"]], pa.int64()),
+                ],
+                schema=schema,
             )
 
-        stats = df.mapInArrow(push, "worker long, pushes long, rows long, max_time long"
-                              ).collect()
+        stats = df.mapInArrow(push, "worker long, pushes long, rows long, max_time long").collect()
         counts = [0] * n
         for row in stats:
             counts[row["worker"]] += row["pushes"]
@@ -550,8 +593,11 @@ class StreamingBridge:
         snapshots and the input log up to it (a restart replays only what came after)."""
         assert self._log is not None and self._snapshots is not None
         with self._epoch_lock:
-            ready = [b for b, parts in self._snapshot_parts.items()
-                     if b < running and len(parts) == self.workers]
+            ready = [
+                b
+                for b, parts in self._snapshot_parts.items()
+                if b < running and len(parts) == self.workers
+            ]
             if not ready:
                 return
             batch = max(ready)

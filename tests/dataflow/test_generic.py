@@ -54,7 +54,8 @@ def test_unary_keeps_initial_capability_and_sends_later():
         return logic
 
     assert run_collect(lambda s: s.to_stream([]).unary(pt.Pipeline, "Late", ctor)) == {
-        0: ["late"], 4: ["given"]
+        0: ["late"],
+        4: ["given"],
     }
 
 
@@ -106,8 +107,9 @@ def test_unary_frontier_wordcount_style():
 
     def build(scope):
         h, s = scope.new_input()
-        return h, s.unary_frontier(pt.Exchange(lambda x: x), "Stash", ctor,
-                                   interest=pt.FrontierInterest.IF_CAPABILITY).capture()
+        return h, s.unary_frontier(
+            pt.Exchange(lambda x: x), "Stash", ctor, interest=pt.FrontierInterest.IF_CAPABILITY
+        ).capture()
 
     got = rounds(build, [[3, 1], [2], [], [5, 4]], steps_between=False).extract()
     assert got == [(0, [(0, [1, 3])]), (1, [(1, [2])]), (3, [(3, [4, 5])])]
@@ -156,9 +158,11 @@ def test_binary_and_binary_frontier():
             bin_, b = scope.new_input()
             key = pt.Exchange(lambda kv: kv[0])
             joined = a.binary(b, key, key, "Join", join_ctor).capture()
-            mins = a.map(lambda kv: kv[1]).binary_frontier(
-                b.map(lambda kv: kv[1]), pt.Pipeline, pt.Pipeline, "Min", min_ctor
-            ).capture()
+            mins = (
+                a.map(lambda kv: kv[1])
+                .binary_frontier(b.map(lambda kv: kv[1]), pt.Pipeline, pt.Pipeline, "Min", min_ctor)
+                .capture()
+            )
             return ain, bin_, joined, mins
 
         ain, bin_, joined, mins = worker.dataflow(build)
@@ -200,8 +204,9 @@ def test_sink_and_source():
             return logic
 
         s = scope.source("Ticker", ticker)
-        s.sink(pt.Pipeline, "Collect",
-               lambda inp: got.extend((ref.time, list(b)) for ref, b in inp))
+        s.sink(
+            pt.Pipeline, "Collect", lambda inp: got.extend((ref.time, list(b)) for ref, b in inp)
+        )
         return s
 
     assert run_collect(build) == {0: [0], 1: [1], 2: [2]}

@@ -39,9 +39,7 @@ def test_map_batch_sees_whole_batches():
         sizes.append(len(batch))
         return [x + 1 for x in batch]
 
-    assert run_collect(lambda s: s.to_stream(range(100)).map_batch(f)) == {
-        0: list(range(1, 101))
-    }
+    assert run_collect(lambda s: s.to_stream(range(100)).map_batch(f)) == {0: list(range(1, 101))}
     assert sum(sizes) == 100 and len(sizes) == 1
 
 

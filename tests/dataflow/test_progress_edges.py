@@ -41,8 +41,9 @@ def test_gh523_empty_batches_do_not_block_progress():
             worker.step_while(lambda: not probe.done())
             return captured.extract()
 
-        merged = sorted(x for got in pt.execute(work, workers=workers) for _t, xs in got
-                        for x in xs)
+        merged = sorted(
+            x for got in pt.execute(work, workers=workers) for _t, xs in got for x in xs
+        )
         assert merged == list(range(workers))
 
 
@@ -112,8 +113,12 @@ def test_frontier_interest_levels():
         def build(scope):
             h, s = scope.new_input()
             s.unary(pt.Pipeline, "Never", counting("never", False))
-            s.unary_frontier(pt.Pipeline, "IfCapIdle", counting("if_cap", False),
-                             interest=pt.FrontierInterest.IF_CAPABILITY)
+            s.unary_frontier(
+                pt.Pipeline,
+                "IfCapIdle",
+                counting("if_cap", False),
+                interest=pt.FrontierInterest.IF_CAPABILITY,
+            )
             s.unary_frontier(pt.Pipeline, "Always", counting("always", True))
             return h
 

@@ -44,8 +44,9 @@ def test_nested_regions_rounds_complete():
         return captured.extract()
 
     for workers in (1, 2):
-        merged = sorted((t, x) for got in pt.execute(work, workers=workers) for t, xs in got
-                        for x in xs)
+        merged = sorted(
+            (t, x) for got in pt.execute(work, workers=workers) for t, xs in got for x in xs
+        )
         assert merged == [(r, 10 * r) for r in range(5)]
 
 
@@ -63,10 +64,16 @@ def test_iterative_loop_counter_and_feedback():
         return scope.iterative(body)
 
     assert run_collect(build) == {0: [0, 0]}
-    assert sorted(seen) == sorted([
-        (pt.Product(0, 0), 3), (pt.Product(0, 0), 1), (pt.Product(0, 1), 2),
-        (pt.Product(0, 1), 0), (pt.Product(0, 2), 1), (pt.Product(0, 3), 0),
-    ])
+    assert sorted(seen) == sorted(
+        [
+            (pt.Product(0, 0), 3),
+            (pt.Product(0, 0), 1),
+            (pt.Product(0, 1), 2),
+            (pt.Product(0, 1), 0),
+            (pt.Product(0, 2), 1),
+            (pt.Product(0, 3), 0),
+        ]
+    )
 
 
 def test_feedback_in_the_top_scope():
@@ -110,8 +117,9 @@ def test_nested_loops_product_of_product():
         for step in range(3):
             expected.append((P(P(0, outer_round), step), start + step))
     assert sorted(inner_times) == sorted(expected)
-    assert all(isinstance(t, pt.Product) and isinstance(t.outer, pt.Product)
-               for t, _ in inner_times)
+    assert all(
+        isinstance(t, pt.Product) and isinstance(t.outer, pt.Product) for t, _ in inner_times
+    )
 
 
 def test_loop_with_rounds_and_probe_in_iterative_scope():

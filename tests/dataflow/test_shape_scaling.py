@@ -12,8 +12,9 @@ def test_operator_with_1000_inputs_and_outputs():
         source = scope.to_stream(range(3))
         builder = pt.OperatorBuilder("Wide", scope)
         for i in range(n):
-            builder.new_input(source, pt.Pipeline,
-                              connection=[0 if j == i else None for j in range(n)])
+            builder.new_input(
+                source, pt.Pipeline, connection=[0 if j == i else None for j in range(n)]
+            )
         for _ in range(n):
             builder.new_output()
 
@@ -30,8 +31,11 @@ def test_operator_with_1000_inputs_and_outputs():
             return logic
 
         outs = builder.build(ctor)
-        return outs[0].capture(), outs[n - 1].capture(), outs[0].concatenate(outs[1:]).count() \
-            .capture()
+        return (
+            outs[0].capture(),
+            outs[n - 1].capture(),
+            outs[0].concatenate(outs[1:]).count().capture(),
+        )
 
     first, last, total = pt.example(build)
     assert first.extract() == [(0, [(0, 0), (0, 1), (0, 2)])]

@@ -142,8 +142,11 @@ def test_user_timestamp_rounds_loop_and_count():
     body, counts = pt.execute(work)[0]
     # Each round: 3 -> 2 (t), 2 -> 1 (t+1), 1 -> 0 (t+2); and 1 -> 0 (t).
     assert body == [
-        (Tick(0), [0, 2]), (Tick(1), [0, 1, 2]), (Tick(2), [0, 0, 1, 2]),
-        (Tick(3), [0, 1]), (Tick(4), [0]),
+        (Tick(0), [0, 2]),
+        (Tick(1), [0, 1, 2]),
+        (Tick(2), [0, 0, 1, 2]),
+        (Tick(3), [0, 1]),
+        (Tick(4), [0]),
     ]
     assert counts == [(Tick(0), [2]), (Tick(1), [2]), (Tick(2), [2])]
 

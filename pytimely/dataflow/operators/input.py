@@ -36,8 +36,14 @@ if TYPE_CHECKING:
     from ..operator import OperatorInfo
     from ..scope import Scope
 
-__all__ = ["InputHandle", "UnorderedHandle", "ActivateCapability", "new_input",
-           "new_unordered_input", "to_stream"]
+__all__ = [
+    "InputHandle",
+    "UnorderedHandle",
+    "ActivateCapability",
+    "new_input",
+    "new_unordered_input",
+    "to_stream",
+]
 
 
 class InputHandle:

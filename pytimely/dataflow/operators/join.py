@@ -150,8 +150,16 @@ def join(
                     for v in values:
                         side.store(k, t, v, track)
 
-        def arrive(ref: CapabilityRef, batch: Any, key_of: Any, pairs: bool, mine: _Side,
-                   theirs: _Side, is_left: bool, out: OutputPort) -> None:
+        def arrive(
+            ref: CapabilityRef,
+            batch: Any,
+            key_of: Any,
+            pairs: bool,
+            mine: _Side,
+            theirs: _Side,
+            is_left: bool,
+            out: OutputPort,
+        ) -> None:
             t = ref.time
             total = type(t) is int
             by_out_time: dict[Any, list[Any]] = {}
@@ -204,8 +212,7 @@ def join(
                 right.forget(within, inp1.frontier)  # type: ignore[arg-type]
             if stats is not None:
                 keys = len(left.records) + sum(1 for k in right.records if k not in left.records)
-                stats.record(keys, left.count + right.count,
-                             len(left.expiry) + len(right.expiry))
+                stats.record(keys, left.count + right.count, len(left.expiry) + len(right.expiry))
 
         return logic
 

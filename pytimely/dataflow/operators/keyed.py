@@ -107,8 +107,16 @@ class StateStats:
         )
 
 
-def user_error(op: str, name: str, role: str, fn: Any, record: Any, t: Any, exc: BaseException,
-               address: tuple = ()) -> OperatorError:
+def user_error(
+    op: str,
+    name: str,
+    role: str,
+    fn: Any,
+    record: Any,
+    t: Any,
+    exc: BaseException,
+    address: tuple = (),
+) -> OperatorError:
     """An :class:`OperatorError` naming the operator, the user function and the record.
 
     >>> print(user_error("join", "Orders", "function", len, ("ann", 1), 3, ValueError("bad")))
@@ -123,8 +131,9 @@ def user_error(op: str, name: str, role: str, fn: Any, record: Any, t: Any, exc:
     )
 
 
-def checked_key(key_of: Callable[[Any], Any], pairs: bool, op: str, name: str
-                ) -> Callable[[Any], Any]:
+def checked_key(
+    key_of: Callable[[Any], Any], pairs: bool, op: str, name: str
+) -> Callable[[Any], Any]:
     """``key_of`` for an :class:`Exchange`, re-raising its errors with the operator and the
     record named (the exchange runs in the upstream operator, which knows neither).
 
@@ -146,8 +155,17 @@ def checked_key(key_of: Callable[[Any], Any], pairs: bool, op: str, name: str
     return route
 
 
-def failure(op: str, name: str, fn: Any, key_of: Any, pairs: bool, record: Any, t: Any,
-            exc: BaseException, address: tuple) -> OperatorError:
+def failure(
+    op: str,
+    name: str,
+    fn: Any,
+    key_of: Any,
+    pairs: bool,
+    record: Any,
+    t: Any,
+    exc: BaseException,
+    address: tuple,
+) -> OperatorError:
     """The error for user code ``fn`` raising on ``record``: the key function (``fn is
     key_of``; with ``pairs``, the record was not a ``(key, value)`` pair) or the user's
     function.
@@ -574,7 +592,8 @@ def keyed_process(
                 raise OperatorError(
                     f"{op} {name!r}: on_timer {describe_function(on_timer)} raised "  # type: ignore[arg-type]
                     f"{type(exc).__name__}: {exc} for key {k!r} at time {t!r}",
-                    name, info.address,
+                    name,
+                    info.address,
                 ) from exc
             if results:
                 out.give_batch(held, results)
@@ -585,8 +604,10 @@ def keyed_process(
             # Stashed records and due timers, merged in time order (records of a time first).
             while True:
                 due = timers.next_due(frontier)
-                if times and not frontier.less_than(times[0]) and (
-                    due is None or not due < times[0]
+                if (
+                    times
+                    and not frontier.less_than(times[0])
+                    and (due is None or not due < times[0])
                 ):
                     t = heapq.heappop(times)
                     held, batches = pending.pop(t)

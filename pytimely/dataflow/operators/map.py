@@ -75,9 +75,7 @@ def inspect_time(stream: Stream, f: Callable[[Any, Any], Any], name: str | None 
     return forward_batches(stream, Pipeline, name, inspect=look)
 
 
-def inspect_batch(
-    stream: Stream, f: Callable[[Any, Any], Any], name: str | None = None
-) -> Stream:
+def inspect_batch(stream: Stream, f: Callable[[Any, Any], Any], name: str | None = None) -> Stream:
     """Call ``f(time, batch)`` on every batch; pass the stream through."""
     name = operator_name(name, "InspectBatch", f)
     return forward_batches(stream, Pipeline, name, inspect=f)

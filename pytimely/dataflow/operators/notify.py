@@ -67,8 +67,9 @@ class Notificator:
         "requested",
     )
 
-    def __init__(self, frontiers: list[Any], per_call: int | None = None,
-                 activator: Any = None) -> None:
+    def __init__(
+        self, frontiers: list[Any], per_call: int | None = None, activator: Any = None
+    ) -> None:
         if per_call is not None and per_call < 1:
             raise ValueError("Notificator: per_call must be None or >= 1")
         if per_call is not None and activator is None:

@@ -26,8 +26,12 @@ if TYPE_CHECKING:
 __all__ = ["exchange", "broadcast", "concat", "concatenate", "partition", "branch", "ok_err"]
 
 
-def exchange(stream: Stream, key: Callable[[Any], Any] | None = None, name: str | None = None,
-             column: str | int | None = None) -> Stream:
+def exchange(
+    stream: Stream,
+    key: Callable[[Any], Any] | None = None,
+    name: str | None = None,
+    column: str | int | None = None,
+) -> Stream:
     """Re-partition by ``key(record)`` (the record itself without ``key``; column ``column`` of
     Arrow or structured numpy batches); see :class:`~pytimely.Exchange` for how keys map to
     workers."""

@@ -297,8 +297,9 @@ class WStream:
         """``f(batch) -> batch`` (may return an empty batch)."""
         return self.process(f, None, key, name)
 
-    def flat_map(self, f: Callable[[Any], Iterable[Any]], key: Any = None,
-                 name: str = "WFlatMap") -> WStream:
+    def flat_map(
+        self, f: Callable[[Any], Iterable[Any]], key: Any = None, name: str = "WFlatMap"
+    ) -> WStream:
         """Replace every record by the records ``f(record)`` yields, forwarding the watermark."""
         return self.process(lambda batch: [y for x in batch for y in f(x)], None, key, name)
 
@@ -330,8 +331,9 @@ class WStream:
 
         return unary(self.stream, Pipeline, name, ctor)
 
-    def probe(self, all_workers: bool = False, name: str = "WProbe",
-              handle: WatermarkProbe | None = None) -> WatermarkProbe:
+    def probe(
+        self, all_workers: bool = False, name: str = "WProbe", handle: WatermarkProbe | None = None
+    ) -> WatermarkProbe:
         """A sink tracking the watermark that reaches it.  ``all_workers``: the probe wants
         every worker's markers (the upstream operator then broadcasts them), so it reflects
         global progress; otherwise it sees its own worker's upstream instance only.  Returns
@@ -373,8 +375,9 @@ class WStream:
         return f"<WStream from {self.stream.source}>"
 
 
-def _forward(new: int, state: list[Any], st: Any, fanout: bool, me: int, peers: int,
-             out: OutputPort) -> None:
+def _forward(
+    new: int, state: list[Any], st: Any, fanout: bool, me: int, peers: int, out: OutputPort
+) -> None:
     """Move the held token (``state[1]``) to watermark ``new`` and send the marker: to every
     worker when a consumer exchanges, else to this worker only; drop the token at ``END``."""
     tok = state[1]
@@ -460,8 +463,9 @@ def _operator(
 # Sources
 
 
-def assign_watermarks(stream: Stream, name: str = "AssignWatermarks",
-                      stats: WatermarkStats | None = None) -> WStream:
+def assign_watermarks(
+    stream: Stream, name: str = "AssignWatermarks", stats: WatermarkStats | None = None
+) -> WStream:
     """An ordinary stream as a watermarked one: data pass unchanged (any batch type); whenever
     the input frontier advances, its minimum (``END`` once empty) is emitted as a watermark.
     This source adapter is the only watermark operator that reads a system frontier."""
@@ -556,8 +560,9 @@ class WatermarkInput:
         self.close()
 
 
-def watermark_input(scope: Scope, name: str = "WatermarkInput",
-                    stats: WatermarkStats | None = None) -> tuple[WatermarkInput, WStream]:
+def watermark_input(
+    scope: Scope, name: str = "WatermarkInput", stats: WatermarkStats | None = None
+) -> tuple[WatermarkInput, WStream]:
     """A new input whose stream is watermarked by the handle itself (see
     :class:`WatermarkInput`)."""
     stats = stats if stats is not None else WatermarkStats()

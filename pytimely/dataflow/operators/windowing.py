@@ -222,8 +222,7 @@ def _check_lateness(op: str, lateness: Any) -> int:
 def _check_time(op: str, t: Any) -> None:
     if type(t) is not int:
         raise TypeError(
-            f"{op}: windows need integer timestamps (event_time=None uses the timestamp), "
-            f"got {t!r}"
+            f"{op}: windows need integer timestamps (event_time=None uses the timestamp), got {t!r}"
         )
 
 
@@ -334,8 +333,15 @@ class _FixedWindows:
                 self.entry(cap, emit_at, kind)[k] = agg
 
 
-def _fixed_logic(op: str, windower: Sliding, kind: _Kind, key: Any, event_time: Any,
-                 lateness: int, state: _FixedWindows) -> Callable:
+def _fixed_logic(
+    op: str,
+    windower: Sliding,
+    kind: _Kind,
+    key: Any,
+    event_time: Any,
+    lateness: int,
+    state: _FixedWindows,
+) -> Callable:
     width = windower.width
     tumbling = isinstance(windower, Tumbling)
     end_of = windower.end_of if tumbling else None
@@ -345,9 +351,7 @@ def _fixed_logic(op: str, windower: Sliding, kind: _Kind, key: Any, event_time: 
         end = emit_at - lateness
         start = end - width
         result = kind.result
-        out.session(token).give_batch(
-            [(k, start, end, result(a)) for k, a in aggs.items()]
-        )
+        out.session(token).give_batch([(k, start, end, result(a)) for k, a in aggs.items()])
 
     def split(batch: list) -> tuple[list, list]:
         if key is None:
@@ -366,8 +370,12 @@ def _fixed_logic(op: str, windower: Sliding, kind: _Kind, key: Any, event_time: 
                 for end in ends_of(t):
                     kind.add(op, state.entry(ref, end + lateness, kind), keys, values, t)
                 continue
-            times = _check_times(op, _apply(op, "event_time", event_time, batch), batch,
-                                 describe_function(event_time))
+            times = _check_times(
+                op,
+                _apply(op, "event_time", event_time, batch),
+                batch,
+                describe_function(event_time),
+            )
             keys, values = split(batch)
             groups: dict[int, list[int]] = {}  # E -> indices of on-time records
             late: list[Any] = []
@@ -478,8 +486,9 @@ class _Sessions:
             del self.tokens[emit_at]
             del self.closing[emit_at]
 
-    def add(self, ref: Capability | CapabilityRef, k: Any, x: int, agg: Any,
-            counting: bool) -> None:
+    def add(
+        self, ref: Capability | CapabilityRef, k: Any, x: int, agg: Any, counting: bool
+    ) -> None:
         """Add to ``k``'s sessions the records summarized by ``agg`` (a count, or a list of
         ``(x, value)``), all at event time ``x``."""
         gap = self.gap
@@ -547,8 +556,9 @@ class _Sessions:
     def per_key(self) -> list[tuple[Any, list[tuple[int, int, Any]]]]:
         """The open sessions by key, ``(key, [(start, last, aggregate), ...])``: this
         operator's state for a snapshot (:mod:`pytimely.dataflow.snapshot`)."""
-        return [(k, [(s.start, s.last, s.agg) for s in sessions])
-                for k, sessions in self.by_key.items()]
+        return [
+            (k, [(s.start, s.last, s.agg) for s in sessions]) for k, sessions in self.by_key.items()
+        ]
 
     def restore(self, cap: Capability, pairs: list[tuple[Any, Any]]) -> None:
         """Reopen the sessions of ``per_key`` pairs, minting their tokens from ``cap``."""
@@ -560,8 +570,15 @@ class _Sessions:
                 self._retarget(s, cap)
 
 
-def _session_logic(op: str, windower: Session, kind: _Kind, key: Any, event_time: Any,
-                   lateness: int, state: _Sessions) -> Callable:
+def _session_logic(
+    op: str,
+    windower: Session,
+    kind: _Kind,
+    key: Any,
+    event_time: Any,
+    lateness: int,
+    state: _Sessions,
+) -> Callable:
     gap = windower.gap
     counting = kind.name == "count"
 
@@ -582,9 +599,7 @@ def _session_logic(op: str, windower: Session, kind: _Kind, key: Any, event_time
         return acc
 
     def emit(out: OutputPort, token: Capability, done: list) -> None:
-        out.session(token).give_batch(
-            [(s.key, s.start, s.last + gap, result(s)) for s in done]
-        )
+        out.session(token).give_batch([(s.key, s.start, s.last + gap, result(s)) for s in done])
 
     def logic(inp: InputPort, out: OutputPort, late_out: OutputPort) -> None:
         add = state.add
@@ -611,8 +626,12 @@ def _session_logic(op: str, windower: Session, kind: _Kind, key: Any, event_time
                     for k, g in grouped.items():
                         add(ref, k, t, g, False)
                 continue
-            times = _check_times(op, _apply(op, "event_time", event_time, batch), batch,
-                                 describe_function(event_time))
+            times = _check_times(
+                op,
+                _apply(op, "event_time", event_time, batch),
+                batch,
+                describe_function(event_time),
+            )
             late = []
             for r, k, v, x in zip(batch, keys, values, times):
                 if t <= x + lateness:
@@ -650,8 +669,16 @@ def _group(keys: Any, values: Any, ufunc: Any) -> tuple[list, list]:
     return sorted_keys[starts].tolist(), ufunc.reduceat(values[order], starts).tolist()
 
 
-def _columnar_logic(op: str, windower: Sliding, kind: _Kind, key: str, event_time: Any,
-                    value: Any, lateness: int, state: _FixedWindows) -> Callable:
+def _columnar_logic(
+    op: str,
+    windower: Sliding,
+    kind: _Kind,
+    key: str,
+    event_time: Any,
+    value: Any,
+    lateness: int,
+    state: _FixedWindows,
+) -> Callable:
     import numpy as np
 
     width, step, offset = windower.width, windower.step, windower.offset
@@ -717,8 +744,10 @@ def _columnar_logic(op: str, windower: Sliding, kind: _Kind, key: str, event_tim
                     continue
                 for e in np.unique(sel_e).tolist():
                     m = sel_e == e
-                    merge(state.entry(ref, e, kind),
-                          *_group(sel_k[m], sel_v[m] if sel_v is not None else None, ufunc))
+                    merge(
+                        state.entry(ref, e, kind),
+                        *_group(sel_k[m], sel_v[m] if sel_v is not None else None, ufunc),
+                    )
             if missed.any():
                 late_out.session(ref).give_batch(select(batch, missed))
         state.release(inp.frontier, lambda token, e, aggs: emit(out, token, e, aggs))
@@ -729,14 +758,25 @@ def _columnar_logic(op: str, windower: Sliding, kind: _Kind, key: str, event_tim
 # -- building --------------------------------------------------------------------------------------
 
 
-def _build(stream: Stream, op: str, windower: Any, kind: _Kind, key: Any, event_time: Any,
-           lateness: int, name: str, value: Any = None) -> Windowed:
+def _build(
+    stream: Stream,
+    op: str,
+    windower: Any,
+    kind: _Kind,
+    key: Any,
+    event_time: Any,
+    lateness: int,
+    name: str,
+    value: Any = None,
+) -> Windowed:
     _check_windower(op, windower)
     lateness = _check_lateness(op, lateness)
     if isinstance(key, str):
         if not isinstance(windower, Sliding):
-            raise TypeError(f"{op}: the columnar path (key={key!r}) supports pt.Tumbling and "
-                            f"pt.Sliding, not {windower!r}")
+            raise TypeError(
+                f"{op}: the columnar path (key={key!r}) supports pt.Tumbling and "
+                f"pt.Sliding, not {windower!r}"
+            )
         if event_time is not None and not isinstance(event_time, str):
             raise TypeError(f"{op}: with a key column, event_time must be a column name too")
         if kind.name == "fold":
@@ -810,8 +850,17 @@ def window_fold(
     >>> pt.example(build).extract()
     [(10, [('ann', 0, 10, 7), ('bob', 0, 10, 1)])]
     """
-    return _build(stream, "window_fold", windower, _Kind("fold", init, fold), key, event_time,
-                  lateness, name, value)
+    return _build(
+        stream,
+        "window_fold",
+        windower,
+        _Kind("fold", init, fold),
+        key,
+        event_time,
+        lateness,
+        name,
+        value,
+    )
 
 
 def window_count(
@@ -840,8 +889,7 @@ def window_count(
     >>> late.extract()
     [(5, [('ann', 0)])]
     """
-    return _build(stream, "window_count", windower, _Kind("count"), key, event_time, lateness,
-                  name)
+    return _build(stream, "window_count", windower, _Kind("count"), key, event_time, lateness, name)
 
 
 def window_collect(
@@ -866,8 +914,9 @@ def window_collect(
     >>> pt.example(build).extract()
     [(13, [('ann', 1, 13, ['home', 'cart', 'pay'])]), (25, [('ann', 20, 25, ['home'])])]
     """
-    return _build(stream, "window_collect", windower, _Kind("collect"), key, event_time,
-                  lateness, name)
+    return _build(
+        stream, "window_collect", windower, _Kind("collect"), key, event_time, lateness, name
+    )
 
 
 def window_join(
@@ -916,11 +965,12 @@ def window_join(
             side, record = tagged[1]
             return sides[side](record)
 
-        joined_time.__qualname__ = f"event_time of side {{0: {describe_function(event_time)}, " \
-                                   f"1: {describe_function(other_event_time)}}}"
+        joined_time.__qualname__ = (
+            f"event_time of side {{0: {describe_function(event_time)}, "
+            f"1: {describe_function(other_event_time)}}}"
+        )
     both = left.concat(right)
-    collected = window_collect(both, windower, event_time=joined_time, lateness=lateness,
-                               name=name)
+    collected = window_collect(both, windower, event_time=joined_time, lateness=lateness, name=name)
     key_given, other_key_given = key is not None, other_key is not None
 
     def pairs(result: Any) -> list:
@@ -943,4 +993,3 @@ def _tagged(stream: Stream, side: int, key: Any, op: str, name: str) -> Stream:
         return [(k, (side, r)) for k, r in zip(keys, batch)]
 
     return map_batch(stream, tag_batch, name=f"{name}Tag{side}")
-

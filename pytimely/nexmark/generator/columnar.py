@@ -66,7 +66,6 @@ __all__ = [
 ]
 
 
-
 def _zone(m: int) -> int:
     return ((m << (64 - m.bit_length())) - 1) & MASK64
 
@@ -281,8 +280,6 @@ def _vrange(xp: np.ndarray, q: np.ndarray, m: np.ndarray) -> tuple[np.ndarray, n
         act = act[~ok]
         pos[act] += 1
     return val, pos
-
-
 
 
 def _extract(seg: _Segment, worker: int, k0: int, starts: np.ndarray, p_after: int) -> EventBatch:

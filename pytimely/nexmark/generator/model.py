@@ -85,7 +85,6 @@ __all__ = [
 ]
 
 
-
 # ---------------------------------------------------------------------------------------------
 # Configuration
 
@@ -205,6 +204,7 @@ class Person(NamedTuple):
 
     Name, email address and credit card are always empty, as in Megaphone's generator.
     """
+
     id: int
     name: str
     email_address: str
@@ -219,6 +219,7 @@ class Auction(NamedTuple):
 
     Item name and description are always empty, as in Megaphone's generator.
     """
+
     id: int
     item_name: str
     description: str
@@ -232,6 +233,7 @@ class Auction(NamedTuple):
 
 class Bid(NamedTuple):
     """A bid of ``price`` on ``auction`` by person ``bidder`` at ``date_time`` (ns)."""
+
     auction: int
     bidder: int
     price: int
@@ -239,7 +241,6 @@ class Bid(NamedTuple):
 
 
 Event = Person | Auction | Bid
-
 
 
 # ---------------------------------------------------------------------------------------------

@@ -33,8 +33,6 @@ __all__ = [
 ]
 
 
-
-
 # ---------------------------------------------------------------------------------------------
 # PRNG (scalar)
 
@@ -183,12 +181,10 @@ def prices_from_u24(u: np.ndarray) -> np.ndarray:
     return out
 
 
-
 # ---------------------------------------------------------------------------------------------
 # PRNG (vectorised): the raw output stream for a range of positions
 _U64 = np.uint64
 _M32 = _U64(0xFFFFFFFF)
-
 
 
 def _mulhi_vv(a: np.ndarray, b: np.ndarray) -> np.ndarray:

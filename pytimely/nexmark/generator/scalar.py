@@ -42,7 +42,6 @@ __all__ = [
 ]
 
 
-
 class ScalarWorkerGenerator:
     """Worker ``worker``'s events, one at a time, exactly as Megaphone's generator makes them.
 
