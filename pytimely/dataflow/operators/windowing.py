@@ -46,7 +46,7 @@ from __future__ import annotations
 import heapq
 import numbers
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
@@ -466,8 +466,13 @@ class _Sessions:
         if emit_at == old:
             return
         tokens = self.tokens
-        if old is not None:
-            self._unref(old)
+        if old is not None:  # ``_unref(old)``, inlined: this runs for most records
+            held = tokens[old]
+            held[1] -= 1
+            if not held[1]:
+                held[0].drop()
+                del tokens[old]
+                del self.closing[old]
         s.emit_at = emit_at
         held = tokens.get(emit_at)
         if held is None:
@@ -498,6 +503,20 @@ class _Sessions:
             self.by_key[k] = [s]
             self._retarget(s, ref)
             return
+        if len(sessions) == 1:  # the common case: ``k`` has one open session
+            s = sessions[0]
+            if s.start - gap < x < s.last + gap:  # ... and ``x`` falls into it
+                if x < s.start:
+                    s.start = x
+                elif x > s.last:
+                    s.last = x
+                if counting:
+                    s.agg += agg
+                else:
+                    s.agg.extend(agg)
+                if s.last + gap + self.lateness != s.emit_at:
+                    self._retarget(s, ref)
+                return
         hit = None
         for s in sessions:
             if s.start - gap < x < s.last + gap:
@@ -528,6 +547,50 @@ class _Sessions:
         if len(sessions) > 1:
             sessions[:] = [s for s in sessions if s.alive]
         self._retarget(hit, ref)
+
+    def add_counts_at(
+        self, ref: Capability | CapabilityRef, x: int, counts: Iterable[tuple[Any, int]]
+    ) -> None:
+        """:meth:`add` of ``n`` records at event time ``x`` for every ``(k, n)`` of ``counts``
+        (a batch whose timestamp is its event time).  The sessions it extends at their end all
+        move to one emission time, so their tokens are re-counted once per batch instead of
+        once per key: one decrement per old emission time and one increment for the new."""
+        gap, by_key = self.gap, self.by_key
+        emit_at = x + gap + self.lateness
+        moved: list[_Session] = []
+        left: dict[int, int] = {}  # old emission time -> sessions that moved away from it
+        for k, n in counts:
+            sessions = by_key.get(k)
+            if sessions is not None and len(sessions) == 1:
+                s = sessions[0]
+                if s.start <= x and s.last <= x < s.last + gap:  # extends k's one session
+                    s.last = x
+                    s.agg += n
+                    old = s.emit_at
+                    if old != emit_at:
+                        left[old] = left.get(old, 0) + 1
+                        s.emit_at = emit_at
+                        moved.append(s)
+                    continue
+            self.add(ref, k, x, n, True)
+        if not moved:
+            return
+        tokens, closing = self.tokens, self.closing
+        for old, n in left.items():
+            held = tokens[old]
+            held[1] -= n
+            if not held[1]:
+                held[0].drop()
+                del tokens[old]
+                del closing[old]
+        held = tokens.get(emit_at)
+        if held is None:
+            tokens[emit_at] = [ref.delayed(emit_at), len(moved)]
+            closing[emit_at] = moved
+            heapq.heappush(self.heap, emit_at)
+        else:
+            held[1] += len(moved)
+            closing[emit_at].extend(moved)
 
     def release(self, frontier: Frontier, emit: Callable[[Any, list], None]) -> None:
         """Emit and forget every session whose emission time has every earlier time
@@ -613,8 +676,7 @@ def _session_logic(
             if event_time is None:
                 # One event time for the whole batch: group by key first.
                 if counting:
-                    for k, n in Counter(keys).items():
-                        add(ref, k, t, n, True)
+                    state.add_counts_at(ref, t, Counter(keys).items())
                 else:
                     grouped: dict[Any, list] = {}
                     for k, v in zip(keys, values):
