@@ -4,6 +4,7 @@ across workers under a tiny bound still completes, and a sender waiting on a dea
 from __future__ import annotations
 
 import os
+import pickle
 import signal
 import time
 
@@ -240,3 +241,63 @@ def test_a_peer_that_never_drains_is_named_after_the_flow_timeout():
     message, _ = run_processes(_peer_busy_in_user_code, 2, timeout=30)
     assert message.startswith("input 'Input' on worker 0: worker 1 acknowledged none of the")
     assert "for 1 s" in message and f"bound {TINY} bytes" in message
+
+
+# --- what one step decodes ----------------------------------------------------------------------
+
+
+def _is_batch(payload: object) -> bool:
+    """A data message ``(time, records)`` of the exchange (not a progress batch)."""
+    return isinstance(payload, tuple) and len(payload) == 2 and isinstance(payload[1], list)
+
+
+def _receive_sizes_work(batches: int, size: int):
+    """Worker 0 sends ``batches`` batches of ``size`` ints to worker 1 before worker 1 steps;
+    each worker returns (records it counted, data messages per ``receive()`` call)."""
+
+    def work(worker: pt.Worker) -> tuple[int, list[int]]:
+        allocator = worker.allocator
+        taken: list[int] = []
+        receive = allocator.receive
+
+        def counting_receive():
+            got = receive()
+            taken.append(sum(1 for _c, source, p in got if source != worker.index and _is_batch(p)))
+            return got
+
+        allocator.receive = counting_receive  # observe what each step decodes
+        seen = [0]
+
+        def build(scope):
+            inp, stream = scope.new_input()
+            counted = stream.exchange(lambda x: 1).inspect_batch(
+                lambda t, b: seen.__setitem__(0, seen[0] + len(b))
+            )
+            return inp, counted.probe()
+
+        inp, probe = worker.dataflow(build)
+        if worker.index == 0:
+            for _ in range(batches):
+                inp.send_batch(list(range(size)))
+                inp.flush()
+                worker.step()
+        else:
+            time.sleep(1.0)  # let everything arrive before the first receive
+        inp.advance_to(1)
+        worker.step_while(lambda: probe.less_than(1), timeout=60)
+        inp.close()
+        return seen[0], [n for n in taken if n]
+
+    return work
+
+
+@pytest.mark.timeout(90)
+def test_a_step_decodes_a_bounded_slice_of_what_arrived(monkeypatch):
+    from pytimely.communication import tcp
+
+    # 40 batches against a budget of about six of them: several steps, nothing lost.
+    size = len(pickle.dumps((0, list(range(10_000))), protocol=5))
+    monkeypatch.setattr(tcp, "RECEIVE_BUDGET", 6 * size)  # inherited by the forked workers
+    (_, _), (records, taken) = pt.execute(_receive_sizes_work(40, 10_000), workers=2, timeout=60)
+    assert records == 40 * 10_000
+    assert sum(taken) == 40 and len(taken) >= 6 and max(taken) <= 7, taken

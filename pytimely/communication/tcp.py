@@ -96,6 +96,9 @@ __all__ = ["TcpAllocator"]
 #: A connected peer that sends nothing at all (not even a heartbeat) for this many seconds is
 #: declared failed; ``PYTIMELY_HEARTBEAT_TIMEOUT`` overrides it.
 HEARTBEAT_TIMEOUT = 20.0
+#: At most this many payload bytes are decoded per ``receive()`` (always at least one message),
+#: so a worker's step turns a bounded slice of what its peers sent into Python objects.
+RECEIVE_BUDGET = 1 << 20
 #: Heartbeats go out (and silences are checked) at least this often.
 HEARTBEAT_PERIOD = 1.0
 HEARTBEAT_ENV = "PYTIMELY_HEARTBEAT_TIMEOUT"
@@ -323,7 +326,7 @@ class TcpAllocator(Allocator):
         self._local_ready = []
         if self._inbox:
             with self._cond:
-                inbox, self._inbox = self._inbox, []
+                inbox = self._take_inbox()
             for item in inbox:
                 channel, source, data, buffers = item
                 try:
@@ -343,6 +346,29 @@ class TcpAllocator(Allocator):
                 if self._traffic is not None:
                     self._traffic(channel, source, False, payload, nbytes)
         return out
+
+    def _take_inbox(self) -> list[Any]:
+        """The oldest messages of the inbox, up to :data:`RECEIVE_BUDGET` payload bytes (at
+        least one), removed from it; the caller holds ``_cond``.
+
+        Taking a bounded prefix keeps what one step decodes bounded: a slow worker whose peers
+        filled the flow-control window does not turn the whole window into Python objects at
+        once, and it acknowledges (and so lets its producers go on) a slice at a time.  FIFO
+        per ``(channel, source)`` is kept: the rest stays queued, in order, for the next step.
+        """
+        inbox = self._inbox
+        budget = RECEIVE_BUDGET
+        taken = 0
+        for n, (_channel, _source, data, buffers) in enumerate(inbox):
+            budget -= data_payload_bytes(data, buffers)
+            if budget < 0 and n:
+                taken = n
+                break
+        else:
+            self._inbox = []
+            return inbox
+        self._inbox = inbox[taken:]
+        return inbox[:taken]
 
     def await_events(self, timeout: float | None) -> None:
         """See :meth:`Allocator.await_events`; raises the first failure a receiver noticed."""
