@@ -1,4 +1,5 @@
-"""Regenerate every experiment of seed 004 section 7 (JSON and PNG in docs/results/).
+"""Regenerate every experiment of section 7 of the "Timestamp tokens" paper (SoCC 2022): JSON
+and PNG in docs/results/.
 
 python bench/all_experiments.py          # or: make results
 """

@@ -1,4 +1,4 @@
-"""Experiment 1 (seed 004, section 7.2.1): timestamp granularity.
+"""Experiment 1 ("Timestamp tokens", SoCC 2022, section 7.2.1): timestamp granularity.
 
 A rolling count of distinct words, fed open loop at a fixed rate; every record's timestamp is
 its scheduled instant in nanoseconds rounded down to a multiple of ``2**q``.  For each quantum

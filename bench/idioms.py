@@ -1,4 +1,5 @@
-"""The three coordination idioms of seed 004, built for the microbenchmarks.
+"""The three coordination idioms of the "Timestamp tokens" paper (SoCC 2022), built for the
+microbenchmarks.
 
 * **tokens** — plain timestamp tokens: operators react to data and never ask the system about
   time; completion is observed through the system's frontier.

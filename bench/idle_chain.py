@@ -1,4 +1,4 @@
-"""Experiment 3 (seed 004, section 7.3): chains of idle no-op operators.
+"""Experiment 3 ("Timestamp tokens", SoCC 2022, section 7.3): chains of idle no-op operators.
 
 An input that mostly just advances time (a trickle of records, timestamps quantized to 2**20 ns,
 about one new time per millisecond) feeds a chain of ``L`` no-op operators, ``L`` in 8..256, on

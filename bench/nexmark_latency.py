@@ -1,4 +1,5 @@
-"""Experiment 4 (seed 004, section 7.4): NEXMark Q4 and Q7 latency, three idioms, several rates.
+"""Experiment 4 ("Timestamp tokens", SoCC 2022, section 7.4): NEXMark Q4 and Q7 latency,
+three idioms, several rates.
 
 Events come from the canonical generator (``pytimely.nexmark``), offered open loop by the harness:
 event ``n`` is scheduled at ``n / rate`` seconds and stamped with that instant in nanoseconds

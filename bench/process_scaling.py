@@ -1,4 +1,5 @@
-"""Experiment 2 (seed 004, section 7.2.2): scaling the rolling word count over 1 and 2 processes.
+"""Experiment 2 ("Timestamp tokens", SoCC 2022, section 7.2.2): scaling the rolling word count
+over 1 and 2 processes.
 
 Strong scaling: the same total rate on 1 and 2 workers.  Weak scaling: the same rate per worker.
 Two timestamp quanta (coarse 2**20 ns, fine 2**8 ns) and the three idioms.  Writes
