@@ -133,6 +133,26 @@ def _listen(host: str) -> socket.socket:
 # --- driver side ---------------------------------------------------------------------------------
 
 
+def _accept_each(
+    listener: socket.socket,
+    closed: Callable[[], bool],
+    serve: Callable[[socket.socket], None],
+    name: str,
+) -> None:
+    """Accept connections on ``listener`` (which has a short timeout, so ``closed()`` is
+    noticed) and serve each on a thread of its own named ``name``, until ``closed()`` or the
+    listener is closed.  Each ``serve`` authenticates its caller within its own deadline, so a
+    silent caller holds only its own thread."""
+    while not closed():
+        try:
+            sock, _address = listener.accept()
+        except TimeoutError:
+            continue
+        except OSError:
+            return
+        threading.Thread(target=serve, args=(sock,), daemon=True, name=name).start()
+
+
 class Coordinator:
     """The driver's end of the control connections of one run (see the module docstring).
 
@@ -167,21 +187,12 @@ class Coordinator:
         self._send_lock = threading.Lock()
         self._closed = False
         self._thread = threading.Thread(
-            target=self._accept_loop, name="pytimely-coordinator", daemon=True
+            target=_accept_each,
+            args=(self._listener, lambda: self._closed, self._serve, "pytimely-coordinator-conn"),
+            name="pytimely-coordinator",
+            daemon=True,
         )
         self._thread.start()
-
-    def _accept_loop(self) -> None:
-        while not self._closed:
-            try:
-                sock, _address = self._listener.accept()
-            except TimeoutError:
-                continue
-            except OSError:
-                return
-            threading.Thread(
-                target=self._serve, args=(sock,), daemon=True, name="pytimely-coordinator-conn"
-            ).start()
 
     def _serve(self, sock: socket.socket) -> None:
         index: list[int] = []
@@ -403,24 +414,12 @@ class FeedListener:
         self.port = self._listener.getsockname()[1]
         self._closed = False
         self._thread = threading.Thread(
-            target=self._accept_loop, daemon=True, name=f"pytimely-feed-{index}"
+            target=_accept_each,
+            args=(self._listener, lambda: self._closed, self._serve, f"pytimely-feed-conn-{index}"),
+            daemon=True,
+            name=f"pytimely-feed-{index}",
         )
         self._thread.start()
-
-    def _accept_loop(self) -> None:
-        while not self._closed:
-            try:
-                sock, _ = self._listener.accept()
-            except TimeoutError:
-                continue
-            except OSError:
-                return
-            threading.Thread(
-                target=self._serve,
-                args=(sock,),
-                daemon=True,
-                name=f"pytimely-feed-conn-{self._index}",
-            ).start()
 
     def _serve(self, sock: socket.socket) -> None:
         try:
