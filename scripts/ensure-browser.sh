@@ -12,22 +12,8 @@ command -v dot >/dev/null 2>&1 || missing="$missing graphviz"
 [ -z "$missing" ] && exit 0
 
 echo "ensure-browser: missing:$missing" >&2
-if ! command -v apt-get >/dev/null 2>&1; then
-    echo "ensure-browser: no apt-get here; install$missing and put them on PATH" >&2
-    exit 1
-fi
-if [ "$(id -u)" -eq 0 ]; then
-    SUDO=""
-elif command -v sudo >/dev/null 2>&1; then
-    SUDO="sudo"
-else
-    echo "ensure-browser: not root and no sudo; run: apt-get install -y$missing" >&2
-    exit 1
-fi
-echo "ensure-browser: installing$missing ..." >&2
-$SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -q
 # shellcheck disable=SC2086 # one word per package
-$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $missing
+sh "$(dirname "$0")/apt-install.sh" ensure-browser $missing
 for tool in chromium chromedriver dot; do
     if ! command -v "$tool" >/dev/null 2>&1; then
         echo "ensure-browser: installed, but \`$tool\` is still not on PATH" >&2

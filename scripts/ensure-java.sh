@@ -18,22 +18,7 @@ else
     echo "ensure-java: no java on PATH; Spark 4 needs Java 17 or newer" >&2
 fi
 
-if ! command -v apt-get >/dev/null 2>&1; then
-    echo "ensure-java: no apt-get here; install a Java 17+ runtime and put it on PATH" >&2
-    exit 1
-fi
-if [ "$(id -u)" -eq 0 ]; then
-    SUDO=""
-elif command -v sudo >/dev/null 2>&1; then
-    SUDO="sudo"
-else
-    echo "ensure-java: not root and no sudo; run: apt-get install -y openjdk-17-jre-headless" >&2
-    exit 1
-fi
-echo "ensure-java: installing openjdk-17-jre-headless ..." >&2
-$SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -q
-$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
-    openjdk-17-jre-headless
+sh "$(dirname "$0")/apt-install.sh" ensure-java openjdk-17-jre-headless
 major=$(java_major)
 if [ -z "$major" ] || [ "$major" -lt 17 ]; then
     echo "ensure-java: installed, but \`java\` on PATH is still not 17+ (check update-alternatives)" >&2

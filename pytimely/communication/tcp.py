@@ -326,9 +326,8 @@ class TcpAllocator(Allocator):
         self._local_ready = []
         if self._inbox:
             with self._cond:
-                inbox = self._take_inbox()
-            for item in inbox:
-                channel, source, data, buffers = item
+                inbox, sizes = self._take_inbox()
+            for (channel, source, data, buffers), nbytes in zip(inbox, sizes):
                 try:
                     payload = deserialize(data, buffers)
                 except Exception as exc:  # unpickling may raise anything
@@ -341,15 +340,14 @@ class TcpAllocator(Allocator):
                     raise self._failure_exception() from exc
                 out.append((channel, source, payload))
                 self._delivered[source] += 1
-                nbytes = data_payload_bytes(data, buffers)
                 self._flow.consumed(source, nbytes)
                 if self._traffic is not None:
                     self._traffic(channel, source, False, payload, nbytes)
         return out
 
-    def _take_inbox(self) -> list[Any]:
+    def _take_inbox(self) -> tuple[list[Any], list[int]]:
         """The oldest messages of the inbox, up to :data:`RECEIVE_BUDGET` payload bytes (at
-        least one), removed from it; the caller holds ``_cond``.
+        least one), removed from it, and their payload sizes; the caller holds ``_cond``.
 
         Taking a bounded prefix keeps what one step decodes bounded: a slow worker whose peers
         filled the flow-control window does not turn the whole window into Python objects at
@@ -358,17 +356,19 @@ class TcpAllocator(Allocator):
         """
         inbox = self._inbox
         budget = RECEIVE_BUDGET
-        taken = 0
-        for n, (_channel, _source, data, buffers) in enumerate(inbox):
-            budget -= data_payload_bytes(data, buffers)
-            if budget < 0 and n:
-                taken = n
+        sizes: list[int] = []
+        for _channel, _source, data, buffers in inbox:
+            nbytes = data_payload_bytes(data, buffers)
+            if nbytes > budget and sizes:
                 break
-        else:
+            budget -= nbytes
+            sizes.append(nbytes)
+        taken = len(sizes)
+        if taken == len(inbox):
             self._inbox = []
-            return inbox
+            return inbox, sizes
         self._inbox = inbox[taken:]
-        return inbox[:taken]
+        return inbox[:taken], sizes
 
     def await_events(self, timeout: float | None) -> None:
         """See :meth:`Allocator.await_events`; raises the first failure a receiver noticed."""

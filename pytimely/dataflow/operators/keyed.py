@@ -198,15 +198,59 @@ def split_key(key: Callable[[Any], Any] | None) -> tuple[Callable[[Any], Any], b
     return (_FIRST, True) if key is None else (key, False)
 
 
-def _check_drained(op: str, name: str, pending: dict[Any, list[Any]]) -> None:
-    """A snapshot is taken at a completed epoch, when no record can be waiting for an earlier
-    time: stashed records mean the caller snapshots mid-epoch, which would lose them."""
-    if pending:
-        raise OperatorError(
-            f"{op} {name!r}: snapshot requested while records at times {sorted(pending)!r} "
-            "wait for earlier times; snapshots must be taken at a completed epoch",
-            name,
-        )
+class _InTimeOrder:
+    """Batches waiting for every earlier time to complete, each time with one capability
+    retained from its first message (the stash-per-time idiom): what makes ``stateful_map`` and
+    ``keyed_process`` apply records in timestamp order.  ``times`` is a heap of the keys of
+    ``pending`` (time -> ``[capability, batches]``)."""
+
+    __slots__ = ("pending", "times")
+
+    def __init__(self) -> None:
+        self.pending: dict[Any, list[Any]] = {}
+        self.times: list[Any] = []
+
+    def __len__(self) -> int:
+        return len(self.pending)
+
+    def first(self) -> Any:
+        """The earliest waiting time, or ``None``."""
+        return self.times[0] if self.times else None
+
+    def pop_first(self) -> tuple[Any, Capability, list[Any]]:
+        """Take the earliest waiting time: ``(time, capability, batches)``; the caller applies
+        the batches and drops the capability."""
+        t = heapq.heappop(self.times)
+        held, batches = self.pending.pop(t)
+        return t, held, batches
+
+    def admit(self, inp: InputPort, apply: Callable[..., None], out: OutputPort) -> None:
+        """Every batch of ``inp``: applied at once (``apply(ref, t, batch, out)``) if no
+        earlier time can still arrive and none is waiting, else stashed under its time."""
+        frontier, times, pending = inp.frontier, self.times, self.pending
+        for ref, batch in inp:
+            t = ref.time
+            if (not times or t < times[0]) and not frontier.less_than(t):
+                apply(ref, t, batch, out)
+                continue
+            entry = pending.get(t)
+            if entry is None:
+                pending[t] = [ref.retain(), [batch]]
+                heapq.heappush(times, t)
+            else:
+                entry[1].append(batch)
+
+    def check_drained(self, op: str, name: str) -> None:
+        """A snapshot is taken at a completed epoch, when no record can be waiting for an
+        earlier time: stashed records mean the caller snapshots mid-epoch, which would lose
+        them."""
+        if self.pending:
+            raise OperatorError(
+                f"{op} {name!r}: snapshot requested while records at times "
+                f"{sorted(self.pending)!r} wait for earlier times; snapshots must be taken at a "
+                "completed epoch",
+                name,
+            )
 
 
 def stateful_map(
@@ -241,12 +285,11 @@ def stateful_map(
     def ctor(cap: Capability, info: OperatorInfo) -> Callable[[InputPort, OutputPort], None]:
         cap.drop()  # hold nothing until a record must wait
         states: dict[Any, Any] = {}
-        pending: dict[Any, list[Any]] = {}  # time -> [capability, batches]
-        times: list[Any] = []  # heap of pending times
+        waiting = _InTimeOrder()
 
         def per_key() -> list[tuple[Any, Any]]:
             """The state for a snapshot: ``(key, state)`` (nothing may be stashed then)."""
-            _check_drained(op, name, pending)
+            waiting.check_drained(op, name)
             return list(states.items())
 
         restored = snapshot.attach(info, per_key)
@@ -282,25 +325,14 @@ def stateful_map(
 
         def logic(inp: InputPort, out: OutputPort) -> None:
             frontier = inp.frontier
-            while times and not frontier.less_than(times[0]):
-                t = heapq.heappop(times)
-                held, batches = pending.pop(t)
+            while waiting.times and not frontier.less_than(waiting.times[0]):
+                t, held, batches = waiting.pop_first()
                 for batch in batches:
                     apply(held, t, batch, out)
                 held.drop()
-            for ref, batch in inp:
-                t = ref.time
-                if (not times or t < times[0]) and not frontier.less_than(t):
-                    apply(ref, t, batch, out)
-                    continue
-                entry = pending.get(t)
-                if entry is None:
-                    pending[t] = [ref.retain(), [batch]]
-                    heapq.heappush(times, t)
-                else:
-                    entry[1].append(batch)
+            waiting.admit(inp, apply, out)
             if stats is not None:
-                stats.record(len(states), len(states), len(pending))
+                stats.record(len(states), len(states), len(waiting))
 
         return logic
 
@@ -542,14 +574,13 @@ def keyed_process(
 
     def ctor(cap: Capability, info: OperatorInfo) -> Callable[[InputPort, OutputPort], None]:
         states: dict[Any, Any] = {}
-        pending: dict[Any, list[Any]] = {}  # record time -> [capability, batches]
-        times: list[Any] = []  # heap of pending record times
+        waiting = _InTimeOrder()  # records waiting for earlier times
         timers = EventTimers()
         ctx = KeyedContext(name, states, timers)
 
         def per_key() -> list[tuple[Any, Any]]:
             """The state for a snapshot: ``(key, (state, [timer times]))``."""
-            _check_drained(op, name, pending)
+            waiting.check_drained(op, name)
             keyed = timers.by_key()
             return [(k, (states.get(k), keyed.get(k, []))) for k in {**states, **keyed}]
 
@@ -604,13 +635,13 @@ def keyed_process(
             # Stashed records and due timers, merged in time order (records of a time first).
             while True:
                 due = timers.next_due(frontier)
+                first = waiting.first()
                 if (
-                    times
-                    and not frontier.less_than(times[0])
-                    and (due is None or not due < times[0])
+                    first is not None
+                    and not frontier.less_than(first)
+                    and (due is None or not due < first)
                 ):
-                    t = heapq.heappop(times)
-                    held, batches = pending.pop(t)
+                    t, held, batches = waiting.pop_first()
                     for batch in batches:
                         apply(held, t, batch, out)
                     held.drop()
@@ -618,20 +649,10 @@ def keyed_process(
                     fire(due, out)
                 else:
                     break
-            for ref, batch in inp:
-                t = ref.time
-                if (not times or t < times[0]) and not frontier.less_than(t):
-                    apply(ref, t, batch, out)
-                    continue
-                entry = pending.get(t)
-                if entry is None:
-                    pending[t] = [ref.retain(), [batch]]
-                    heapq.heappush(times, t)
-                else:
-                    entry[1].append(batch)
+            waiting.admit(inp, apply, out)
             ctx.unbind()
             if stats is not None:
-                stats.record(len(states), len(timers), len(pending) + timers.times())
+                stats.record(len(states), len(timers), len(waiting) + timers.times())
 
         return logic
 

@@ -466,13 +466,8 @@ class _Sessions:
         if emit_at == old:
             return
         tokens = self.tokens
-        if old is not None:  # ``_unref(old)``, inlined: this runs for most records
-            held = tokens[old]
-            held[1] -= 1
-            if not held[1]:
-                held[0].drop()
-                del tokens[old]
-                del self.closing[old]
+        if old is not None:
+            self._unref(old)
         s.emit_at = emit_at
         held = tokens.get(emit_at)
         if held is None:
@@ -503,20 +498,6 @@ class _Sessions:
             self.by_key[k] = [s]
             self._retarget(s, ref)
             return
-        if len(sessions) == 1:  # the common case: ``k`` has one open session
-            s = sessions[0]
-            if s.start - gap < x < s.last + gap:  # ... and ``x`` falls into it
-                if x < s.start:
-                    s.start = x
-                elif x > s.last:
-                    s.last = x
-                if counting:
-                    s.agg += agg
-                else:
-                    s.agg.extend(agg)
-                if s.last + gap + self.lateness != s.emit_at:
-                    self._retarget(s, ref)
-                return
         hit = None
         for s in sessions:
             if s.start - gap < x < s.last + gap:
