@@ -472,38 +472,66 @@ class Tracker:
         return True
 
     def _drain(self, worklist: list[tuple[Any, int, int]]) -> None:
+        """Pop ``(time, location, delta)`` in increasing order, summing equal ``(time,
+        location)`` entries, apply each to its location's implications and push the frontier
+        changes on.
+
+        A change whose single consequence would be the next entry popped anyway (it sorts
+        before the heap's head) is applied at once instead of being pushed and popped: the
+        order of processing, and so the result, is exactly the heap's.  Along a chain of
+        operators that is every change, and the heap is left out entirely.
+        """
         implications = self._implications
         forward = self._forward
         loc_is_source = self.loc_is_source
         pushed = self._pushed
+        record = pushed.append
         pop = heapq.heappop
         push = heapq.heappush
         while worklist:
             t, loc, d = pop(worklist)
             while worklist and worklist[0][1] == loc and worklist[0][0] == t:
                 d += pop(worklist)[2]
-            if not d:
-                continue
-            imp = implications[loc]
-            if imp is None:
-                imp = implications[loc] = MutableAntichain()
-            changes = imp.update_one(t, d)
-            if not changes:
-                continue
-            if loc_is_source[loc]:
-                targets = forward[loc]
-                for t2, d2 in changes:
-                    pushed.append((loc, t2, d2))
-                    for tl in targets:
-                        push(worklist, (t2, tl, d2))
-            else:
-                internal = forward[loc]
-                for t2, d2 in changes:
-                    pushed.append((loc, t2, d2))
-                    for sl, s in internal:
-                        t3 = t2 + s if type(s) is int else s.results_in(t2)
-                        if t3 is not None:
-                            push(worklist, (t3, sl, d2))
+            while d:
+                imp = implications[loc]
+                if imp is None:
+                    imp = implications[loc] = MutableAntichain()
+                changes = imp.update_one(t, d)
+                if not changes:
+                    break
+                nexts = forward[loc]
+                if len(changes) == 1 and len(nexts) == 1:
+                    # One change, one successor: continue there directly if that entry would
+                    # be the heap's minimum (strictly: an equal entry must be summed first).
+                    t2, d2 = changes[0]
+                    record((loc, t2, d2))
+                    if loc_is_source[loc]:
+                        nloc = nexts[0]
+                    else:
+                        nloc, s = nexts[0]
+                        t2 = t2 + s if type(s) is int else s.results_in(t2)
+                        if t2 is None:
+                            break
+                    if worklist:
+                        head = worklist[0]
+                        if not (t2 < head[0] or (t2 == head[0] and nloc < head[1])):
+                            push(worklist, (t2, nloc, d2))
+                            break
+                    t, loc, d = t2, nloc, d2
+                    continue
+                if loc_is_source[loc]:
+                    for t2, d2 in changes:
+                        record((loc, t2, d2))
+                        for tl in nexts:
+                            push(worklist, (t2, tl, d2))
+                else:
+                    for t2, d2 in changes:
+                        record((loc, t2, d2))
+                        for sl, s in nexts:
+                            t3 = t2 + s if type(s) is int else s.results_in(t2)
+                            if t3 is not None:
+                                push(worklist, (t3, sl, d2))
+                break
 
     # ----------------------------------------------------------------------------------------
     # Queries.
