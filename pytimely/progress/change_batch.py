@@ -6,11 +6,15 @@ produced and consumed in the same step).  A ``ChangeBatch`` accumulates changes 
 the *net* non-zero ones, so that everything downstream pays per net change rather than per
 action.
 
-Implementation choice: a ``dict`` from key to accumulated delta, deleting keys whose delta
-reaches zero.  Rust's crate appends to a vector and sorts to compact, amortised; in Python the
-hash table is the faster structure (one C-level lookup per update, no sort) and it is always
-consolidated, so there is no separate compaction step.  Iteration order is insertion order of
-the surviving keys, which keeps runs deterministic.
+Implementation choice: the batch *is* a ``dict`` from key to accumulated delta (a subclass),
+deleting keys whose delta reaches zero.  Rust's crate appends to a vector and sorts to compact,
+amortised; in Python the hash table is the faster structure (one C-level lookup per update, no
+sort) and it is always consolidated, so there is no separate compaction step.  Being the dict
+itself (rather than holding one) makes the questions asked of every batch after every operator
+invocation -- ``bool(batch)``, ``len(batch)`` -- C calls that run no Python frame.  Iteration
+yields ``(key, delta)`` pairs (not keys, as a plain dict would), in insertion order of the
+surviving keys, which keeps runs deterministic.  Only the methods below are meant to change
+it; ``dict``'s own mutators would bypass the invariant.
 
 Invariant: no stored delta is zero.
 """
@@ -23,120 +27,91 @@ from typing import Any
 __all__ = ["ChangeBatch"]
 
 
-class ChangeBatch:
+class ChangeBatch(dict):  # type: ignore[type-arg]
     """A consolidated collection of ``(key, delta)`` pairs with non-zero deltas."""
 
-    __slots__ = ("_counts",)
+    __slots__ = ()
 
     def __init__(self, changes: Iterable[tuple[Any, int]] | None = None) -> None:
-        self._counts: dict[Any, int] = {}
+        super().__init__()
         if changes is not None:
             self.extend(changes)
 
-    def update(self, key: Any, delta: int) -> None:
+    def update(self, key: Any, delta: int) -> None:  # type: ignore[override]
         """Add ``delta`` to ``key``'s accumulated count (dropping it if the sum is zero)."""
         if delta:
-            counts = self._counts
-            total = counts.get(key, 0) + delta
+            total = self.get(key, 0) + delta
             if total:
-                counts[key] = total
+                self[key] = total
             else:
-                del counts[key]
+                del self[key]
 
     def extend(self, changes: Iterable[tuple[Any, int]]) -> None:
         """Apply many updates."""
-        counts = self._counts
+        get = self.get
         for key, delta in changes:
             if delta:
-                total = counts.get(key, 0) + delta
+                total = get(key, 0) + delta
                 if total:
-                    counts[key] = total
+                    self[key] = total
                 else:
-                    del counts[key]
+                    del self[key]
 
     def drain(self) -> list[tuple[Any, int]]:
         """Return the consolidated changes and leave the batch empty."""
-        counts = self._counts
-        if not counts:
+        if not self:
             return []
-        self._counts = {}
-        return list(counts.items())
+        changes = list(self.items())
+        self.clear()
+        return changes
 
     def drain_located_into(self, into: ChangeBatch, locations: Sequence[tuple[Any, int]]) -> None:
         """Move every ``(t, delta)`` into ``into`` as ``((loc, t), delta * weight)`` for each
         ``(loc, weight)`` of ``locations``, and leave this batch empty.
 
-        The scope's per-invocation path (a child's counts become located pointstamp counts):
-        one call per batch, whether or not it holds anything, so an empty batch costs no
-        second call to ask.
+        The scope's per-invocation path (a child's counts become located pointstamp counts).
         """
-        counts = self._counts
-        if not counts:
-            return
-        self._counts = {}
-        target = into._counts
-        get = target.get
-        for t, delta in counts.items():
+        get = into.get
+        for t, delta in self.items():
             for loc, weight in locations:
                 key = (loc, t)
                 total = get(key, 0) + delta * weight
                 if total:
-                    target[key] = total
+                    into[key] = total
                 else:
-                    del target[key]
+                    del into[key]
+        self.clear()
 
     def drain_at_into(self, into: ChangeBatch, loc: Any, weight: int) -> None:
         """``drain_located_into`` with the single location ``loc``: ``(loc, t)`` gets
         ``delta * weight``."""
-        counts = self._counts
-        if not counts:
-            return
-        self._counts = {}
-        target = into._counts
-        get = target.get
-        for t, delta in counts.items():
+        get = into.get
+        for t, delta in self.items():
             key = (loc, t)
             total = get(key, 0) + delta * weight
             if total:
-                target[key] = total
+                into[key] = total
             else:
-                del target[key]
+                del into[key]
+        self.clear()
 
     def drain_into(self, other: ChangeBatch) -> None:
         """Move every change into ``other``."""
-        if not self._counts:
-            return
-        if not other._counts:
-            other._counts, self._counts = self._counts, other._counts
-        else:
-            other.extend(self._counts.items())
-            self._counts = {}
+        if self:
+            other.extend(self.items())
+            self.clear()
 
     def count(self, key: Any) -> int:
         """The accumulated delta for ``key`` (0 if absent)."""
-        return self._counts.get(key, 0)
+        return self.get(key, 0)
 
     def is_empty(self) -> bool:
         """No net change is left (every key's changes cancelled, or none was made)."""
-        return not self._counts
+        return not self
 
-    def clear(self) -> None:
-        """Drop every accumulated change."""
-        self._counts = {}
-
-    def __iter__(self) -> Iterator[tuple[Any, int]]:
-        return iter(list(self._counts.items()))
-
-    def __len__(self) -> int:
-        return len(self._counts)
-
-    def __bool__(self) -> bool:
-        return bool(self._counts)
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, ChangeBatch):
-            return self._counts == other._counts
-        return NotImplemented
+    def __iter__(self) -> Iterator[tuple[Any, int]]:  # type: ignore[override]
+        """The ``(key, delta)`` pairs, from a copy (the batch may change meanwhile)."""
+        return iter(list(self.items()))
 
     def __repr__(self) -> str:
-        return f"ChangeBatch({list(self._counts.items())!r})"
+        return f"ChangeBatch({list(self.items())!r})"

@@ -154,6 +154,21 @@ class Subgraph:
             )
         # What step 5 calls to run child i: its ``schedule``, or an observer's replacement.
         self._schedulers = [_retired if c is None else c.schedule for c in children]
+        # Where child i's counts go after each invocation, fixed once (the batches of its
+        # ``SharedProgress`` are never replaced): ``(local, consumed, produced, capabilities)``,
+        # pairing each input's consumed batch with its target location, each output's produced
+        # batch with the targets it feeds, and each output's capability batch with its source.
+        self._count_routes: list[tuple[bool, tuple, tuple, tuple] | None] = [None] * n
+        for i in range(1, n):
+            child = children[i]
+            assert child is not None
+            sp = child.shared
+            self._count_routes[i] = (
+                child.local,
+                tuple(zip(sp.consumeds, tracker.target_loc[i])),
+                tuple(zip(sp.produceds, self._edge_targets[i])),
+                tuple(zip(sp.internals, tracker.source_loc[i])),
+            )
         self._active: list[int] = []
         self._active_set: set[int] = set()
         self._scheduled_self = False
@@ -341,16 +356,17 @@ class Subgraph:
         active = self._active
         active_set = self._active_set
         tracker = self.tracker
+        cap_counts = tracker.cap_counts
+        inputs_done = tracker.inputs_done
         schedulers = self._schedulers
-        target_loc = tracker.target_loc
-        source_loc = tracker.source_loc
-        edge_targets = self._edge_targets
+        count_routes = self._count_routes
         local = self._local
         final = self._final
         held = self._held
         incomplete_children = self._incomplete
+        pop = heapq.heappop
         while active:
-            index = heapq.heappop(active)
+            index = pop(active)
             active_set.discard(index)
             if index in ran:
                 deferred.append(index)
@@ -374,23 +390,24 @@ class Subgraph:
                 ) from exc
             # Drain the counts of this invocation into the right accumulation: records
             # consumed count -1 at the input's location, records produced +weight at every
-            # target the output feeds, capability changes at the output's location.
-            sp = child.shared
-            is_local = child.local
+            # target the output feeds, capability changes at the output's location.  (An empty
+            # batch is false without a Python call: most are empty most of the time.)
+            is_local, consumed, produced, capabilities = count_routes[index]  # type: ignore[misc]
             into = local if is_local else final
-            for batch, tl in zip(sp.consumeds, target_loc[index]):
-                batch.drain_at_into(into, tl, -1)
-            for batch, targets in zip(sp.produceds, edge_targets[index]):
-                batch.drain_located_into(into, targets)
-            for batch, sl in zip(sp.internals, source_loc[index]):
-                changes = batch.drain()
-                if changes:
-                    for t, d in changes:
+            for batch, tl in consumed:
+                if batch:
+                    batch.drain_at_into(into, tl, -1)
+            for batch, targets in produced:
+                if batch:
+                    batch.drain_located_into(into, targets)
+            for batch, sl in capabilities:
+                if batch:
+                    for t, d in batch.drain():
                         into.update((sl, t), d)
                         if is_local:
                             held.update((sl, t), d)
             incomplete_children[index] = incomplete
-            if not incomplete and not tracker.cap_counts[index] and tracker.inputs_done(index):
+            if not incomplete and not cap_counts[index] and inputs_done(index):
                 # Retire: the child can never be asked to do anything again.  (Its final
                 # reports were just extracted.)
                 if not self._pending_counts(child):
