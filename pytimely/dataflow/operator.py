@@ -30,6 +30,7 @@ All of it is drained by the scope after the logic returns, as one atomic batch.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -277,7 +278,11 @@ class OutputPort:
         if not n:
             return
         self.produced.update(t, n)
-        self.tee.push(t, batch)
+        consumers = self.tee.consumers
+        if len(consumers) == 1:  # the common case, without the fan-out's own call
+            consumers[0](t, batch)
+        else:
+            self.tee.push(t, batch)
 
     def flush(self) -> None:
         """Send what ``give`` and sessions buffered; done after every invocation."""
@@ -337,7 +342,7 @@ class Activator:
         if delay <= 0:
             self._op.activate()
         else:
-            self._op.scope.worker.activate_after(self._op.activate, delay)
+            self._op.scope.worker.activate_after(self.activate, delay)
 
 
 class OperatorInfo:
@@ -377,7 +382,7 @@ class OperatorCore:
         "_refs",
         "_logic",
         "_ports",
-        "_activate",
+        "activate",
         "_on_built",
         "invocations",
         "_copied_frontiers",
@@ -408,7 +413,10 @@ class OperatorCore:
         self._refs: list[CapabilityRef] = []
         self._logic: Callable[..., Any] | None = None
         self._ports: tuple[Any, ...] = ()
-        self._activate: Callable[[int], None] = _ignore  # until ``attach``
+        # ``activate()`` asks the scope to schedule this operator: a no-op until ``attach``,
+        # then the scope's ``activate(index)`` with our index bound (no Python frame of ours:
+        # every record batch delivered to an input calls it).
+        self.activate: Callable[[], None] = _not_attached
         self._on_built: Callable[[], None] | None = None
         self.invocations = 0
         # ``(port, changes)`` for the inputs whose frontier changes the scope copies into
@@ -444,7 +452,7 @@ class OperatorCore:
     def attach(self, activate: Callable[[int], None], index: int) -> None:
         """See ``Operate.attach``; ``index`` is ours already (reserved at construction)."""
         assert index == self.index
-        self._activate = activate
+        self.activate = functools.partial(activate, index)
 
     def bind_frontiers(self, antichains: list[MutableAntichain]) -> bool:
         """Read input frontiers from the scope's tracker (see ``Operate``): no copies."""
@@ -469,10 +477,6 @@ class OperatorCore:
         """The constructor's capabilities (already counted by ``initial_internals``)."""
         t0 = self.scope.domain.minimum()
         return [Capability(t0, port, _record=False) for port in self.output_ports]
-
-    def activate(self) -> None:
-        """Ask the scope to schedule this operator (a no-op before the scope is built)."""
-        self._activate(self.index)
 
     def schedule(self) -> bool:
         """See :meth:`Operate.schedule`: run the logic once; never incomplete.
@@ -505,5 +509,5 @@ class OperatorCore:
         return f"<operator {self.name!r} at {self.address}>"
 
 
-def _ignore(index: int) -> None:
-    """The activator of an operator whose scope is not built yet."""
+def _not_attached() -> None:
+    """The activation of an operator whose scope is not built yet: nothing to do."""
