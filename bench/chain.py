@@ -1,12 +1,22 @@
 """Chain benchmark: one input -> N no-op maps -> probe, one record per round.
 
-Reports the median and p99 round latency (send one record, advance the input, step until the
-probe passes the round), the cost per operator, and the CPU time per operator per round
-(``time.process_time`` over the same warm rounds: on a shared machine it moves less than the
-wall clock), for N in {8, 64, 256, 1000}.  Prints JSON.
-Target (issue 13): <= 4 us per operator per round on the 2-core machine (Rust: ~1 us).
+Measures the per-operator cost of scheduling and progress tracking, and what observing it
+costs, in one run: for each N, three single-worker chains are built side by side -- ``off``
+(nothing observed), ``statistics`` (``Worker.enable_statistics``) and ``log`` (every event
+recorded, ``Worker.log_to`` with a listener that counts them) -- and driven in alternating
+blocks of rounds (the order rotating per block), so that load on a shared machine hits every
+configuration alike.  A round: send one record, advance the input, step until the probe passes
+the round.
 
-    python bench/chain.py [--rounds R] [--lengths 8,64,256,1000] [--workers W] [--log]
+Prints JSON: per N and configuration the median and p99 round latency, the cost per operator
+(wall), and the CPU time per operator per round (``time.process_time`` over the timed rounds:
+on a shared machine it moves less than the wall clock); and per N the overhead of each
+configuration against ``off`` as ratios (``cpu`` and ``wall``: 1.20 means 20% slower).
+Targets: <= 4 us per operator per round at N=1000 with nothing observed (issue 13; Rust: ~1
+us); event logging < 1.20x and nothing observed at no measurable cost (issue 16).
+
+    python bench/chain.py [--rounds R] [--block B] [--lengths 8,64,256,1000]
+                          [--configs off,statistics,log]
 """
 
 from __future__ import annotations
@@ -16,77 +26,127 @@ import json
 import statistics
 import sys
 import time
+from collections.abc import Callable
+from typing import Any
 
 import pytimely as pt
 
+CONFIGS = ("off", "statistics", "log")
 
-def run_chain(worker: pt.Worker, length: int, rounds: int) -> dict:
-    def build(scope):
-        inp, stream = scope.new_input()
-        for _ in range(length):
-            stream = stream.map(lambda x: x)
-        return inp, stream.probe()
 
-    t0 = time.perf_counter()
-    inp, probe = worker.dataflow(build)
-    build_s = time.perf_counter() - t0
-    lat = []
-    warmup = rounds // 10
-    cpu_start = 0.0
-    for r in range(rounds):
-        if r == warmup:
-            cpu_start = time.process_time()
-        start = time.perf_counter()
-        if worker.index == 0:
-            inp.send(r)
-        inp.advance_to(r + 1)
-        worker.step_while(lambda: probe.less_than(inp.time))
-        lat.append(time.perf_counter() - start)
-    cpu_s = time.process_time() - cpu_start
-    inp.close()
-    warm = lat[warmup:]
-    warm.sort()
-    med = statistics.median(warm)
-    return {
-        "length": length,
-        "rounds": rounds,
-        "build_s": round(build_s, 4),
-        "median_round_us": round(med * 1e6, 1),
-        "p99_round_us": round(warm[int(len(warm) * 0.99) - 1] * 1e6, 1),
-        "us_per_operator": round(med * 1e6 / length, 2),
-        "cpu_us_per_operator": round(cpu_s * 1e6 / max(1, rounds - warmup) / length, 2),
-    }
+class Chain:
+    """One worker running one chain of ``length`` no-op maps, observed as ``config`` says."""
+
+    def __init__(self, length: int, config: str) -> None:
+        self.config = config
+        self.events = 0
+        self.worker = worker = pt.Worker()
+        if config == "statistics":
+            worker.enable_statistics()
+        elif config == "log":
+            worker.log_to(self._count)
+        elif config != "off":
+            raise ValueError(f"unknown configuration {config!r} (one of {', '.join(CONFIGS)})")
+
+        def build(scope: pt.Scope) -> tuple[pt.InputHandle, pt.ProbeHandle]:
+            inp, stream = scope.new_input()
+            for _ in range(length):
+                stream = stream.map(lambda x: x)
+            return inp, stream.probe()
+
+        t0 = time.perf_counter()
+        self.input, self.probe = worker.dataflow(build)
+        self.build_s = time.perf_counter() - t0
+        self.round = 0
+        self.latencies: list[float] = []
+        self.cpu_s = 0.0
+
+    def _count(self, events: Any) -> None:
+        self.events += len(events)
+
+    def run(self, rounds: int, timed: bool = True) -> None:
+        """Run ``rounds`` rounds; if ``timed``, add their latencies and CPU time."""
+        inp, probe, worker = self.input, self.probe, self.worker
+        passed: Callable[[], bool] = lambda: probe.less_than(inp.time)  # noqa: E731
+        latencies = self.latencies
+        clock = time.perf_counter
+        cpu0 = time.process_time()
+        for _ in range(rounds):
+            start = clock()
+            inp.send(self.round)
+            self.round += 1
+            inp.advance_to(self.round)
+            worker.step_while(passed)
+            if timed:
+                latencies.append(clock() - start)
+        if timed:
+            self.cpu_s += time.process_time() - cpu0
+
+    def close(self) -> None:
+        self.input.close()
+        self.worker.run()
+
+    def figures(self, length: int) -> dict:
+        lat = sorted(self.latencies)
+        med = statistics.median(lat)
+        return {
+            "build_s": round(self.build_s, 4),
+            "rounds": len(lat),
+            "median_round_us": round(med * 1e6, 1),
+            "p99_round_us": round(lat[max(0, int(len(lat) * 0.99) - 1)] * 1e6, 1),
+            "us_per_operator": round(med * 1e6 / length, 2),
+            "cpu_us_per_operator": round(self.cpu_s * 1e6 / len(lat) / length, 3),
+            "cpu_s": round(self.cpu_s, 4),
+            **({"events_logged": self.events} if self.config == "log" else {}),
+        }
+
+
+def compare(length: int, rounds: int, block: int, configs: list[str]) -> dict:
+    """Run the configurations' chains of ``length`` in alternating blocks of ``block``
+    rounds until each has run ``rounds`` timed rounds (after a tenth as many untimed)."""
+    chains = [Chain(length, c) for c in configs]
+    for chain in chains:
+        chain.run(max(1, rounds // 10), timed=False)
+    done = 0
+    turn = 0
+    while done < rounds:
+        n = min(block, rounds - done)
+        for k in range(len(chains)):  # rotate who goes first, so no one always follows GC
+            chains[(turn + k) % len(chains)].run(n)
+        done += n
+        turn += 1
+    for chain in chains:
+        chain.close()
+    figures = {c.config: c.figures(length) for c in chains}
+    out: dict = {"length": length, "configs": figures}
+    if "off" in figures:
+        base = figures["off"]
+        out["overhead"] = {
+            c: {
+                "cpu": round(f["cpu_us_per_operator"] / base["cpu_us_per_operator"], 3),
+                "wall": round(f["us_per_operator"] / base["us_per_operator"], 3),
+            }
+            for c, f in figures.items()
+            if c != "off"
+        }
+    return out
 
 
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--rounds", type=int, default=300)
+    ap.add_argument("--rounds", type=int, default=300, help="timed rounds per configuration")
+    ap.add_argument("--block", type=int, default=10, help="rounds per turn of a configuration")
     ap.add_argument("--lengths", default="8,64,256,1000")
-    ap.add_argument("--workers", type=int, default=1)
-    ap.add_argument(
-        "--log", action="store_true", help="record every event (Worker.log_to) and count them"
-    )
+    ap.add_argument("--configs", default=",".join(CONFIGS))
     args = ap.parse_args(argv)
-    lengths = [int(x) for x in args.lengths.split(",")]
-    logged = [0]
-
-    def count(events):
-        logged[0] += len(events)
-
-    def work(worker):
-        if args.log:
-            worker.log_to(count)
-        return [run_chain(worker, n, args.rounds) for n in lengths]
-
-    results = pt.execute(work, workers=args.workers)
+    configs = [c for c in args.configs.split(",") if c]
+    results = [compare(int(n), args.rounds, args.block, configs) for n in args.lengths.split(",")]
     out = {
         "benchmark": "chain",
-        "workers": args.workers,
         "python": sys.version.split()[0],
-        "results": results[0],
+        "results": results,
         "target_us_per_operator": 4.0,
-        "logging": args.log,
-        "events_logged": logged[0],
+        "target_log_overhead": 1.2,
     }
     print(json.dumps(out, indent=2))
     return out
