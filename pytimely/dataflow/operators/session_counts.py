@@ -1,0 +1,347 @@
+"""The open sessions of a ``window_count(pt.Session(gap))`` instance, kept column-wise so a
+batch is counted with array operations instead of per-key Python work.
+
+Every open session has a *slot*: an index into the parallel arrays ``start``, ``last``,
+``count`` and ``emit`` (its emission time ``last + gap + lateness``).  ``slot_of`` maps a key
+with exactly one open session — the common case — to that slot; a key with several open
+sessions (records far apart in event time, or a session whose close is still pending when
+the key returns) is in ``several`` instead, with the list of its slots, and takes the general
+per-key path.
+
+A batch of counts at one event time ``x`` (the timestamps-as-event-times case, or one group
+of an event-time batch) is applied in three vectorized steps: keys whose one session
+``[start, last + gap)`` can take ``x`` (``start - gap < x < last + gap``) extend it in place;
+keys with no session open one each; the rest (keys with several sessions, or a single session
+that ``x`` misses) go through :meth:`SessionCounts.add`, which merges sessions a record
+bridges.
+
+**Tokens** are those of the session windows (:mod:`.windowing`): one capability per distinct
+pending emission time ``E``, with the number of live sessions emitted at ``E``; a batch
+re-counts them once per distinct old ``E`` and once for the new one, and a token is dropped
+as soon as no session is emitted at its time.  ``closing[E]`` holds the slots that were sent to
+``E`` (possibly stale: moved later, merged away or freed); :meth:`release` keeps those still
+live and aimed at ``E``.
+
+Event times live in ``int64`` arrays while they stay within ``±2**61`` (every time the
+library's users report — ns since 1970 included — does); a time beyond that widens the arrays
+to Python objects, slower but exact.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import deque
+from collections.abc import Callable
+from itertools import repeat
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from ..capability import Capability, CapabilityRef
+    from ..operator import Frontier
+
+__all__ = ["SessionCounts"]
+
+_INT64_SAFE = 2**61  # |time| and gap + lateness below this cannot overflow int64 when added
+_EMPTY = np.zeros(0, dtype=np.int64)
+
+
+class SessionCounts:
+    """Open per-key session counts and their emission tokens (see the module docstring).
+
+    Invariants: a key is in at most one of ``slot_of`` (one open session) and ``several``
+    (two or more, disjoint); every slot in them is ``used`` and belongs to that key
+    (``key_at``); ``tokens[E][1]`` is the number of used slots whose ``emit`` is ``E``, and
+    ``E`` is in ``heap`` while ``tokens`` has it.
+    """
+
+    __slots__ = (
+        "gap",
+        "lateness",
+        "slot_of",
+        "several",
+        "key_at",
+        "start",
+        "last",
+        "count",
+        "emit",
+        "used",
+        "free",
+        "tokens",
+        "closing",
+        "heap",
+    )
+
+    def __init__(self, gap: int, lateness: int, capacity: int = 1024) -> None:
+        self.gap = gap
+        self.lateness = lateness
+        self.slot_of: dict[Any, int] = {}
+        self.several: dict[Any, list[int]] = {}
+        self.key_at: list[Any] = [None] * capacity
+        dtype: Any = np.int64 if gap + lateness < _INT64_SAFE else object
+        self.start = np.zeros(capacity, dtype=dtype)
+        self.last = np.zeros(capacity, dtype=dtype)
+        self.count = np.zeros(capacity, dtype=dtype)
+        self.emit = np.zeros(capacity, dtype=dtype)
+        self.used = np.zeros(capacity, dtype=bool)
+        self.free: list[int] = list(range(capacity - 1, -1, -1))
+        self.tokens: dict[int, list[Any]] = {}
+        self.closing: dict[int, list[Any]] = {}  # E -> [slot arrays and single slots]
+        self.heap: list[int] = []
+
+    # -- storage ------------------------------------------------------------------------------
+
+    def _fit(self, lo: int, hi: int) -> None:
+        """Widen the arrays to Python ints if event times in ``[lo, hi]`` could overflow."""
+        if (lo <= -_INT64_SAFE or hi >= _INT64_SAFE) and self.start.dtype != object:
+            for name in ("start", "last", "count", "emit"):
+                setattr(self, name, getattr(self, name).astype(object))
+
+    def _take(self, n: int) -> list[int]:
+        """``n`` free slots, growing the arrays (doubling) when needed."""
+        free = self.free
+        if len(free) < n:
+            old = len(self.used)
+            new = max(2 * old, old + n)
+            for name in ("start", "last", "count", "emit", "used"):
+                a = getattr(self, name)
+                grown = np.zeros(new, dtype=a.dtype)
+                grown[:old] = a
+                setattr(self, name, grown)
+            self.key_at.extend(repeat(None, new - old))
+            free[:0] = range(new - 1, old - 1, -1)  # keep popping low slots first
+        taken = free[-n:]
+        del free[-n:]
+        return taken
+
+    def _ref_emit(self, ref: Capability | CapabilityRef, emit_at: int, n: int, slots: Any) -> None:
+        """``n`` more live sessions (``slots``: an array, or one slot) emitted at ``emit_at``."""
+        held = self.tokens.get(emit_at)
+        if held is None:
+            self.tokens[emit_at] = [ref.delayed(emit_at), n]
+            self.closing[emit_at] = [slots]
+            heapq.heappush(self.heap, emit_at)
+        else:
+            held[1] += n
+            self.closing[emit_at].append(slots)
+
+    def _unref_emit(self, emit_at: int, n: int = 1) -> None:
+        """``n`` fewer live sessions emitted at ``emit_at``; its token goes with the last."""
+        held = self.tokens[emit_at]
+        held[1] -= n
+        if not held[1]:
+            held[0].drop()
+            del self.tokens[emit_at]
+            del self.closing[emit_at]
+
+    def _open(self, ref: Capability | CapabilityRef, k: Any, x: int, n: int) -> int:
+        (i,) = self._take(1)
+        self.key_at[i] = k
+        self.start[i] = self.last[i] = x
+        self.count[i] = n
+        self.used[i] = True
+        emit_at = x + self.gap + self.lateness
+        self.emit[i] = emit_at
+        self._ref_emit(ref, emit_at, 1, i)
+        return i
+
+    def _set_slots(self, k: Any, slots: list[int]) -> None:
+        if len(slots) == 1:
+            self.slot_of[k] = slots[0]
+            self.several.pop(k, None)
+        else:
+            self.slot_of.pop(k, None)
+            self.several[k] = slots
+
+    # -- adding -------------------------------------------------------------------------------
+
+    def add(self, ref: Capability | CapabilityRef, k: Any, x: int, n: int) -> None:
+        """``n`` records of key ``k`` at event time ``x``: extend the session that takes
+        ``x``, merging any other that ``x`` bridges, or open a new one."""
+        self._fit(x, x)
+        i = self.slot_of.get(k)
+        slots = [i] if i is not None else self.several.get(k)
+        if slots is None:
+            self.slot_of[k] = self._open(ref, k, x, n)
+            return
+        gap, start, last, count = self.gap, self.start, self.last, self.count
+        hit = None
+        merged = []
+        for i in slots:
+            s, e = start[i], last[i]
+            if not s - gap < x < e + gap:
+                continue
+            if hit is None:
+                hit = i
+                old_emit = int(self.emit[i])
+                if x < s:
+                    start[i] = x
+                elif x > e:
+                    last[i] = x
+                count[i] += n
+            else:  # x bridges ``hit`` and ``i``: fold ``i`` into ``hit``
+                if s < start[hit]:
+                    start[hit] = s
+                if e > last[hit]:
+                    last[hit] = e
+                count[hit] += count[i]
+                self._unref_emit(int(self.emit[i]))
+                self.used[i] = False
+                self.key_at[i] = None
+                self.free.append(i)
+                merged.append(i)
+        if hit is None:
+            self._set_slots(k, [*slots, self._open(ref, k, x, n)])
+            return
+        if merged:
+            self._set_slots(k, [i for i in slots if i not in merged])
+        emit_at = int(last[hit]) + gap + self.lateness
+        if emit_at != old_emit:
+            self.emit[hit] = emit_at
+            self._unref_emit(old_emit)
+            self._ref_emit(ref, emit_at, 1, hit)
+
+    def add_counts_at(
+        self, ref: Capability | CapabilityRef, x: int, keys: list, counts: list[int]
+    ) -> None:
+        """Add ``counts[j]`` records of ``keys[j]`` at event time ``x`` for every ``j``
+        (``keys`` distinct), vectorized over the keys with at most one open session."""
+        self._fit(x, x)
+        m = len(keys)
+        if not m:
+            return
+        gap = self.gap
+        emit_at = x + gap + self.lateness
+        slots = np.fromiter(map(self.slot_of.get, keys, repeat(-1)), dtype=np.int64, count=m)
+        ns = np.array(counts, dtype=self.count.dtype)
+        known = slots >= 0
+        pos = np.flatnonzero(known)
+        rest = np.flatnonzero(~known)
+        if len(pos):
+            s = slots[pos]
+            start, last = self.start[s], self.last[s]
+            takes = (start - gap < x) & (x < last + gap)
+            if not takes.all():
+                rest = np.concatenate((rest, pos[~takes]))
+                s, start, last = s[takes], start[takes], last[takes]
+                pos = pos[takes]
+            self.count[s] += ns[pos]
+            earlier = x < start
+            if earlier.any():
+                self.start[s[earlier]] = x
+            later = last < x
+            if later.any():
+                moved = s[later]
+                self.last[moved] = x
+                olds = self.emit[moved]
+                self.emit[moved] = emit_at
+                if len(moved):
+                    values, times = np.unique(olds, return_counts=True)
+                    for old, n in zip(values.tolist(), times.tolist()):
+                        self._unref_emit(old, n)
+                    self._ref_emit(ref, emit_at, len(moved), moved)
+        if not len(rest):
+            return
+        rest.sort()  # batch order, for a deterministic slot layout
+        fresh = rest[slots[rest] < 0]
+        others = rest[slots[rest] >= 0].tolist()
+        several = self.several
+        if several:  # keys with several sessions are not in ``slot_of`` either
+            split = [j for j in fresh.tolist() if keys[j] in several]
+            if split:
+                others += split
+                fresh = np.array([j for j in fresh.tolist() if keys[j] not in several], np.int64)
+        for j in others:  # the general path, one key at a time
+            self.add(ref, keys[j], x, counts[j])
+        if not len(fresh):
+            return
+        fresh = fresh.tolist()
+        new = self._take(len(fresh))
+        idx = np.array(new, dtype=np.int64)
+        fresh_keys = [keys[j] for j in fresh]
+        key_at = self.key_at
+        for i, k in zip(new, fresh_keys):
+            key_at[i] = k
+        self.slot_of.update(zip(fresh_keys, new))
+        self.start[idx] = x
+        self.last[idx] = x
+        self.count[idx] = ns[fresh]
+        self.emit[idx] = emit_at
+        self.used[idx] = True
+        self._ref_emit(ref, emit_at, len(new), idx)
+
+    # -- emitting -----------------------------------------------------------------------------
+
+    def release(self, frontier: Frontier, emit: Callable[[Any, list], None]) -> None:
+        """Emit and forget every session whose emission time has every earlier time complete
+        (``not frontier.less_than(E)``), in emission-time order: ``emit(token, results)`` with
+        ``results`` the ``(key, start, end, count)`` of the sessions emitted at ``E``."""
+        heap, tokens, gap = self.heap, self.tokens, self.gap
+        while heap and not frontier.less_than(heap[0]):
+            emit_at = heapq.heappop(heap)
+            held = tokens.pop(emit_at, None)
+            if held is None:
+                continue  # stale: its sessions moved later or merged
+            chunks = self.closing.pop(emit_at)
+            arrays = [c for c in chunks if type(c) is not int]
+            singles = [c for c in chunks if type(c) is int]
+            if singles:
+                arrays.append(np.array(singles, dtype=np.int64))
+            cands = np.unique(np.concatenate(arrays)) if len(arrays) > 1 else arrays[0]
+            cands = cands[self.used[cands]]
+            done = cands[self.emit[cands] == emit_at].astype(np.int64)
+            ids = done.tolist()
+            key_at = self.key_at
+            keys = [key_at[i] for i in ids]
+            results = list(
+                zip(
+                    keys,
+                    self.start[done].tolist(),
+                    (self.last[done] + gap).tolist(),
+                    self.count[done].tolist(),
+                )
+            )
+            self.used[done] = False
+            several = self.several
+            if several:
+                for k, i in zip(keys, ids):
+                    slots = several.get(k)
+                    if slots is None:
+                        del self.slot_of[k]
+                    else:
+                        slots.remove(i)
+                        self._set_slots(k, slots)
+            else:  # every key has this one session: forget them at C speed
+                deque(map(self.slot_of.__delitem__, keys), maxlen=0)
+            for i in ids:
+                key_at[i] = None
+            self.free.extend(ids)
+            emit(held[0], results)
+            held[0].drop()
+
+    # -- introspection and snapshots ------------------------------------------------------------
+
+    def size(self) -> int:
+        """Open sessions plus pending emission times."""
+        return len(self.heap) + len(self.slot_of) + sum(map(len, self.several.values()))
+
+    def per_key(self) -> list[tuple[Any, list[tuple[int, int, int]]]]:
+        """The open sessions by key, ``(key, [(start, last, count), ...])``: this operator's
+        state for a snapshot (:mod:`pytimely.dataflow.snapshot`)."""
+        start, last, count = self.start, self.last, self.count
+        out = [(k, [(int(start[i]), int(last[i]), int(count[i]))]) for k, i in self.slot_of.items()]
+        for k, slots in self.several.items():
+            out.append((k, [(int(start[i]), int(last[i]), int(count[i])) for i in slots]))
+        return out
+
+    def restore(self, cap: Capability, pairs: list[tuple[Any, Any]]) -> None:
+        """Reopen the sessions of ``per_key`` pairs, minting their tokens from ``cap``."""
+        for k, sessions in pairs:
+            slots = []
+            for start, last, count in sessions:
+                self._fit(start, last)
+                i = self._open(cap, k, last, count)
+                self.start[i] = start
+                slots.append(i)
+            self._set_slots(k, slots)
