@@ -41,10 +41,140 @@ if TYPE_CHECKING:
     from ..capability import Capability, CapabilityRef
     from ..operator import Frontier
 
-__all__ = ["SessionCounts"]
+__all__ = ["KeyIndex", "SessionCounts"]
 
 _INT64_SAFE = 2**61  # |time| and gap + lateness below this cannot overflow int64 when added
 _EMPTY = np.zeros(0, dtype=np.int64)
+
+_DENSE_LIMIT = 1 << 20  # int keys below this are table-indexed (at most 8 MB of int64)
+
+
+def _tally(values: np.ndarray) -> list[tuple[int, int]]:
+    """``(value, occurrences)`` for the distinct ``values``: a ``bincount`` over their range
+    when it is small (emission times of one batch usually span at most ``gap``), else a sort."""
+    if values.dtype != object:
+        lo = int(values.min())
+        span = int(values.max()) - lo
+        if span < 4 * len(values) + 1024:
+            counts = np.bincount(values - lo)
+            present = np.flatnonzero(counts)
+            return list(zip((present + lo).tolist(), counts[present].tolist()))
+    distinct, counts = np.unique(values, return_counts=True)
+    return list(zip(distinct.tolist(), counts.tolist()))
+
+
+class KeyIndex:
+    """Key -> slot of its one open session.
+
+    While every key seen is an ``int`` in ``[0, 2**20)`` (user, item or sensor ids, typically)
+    the index is a numpy table indexed by the key (``-1``: no session), so a batch of keys is
+    looked up, assigned and forgotten with one array operation and no hashing; the first other
+    key turns it into a dict for good.  (Bools and numpy ints, equal to ints as dict keys, take
+    the dict too when they come alone.)
+    """
+
+    __slots__ = ("table", "slots", "n")
+
+    def __init__(self) -> None:
+        self.table: np.ndarray | None = np.full(1024, -1, dtype=np.int64)
+        self.slots: dict[Any, int] = {}
+        self.n = 0  # keys in the table
+
+    def _dense_array(self, keys: list) -> np.ndarray | None:
+        """``keys`` as an int array if the table can hold them all (grown as needed), else
+        ``None`` after switching to the dict."""
+        table = self.table
+        if table is None:
+            return None
+        if not keys:
+            return _EMPTY
+        ka = np.array(keys)
+        if ka.dtype.kind in "iu" and ka.min() >= 0 and ka.max() < _DENSE_LIMIT:
+            self._grow(int(ka.max()))
+            return ka
+        self._to_dict()
+        return None
+
+    def _dense_key(self, k: Any) -> bool:
+        if self.table is None:
+            return False
+        if type(k) is int and 0 <= k < _DENSE_LIMIT:
+            self._grow(k)
+            return True
+        self._to_dict()
+        return False
+
+    def _grow(self, top: int) -> None:
+        table = self.table
+        if top >= len(table):
+            grown = np.full(max(2 * len(table), top + 1), -1, dtype=np.int64)
+            grown[: len(table)] = table
+            self.table = grown
+
+    def _to_dict(self) -> None:
+        table = self.table
+        keys = np.flatnonzero(table >= 0)
+        self.slots = dict(zip(keys.tolist(), table[keys].tolist()))
+        self.table = None
+
+    def get(self, k: Any) -> int | None:
+        """``k``'s slot, or ``None``."""
+        if self._dense_key(k):
+            i = int(self.table[k])
+            return i if i >= 0 else None
+        return self.slots.get(k)
+
+    def set(self, k: Any, i: int) -> None:
+        """Map ``k`` to slot ``i``."""
+        if self._dense_key(k):
+            self.n += int(self.table[k] < 0)
+            self.table[k] = i
+        else:
+            self.slots[k] = i
+
+    def pop(self, k: Any) -> None:
+        """Forget ``k`` if present."""
+        if self._dense_key(k):
+            self.n -= int(self.table[k] >= 0)
+            self.table[k] = -1
+        else:
+            self.slots.pop(k, None)
+
+    def lookup(self, keys: list) -> np.ndarray:
+        """The slots of ``keys`` (``-1`` for a key without one) as an int64 array."""
+        ka = self._dense_array(keys)
+        if ka is not None:
+            return self.table[ka]
+        return np.fromiter(map(self.slots.get, keys, repeat(-1)), np.int64, len(keys))
+
+    def assign(self, keys: list, slots: np.ndarray) -> None:
+        """``set`` for distinct ``keys`` that have no slot yet."""
+        ka = self._dense_array(keys)
+        if ka is not None:
+            self.table[ka] = slots
+            self.n += len(ka)
+        else:
+            self.slots.update(zip(keys, slots.tolist()))
+
+    def forget(self, keys: list) -> None:
+        """``pop`` for distinct ``keys`` that all have a slot."""
+        ka = self._dense_array(keys)
+        if ka is not None:
+            self.table[ka] = -1
+            self.n -= len(ka)
+        else:
+            deque(map(self.slots.__delitem__, keys), maxlen=0)
+
+    def __len__(self) -> int:
+        return self.n if self.table is not None else len(self.slots)
+
+    def items(self) -> list[tuple[Any, int]]:
+        """Every ``(key, slot)``."""
+        table = self.table
+        if table is None:
+            return list(self.slots.items())
+        keys = np.flatnonzero(table >= 0)
+        return list(zip(keys.tolist(), table[keys].tolist()))
 
 
 class SessionCounts:
@@ -76,9 +206,9 @@ class SessionCounts:
     def __init__(self, gap: int, lateness: int, capacity: int = 1024) -> None:
         self.gap = gap
         self.lateness = lateness
-        self.slot_of: dict[Any, int] = {}
+        self.slot_of = KeyIndex()
         self.several: dict[Any, list[int]] = {}
-        self.key_at: list[Any] = [None] * capacity
+        self.key_at = np.empty(capacity, dtype=object)  # slot -> key (None: free)
         dtype: Any = np.int64 if gap + lateness < _INT64_SAFE else object
         self.start = np.zeros(capacity, dtype=dtype)
         self.last = np.zeros(capacity, dtype=dtype)
@@ -104,12 +234,13 @@ class SessionCounts:
         if len(free) < n:
             old = len(self.used)
             new = max(2 * old, old + n)
-            for name in ("start", "last", "count", "emit", "used"):
+            for name in ("start", "last", "count", "emit", "used", "key_at"):
                 a = getattr(self, name)
-                grown = np.zeros(new, dtype=a.dtype)
+                grown = (
+                    np.empty(new, dtype=a.dtype) if a.dtype == object else np.zeros(new, a.dtype)
+                )
                 grown[:old] = a
                 setattr(self, name, grown)
-            self.key_at.extend(repeat(None, new - old))
             free[:0] = range(new - 1, old - 1, -1)  # keep popping low slots first
         taken = free[-n:]
         del free[-n:]
@@ -148,10 +279,10 @@ class SessionCounts:
 
     def _set_slots(self, k: Any, slots: list[int]) -> None:
         if len(slots) == 1:
-            self.slot_of[k] = slots[0]
+            self.slot_of.set(k, slots[0])
             self.several.pop(k, None)
         else:
-            self.slot_of.pop(k, None)
+            self.slot_of.pop(k)
             self.several[k] = slots
 
     # -- adding -------------------------------------------------------------------------------
@@ -163,7 +294,7 @@ class SessionCounts:
         i = self.slot_of.get(k)
         slots = [i] if i is not None else self.several.get(k)
         if slots is None:
-            self.slot_of[k] = self._open(ref, k, x, n)
+            self.slot_of.set(k, self._open(ref, k, x, n))
             return
         gap, start, last, count = self.gap, self.start, self.last, self.count
         hit = None
@@ -213,7 +344,7 @@ class SessionCounts:
             return
         gap = self.gap
         emit_at = x + gap + self.lateness
-        slots = np.fromiter(map(self.slot_of.get, keys, repeat(-1)), dtype=np.int64, count=m)
+        slots = self.slot_of.lookup(keys)
         ns = np.array(counts, dtype=self.count.dtype)
         known = slots >= 0
         pos = np.flatnonzero(known)
@@ -236,11 +367,9 @@ class SessionCounts:
                 self.last[moved] = x
                 olds = self.emit[moved]
                 self.emit[moved] = emit_at
-                if len(moved):
-                    values, times = np.unique(olds, return_counts=True)
-                    for old, n in zip(values.tolist(), times.tolist()):
-                        self._unref_emit(old, n)
-                    self._ref_emit(ref, emit_at, len(moved), moved)
+                for old, n in _tally(olds):
+                    self._unref_emit(old, n)
+                self._ref_emit(ref, emit_at, len(moved), moved)
         if not len(rest):
             return
         rest.sort()  # batch order, for a deterministic slot layout
@@ -260,10 +389,8 @@ class SessionCounts:
         new = self._take(len(fresh))
         idx = np.array(new, dtype=np.int64)
         fresh_keys = [keys[j] for j in fresh]
-        key_at = self.key_at
-        for i, k in zip(new, fresh_keys):
-            key_at[i] = k
-        self.slot_of.update(zip(fresh_keys, new))
+        self.key_at[idx] = np.fromiter(fresh_keys, dtype=object, count=len(fresh_keys))
+        self.slot_of.assign(fresh_keys, idx)
         self.start[idx] = x
         self.last[idx] = x
         self.count[idx] = ns[fresh]
@@ -288,12 +415,13 @@ class SessionCounts:
             singles = [c for c in chunks if type(c) is int]
             if singles:
                 arrays.append(np.array(singles, dtype=np.int64))
-            cands = np.unique(np.concatenate(arrays)) if len(arrays) > 1 else arrays[0]
+            cands = np.concatenate(arrays) if len(arrays) > 1 else arrays[0]
             cands = cands[self.used[cands]]
             done = cands[self.emit[cands] == emit_at].astype(np.int64)
+            if len(done) != held[1]:  # a freed slot reused for a session sent here again
+                done = np.unique(done)
             ids = done.tolist()
-            key_at = self.key_at
-            keys = [key_at[i] for i in ids]
+            keys = self.key_at[done].tolist()
             results = list(
                 zip(
                     keys,
@@ -308,14 +436,13 @@ class SessionCounts:
                 for k, i in zip(keys, ids):
                     slots = several.get(k)
                     if slots is None:
-                        del self.slot_of[k]
+                        self.slot_of.pop(k)
                     else:
                         slots.remove(i)
                         self._set_slots(k, slots)
             else:  # every key has this one session: forget them at C speed
-                deque(map(self.slot_of.__delitem__, keys), maxlen=0)
-            for i in ids:
-                key_at[i] = None
+                self.slot_of.forget(keys)
+            self.key_at[done] = None
             self.free.extend(ids)
             emit(held[0], results)
             held[0].drop()
