@@ -2,18 +2,17 @@
 batch is counted with array operations instead of per-key Python work.
 
 Every open session has a *slot*: an index into the parallel arrays ``start``, ``last``,
-``count`` and ``emit`` (its emission time ``last + gap + lateness``).  ``slot_of`` maps a key
-with exactly one open session — the common case — to that slot; a key with several open
-sessions (records far apart in event time, or a session whose close is still pending when
-the key returns) is in ``several`` instead, with the list of its slots, and takes the general
-per-key path.
+``count`` and ``emit`` (its emission time ``last + gap + lateness``).  ``slot_of`` maps every
+key with an open session to its *latest* one (the greatest ``last``); a key's earlier open
+sessions — records far apart in event time, or a session whose close is still pending when
+the key returns — are listed in ``older`` (rare, and released first: they end earlier).
 
 A batch of counts at one event time ``x`` (the timestamps-as-event-times case, or one group
-of an event-time batch) is applied in three vectorized steps: keys whose one session
-``[start, last + gap)`` can take ``x`` (``start - gap < x < last + gap``) extend it in place;
-keys with no session open one each; the rest (keys with several sessions, or a single session
-that ``x`` misses) go through :meth:`SessionCounts.add`, which merges sessions a record
-bridges.
+of an event-time batch) is applied in three vectorized steps: keys whose latest session
+``[start, last + gap)`` takes ``x`` (``start - gap < x < last + gap``, and ``start <= x`` when
+older sessions exist, so ``x`` cannot bridge to one) extend it in place; keys with no session
+open one each; the rest go through :meth:`SessionCounts.add`, which merges the sessions a
+record bridges.
 
 **Tokens** are those of the session windows (:mod:`.windowing`): one capability per distinct
 pending emission time ``E``, with the number of live sessions emitted at ``E``; a batch
@@ -45,6 +44,7 @@ __all__ = ["KeyIndex", "SessionCounts"]
 
 _INT64_SAFE = 2**61  # |time| and gap + lateness below this cannot overflow int64 when added
 _EMPTY = np.zeros(0, dtype=np.int64)
+_COLUMNS = ("start", "last", "count", "emit", "used", "has_older", "older_end", "key_at")
 
 _DENSE_LIMIT = 1 << 20  # int keys below this are table-indexed (at most 8 MB of int64)
 
@@ -156,6 +156,14 @@ class KeyIndex:
         else:
             self.slots.update(zip(keys, slots.tolist()))
 
+    def reassign(self, keys: list, slots: np.ndarray) -> None:
+        """``set`` for distinct ``keys`` that all have a slot already."""
+        ka = self._dense_array(keys)
+        if ka is not None:
+            self.table[ka] = slots
+        else:
+            self.slots.update(zip(keys, slots.tolist()))
+
     def forget(self, keys: list) -> None:
         """``pop`` for distinct ``keys`` that all have a slot."""
         ka = self._dense_array(keys)
@@ -180,23 +188,26 @@ class KeyIndex:
 class SessionCounts:
     """Open per-key session counts and their emission tokens (see the module docstring).
 
-    Invariants: a key is in at most one of ``slot_of`` (one open session) and ``several``
-    (two or more, disjoint); every slot in them is ``used`` and belongs to that key
-    (``key_at``); ``tokens[E][1]`` is the number of used slots whose ``emit`` is ``E``, and
-    ``E`` is in ``heap`` while ``tokens`` has it.
+    Invariants: every slot in ``slot_of`` and ``older`` is ``used`` and belongs to that key
+    (``key_at``); a key's open sessions are disjoint, ``slot_of`` holds its latest and
+    ``older`` the others, and ``has_older[slot_of[k]]`` says whether there are any;
+    ``tokens[E][1]`` is the number of used slots whose ``emit`` is ``E``, and ``E`` is in
+    ``heap`` while ``tokens`` has it.
     """
 
     __slots__ = (
         "gap",
         "lateness",
         "slot_of",
-        "several",
+        "older",
         "key_at",
         "start",
         "last",
         "count",
         "emit",
         "used",
+        "has_older",
+        "older_end",
         "free",
         "tokens",
         "closing",
@@ -207,7 +218,7 @@ class SessionCounts:
         self.gap = gap
         self.lateness = lateness
         self.slot_of = KeyIndex()
-        self.several: dict[Any, list[int]] = {}
+        self.older: dict[Any, list[int]] = {}
         self.key_at = np.empty(capacity, dtype=object)  # slot -> key (None: free)
         dtype: Any = np.int64 if gap + lateness < _INT64_SAFE else object
         self.start = np.zeros(capacity, dtype=dtype)
@@ -215,6 +226,8 @@ class SessionCounts:
         self.count = np.zeros(capacity, dtype=dtype)
         self.emit = np.zeros(capacity, dtype=dtype)
         self.used = np.zeros(capacity, dtype=bool)
+        self.has_older = np.zeros(capacity, dtype=bool)
+        self.older_end = np.zeros(capacity, dtype=dtype)  # max(last) + gap of the older ones
         self.free: list[int] = list(range(capacity - 1, -1, -1))
         self.tokens: dict[int, list[Any]] = {}
         self.closing: dict[int, list[Any]] = {}  # E -> [slot arrays and single slots]
@@ -225,7 +238,7 @@ class SessionCounts:
     def _fit(self, lo: int, hi: int) -> None:
         """Widen the arrays to Python ints if event times in ``[lo, hi]`` could overflow."""
         if (lo <= -_INT64_SAFE or hi >= _INT64_SAFE) and self.start.dtype != object:
-            for name in ("start", "last", "count", "emit"):
+            for name in ("start", "last", "count", "emit", "older_end"):
                 setattr(self, name, getattr(self, name).astype(object))
 
     def _take(self, n: int) -> list[int]:
@@ -234,7 +247,7 @@ class SessionCounts:
         if len(free) < n:
             old = len(self.used)
             new = max(2 * old, old + n)
-            for name in ("start", "last", "count", "emit", "used", "key_at"):
+            for name in _COLUMNS:
                 a = getattr(self, name)
                 grown = (
                     np.empty(new, dtype=a.dtype) if a.dtype == object else np.zeros(new, a.dtype)
@@ -272,18 +285,31 @@ class SessionCounts:
         self.start[i] = self.last[i] = x
         self.count[i] = n
         self.used[i] = True
+        self.has_older[i] = False
         emit_at = x + self.gap + self.lateness
         self.emit[i] = emit_at
         self._ref_emit(ref, emit_at, 1, i)
         return i
 
-    def _set_slots(self, k: Any, slots: list[int]) -> None:
+    def _free(self, i: int) -> None:
+        self.used[i] = False
+        self.key_at[i] = None
+        self.free.append(i)
+
+    def _arrange(self, k: Any, slots: list[int]) -> None:
+        """Record ``slots`` (non-empty) as ``k``'s open sessions: the latest in ``slot_of``,
+        the rest in ``older``."""
         if len(slots) == 1:
-            self.slot_of.set(k, slots[0])
-            self.several.pop(k, None)
+            latest = slots[0]
+            self.older.pop(k, None)
+            self.has_older[latest] = False
         else:
-            self.slot_of.pop(k)
-            self.several[k] = slots
+            last = self.last
+            latest = max(slots, key=lambda i: last[i])
+            rest = self.older[k] = [i for i in slots if i != latest]
+            self.has_older[latest] = True
+            self.older_end[latest] = max(last[i] for i in rest) + self.gap
+        self.slot_of.set(k, latest)
 
     # -- adding -------------------------------------------------------------------------------
 
@@ -292,10 +318,10 @@ class SessionCounts:
         ``x``, merging any other that ``x`` bridges, or open a new one."""
         self._fit(x, x)
         i = self.slot_of.get(k)
-        slots = [i] if i is not None else self.several.get(k)
-        if slots is None:
+        if i is None:
             self.slot_of.set(k, self._open(ref, k, x, n))
             return
+        slots = [i, *self.older[k]] if self.has_older[i] else [i]
         gap, start, last, count = self.gap, self.start, self.last, self.count
         hit = None
         merged = []
@@ -318,15 +344,13 @@ class SessionCounts:
                     last[hit] = e
                 count[hit] += count[i]
                 self._unref_emit(int(self.emit[i]))
-                self.used[i] = False
-                self.key_at[i] = None
-                self.free.append(i)
+                self._free(i)
                 merged.append(i)
         if hit is None:
-            self._set_slots(k, [*slots, self._open(ref, k, x, n)])
+            self._arrange(k, [*slots, self._open(ref, k, x, n)])
             return
-        if merged:
-            self._set_slots(k, [i for i in slots if i not in merged])
+        if len(slots) > 1:
+            self._arrange(k, [i for i in slots if i not in merged])
         emit_at = int(last[hit]) + gap + self.lateness
         if emit_at != old_emit:
             self.emit[hit] = emit_at
@@ -337,10 +361,10 @@ class SessionCounts:
         self, ref: Capability | CapabilityRef, x: int, keys: list, counts: list[int]
     ) -> None:
         """Add ``counts[j]`` records of ``keys[j]`` at event time ``x`` for every ``j``
-        (``keys`` distinct), vectorized over the keys with at most one open session."""
+        (``keys`` distinct), vectorized over the keys whose latest session takes ``x`` and
+        the keys without a session."""
         self._fit(x, x)
-        m = len(keys)
-        if not m:
+        if not keys:
             return
         gap = self.gap
         emit_at = x + gap + self.lateness
@@ -348,13 +372,20 @@ class SessionCounts:
         ns = np.array(counts, dtype=self.count.dtype)
         known = slots >= 0
         pos = np.flatnonzero(known)
-        rest = np.flatnonzero(~known)
+        fresh = np.flatnonzero(~known)
+        others = _EMPTY
         if len(pos):
             s = slots[pos]
             start, last = self.start[s], self.last[s]
             takes = (start - gap < x) & (x < last + gap)
+            if self.older:  # and x cannot bridge to an older session
+                takes &= ~self.has_older[s] | (self.older_end[s] <= x)
             if not takes.all():
-                rest = np.concatenate((rest, pos[~takes]))
+                after = last + gap <= x  # a new latest session, after every other one
+                renew = pos[after]
+                if len(renew):
+                    self._open_many(ref, keys, renew, x, ns, emit_at, s[after], last[after])
+                others = pos[~takes & ~after]
                 s, start, last = s[takes], start[takes], last[takes]
                 pos = pos[takes]
             self.count[s] += ns[pos]
@@ -370,32 +401,49 @@ class SessionCounts:
                 for old, n in _tally(olds):
                     self._unref_emit(old, n)
                 self._ref_emit(ref, emit_at, len(moved), moved)
-        if not len(rest):
-            return
-        rest.sort()  # batch order, for a deterministic slot layout
-        fresh = rest[slots[rest] < 0]
-        others = rest[slots[rest] >= 0].tolist()
-        several = self.several
-        if several:  # keys with several sessions are not in ``slot_of`` either
-            split = [j for j in fresh.tolist() if keys[j] in several]
-            if split:
-                others += split
-                fresh = np.array([j for j in fresh.tolist() if keys[j] not in several], np.int64)
-        for j in others:  # the general path, one key at a time
+        for j in others.tolist():  # the general path, one key at a time
             self.add(ref, keys[j], x, counts[j])
-        if not len(fresh):
-            return
-        fresh = fresh.tolist()
-        new = self._take(len(fresh))
+        if len(fresh):
+            self._open_many(ref, keys, fresh, x, ns, emit_at)
+
+    def _open_many(
+        self,
+        ref: Capability | CapabilityRef,
+        keys: list,
+        which: np.ndarray,
+        x: int,
+        ns: np.ndarray,
+        emit_at: int,
+        latest: np.ndarray | None = None,
+        latest_last: np.ndarray | None = None,
+    ) -> None:
+        """Open a session at ``x`` for each ``keys[j]``, ``j`` in ``which`` (counts ``ns[j]``):
+        keys without a session, or (``latest`` given: their current latest slots, and
+        ``latest_last`` those sessions' ``last``) keys whose sessions all end before ``x``,
+        which then become older sessions."""
+        new = self._take(len(which))
         idx = np.array(new, dtype=np.int64)
-        fresh_keys = [keys[j] for j in fresh]
-        self.key_at[idx] = np.fromiter(fresh_keys, dtype=object, count=len(fresh_keys))
-        self.slot_of.assign(fresh_keys, idx)
+        opened = [keys[j] for j in which.tolist()]
+        self.key_at[idx] = np.fromiter(opened, dtype=object, count=len(opened))
         self.start[idx] = x
         self.last[idx] = x
-        self.count[idx] = ns[fresh]
+        self.count[idx] = ns[which]
         self.emit[idx] = emit_at
         self.used[idx] = True
+        if latest is None:
+            self.has_older[idx] = False
+            self.slot_of.assign(opened, idx)
+        else:
+            self.has_older[idx] = True
+            self.older_end[idx] = latest_last + self.gap
+            self.slot_of.reassign(opened, idx)
+            older = self.older
+            for k, i in zip(opened, latest.tolist()):
+                rest = older.get(k)
+                if rest is None:
+                    older[k] = [i]
+                else:
+                    rest.append(i)
         self._ref_emit(ref, emit_at, len(new), idx)
 
     # -- emitting -----------------------------------------------------------------------------
@@ -420,7 +468,6 @@ class SessionCounts:
             done = cands[self.emit[cands] == emit_at].astype(np.int64)
             if len(done) != held[1]:  # a freed slot reused for a session sent here again
                 done = np.unique(done)
-            ids = done.tolist()
             keys = self.key_at[done].tolist()
             results = list(
                 zip(
@@ -431,19 +478,22 @@ class SessionCounts:
                 )
             )
             self.used[done] = False
-            several = self.several
-            if several:
-                for k, i in zip(keys, ids):
-                    slots = several.get(k)
-                    if slots is None:
-                        self.slot_of.pop(k)
-                    else:
-                        slots.remove(i)
-                        self._set_slots(k, slots)
-            else:  # every key has this one session: forget them at C speed
-                self.slot_of.forget(keys)
             self.key_at[done] = None
-            self.free.extend(ids)
+            self.free.extend(done.tolist())
+            if self.older:
+                # A key's older sessions end first, so a released latest session is its only
+                # one; a released older session leaves the latest in place.
+                latest = self.slot_of.lookup(keys) == done
+                if not latest.all():
+                    for k, i in zip(keys, done.tolist()):
+                        rest = self.older.get(k)
+                        if rest is not None and i in rest:
+                            rest.remove(i)
+                            if not rest:
+                                del self.older[k]
+                                self.has_older[self.slot_of.get(k)] = False
+                    keys = [k for k, m in zip(keys, latest.tolist()) if m]
+            self.slot_of.forget(keys)
             emit(held[0], results)
             held[0].drop()
 
@@ -451,16 +501,16 @@ class SessionCounts:
 
     def size(self) -> int:
         """Open sessions plus pending emission times."""
-        return len(self.heap) + len(self.slot_of) + sum(map(len, self.several.values()))
+        return len(self.heap) + len(self.slot_of) + sum(map(len, self.older.values()))
 
     def per_key(self) -> list[tuple[Any, list[tuple[int, int, int]]]]:
         """The open sessions by key, ``(key, [(start, last, count), ...])``: this operator's
         state for a snapshot (:mod:`pytimely.dataflow.snapshot`)."""
-        start, last, count = self.start, self.last, self.count
-        out = [(k, [(int(start[i]), int(last[i]), int(count[i]))]) for k, i in self.slot_of.items()]
-        for k, slots in self.several.items():
-            out.append((k, [(int(start[i]), int(last[i]), int(count[i])) for i in slots]))
-        return out
+        start, last, count, older = self.start, self.last, self.count, self.older
+        return [
+            (k, [(int(start[i]), int(last[i]), int(count[i])) for i in [j, *older.get(k, ())]])
+            for k, j in self.slot_of.items()
+        ]
 
     def restore(self, cap: Capability, pairs: list[tuple[Any, Any]]) -> None:
         """Reopen the sessions of ``per_key`` pairs, minting their tokens from ``cap``."""
@@ -471,4 +521,4 @@ class SessionCounts:
                 i = self._open(cap, k, last, count)
                 self.start[i] = start
                 slots.append(i)
-            self._set_slots(k, slots)
+            self._arrange(k, slots)
