@@ -273,7 +273,8 @@ def crowded_records(seed: int, keys: str, event_times: bool) -> list[tuple[int, 
     """Many keys per timestamp, so most event times are shared by dozens of keys (the
     vectorized count path): 300 keys, ~100 records per timestamp, keys pausing for the gap
     often enough that sessions close, reopen and bridge.  ``keys``: ``"ints"``, ``"mixed"``
-    (a string key appears halfway) or ``"huge"`` (event times beyond 2**62)."""
+    (a string key appears halfway), ``"tuples"`` (pairs of ints) or ``"huge"`` (event times
+    beyond 2**62)."""
     rng = random.Random(seed)
     shift = 2**62 if keys == "huge" else 0
     out = []
@@ -282,6 +283,8 @@ def crowded_records(seed: int, keys: str, event_times: bool) -> list[tuple[int, 
         k = rng.randrange(300)
         if keys == "mixed" and ts >= 20 and k % 7 == 0:
             k = f"user{k}"
+        if keys == "tuples":
+            k = (k % 17, k // 17)
         x = ts + rng.choice([-5, -1, 0, 0, 0, 1]) if event_times else ts
         out.append((ts + shift, (k, (x + shift, None))))
     out.sort(key=lambda r: r[0])
@@ -293,8 +296,10 @@ def crowded_records(seed: int, keys: str, event_times: bool) -> list[tuple[int, 
     [
         (1, False, "ints"),
         (2, False, "mixed"),
+        (1, False, "tuples"),
         (1, True, "ints"),
         (2, True, "mixed"),
+        (2, True, "tuples"),
         (3, True, "huge"),
     ],
 )

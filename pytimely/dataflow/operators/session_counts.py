@@ -66,7 +66,8 @@ def _tally(values: np.ndarray) -> list[tuple[int, int]]:
 class KeyIndex:
     """Key -> slot of its one open session.
 
-    While every key seen is an ``int`` in ``[0, 2**20)`` (user, item or sensor ids, typically)
+    While every key seen is an ``int`` in ``[0, 2**20)`` (user, item or sensor ids, typically;
+    not tuples of them)
     the index is a numpy table indexed by the key (``-1``: no session), so a batch of keys is
     looked up, assigned and forgotten with one array operation and no hashing; the first other
     key turns it into a dict for good.  (Bools and numpy ints, equal to ints as dict keys, take
@@ -89,7 +90,7 @@ class KeyIndex:
         if not keys:
             return _EMPTY
         ka = np.array(keys)
-        if ka.dtype.kind in "iu" and ka.min() >= 0 and ka.max() < _DENSE_LIMIT:
+        if ka.ndim == 1 and ka.dtype.kind in "iu" and ka.min() >= 0 and ka.max() < _DENSE_LIMIT:
             self._grow(int(ka.max()))
             return ka
         self._to_dict()
