@@ -8,11 +8,13 @@ sessions — records far apart in event time, or a session whose close is still 
 the key returns — are listed in ``older`` (rare, and released first: they end earlier).
 
 A batch of counts at one event time ``x`` (the timestamps-as-event-times case, or one group
-of an event-time batch) is applied in three vectorized steps: keys whose latest session
-``[start, last + gap)`` takes ``x`` (``start - gap < x < last + gap``, and ``start <= x`` when
-older sessions exist, so ``x`` cannot bridge to one) extend it in place; keys with no session
-open one each; the rest go through :meth:`SessionCounts.add`, which merges the sessions a
-record bridges.
+of an event-time batch) is applied in vectorized steps: keys whose latest session
+``[start, last + gap)`` takes ``x`` (``start - gap < x < last + gap``, and, when older
+sessions exist, ``x >= older_end`` — past their ``last + gap`` — so ``x`` cannot bridge to
+one) extend it in place; keys with no session, and keys whose sessions all end before ``x``
+(``x >= last + gap``: the latest becomes an older one), open a session each; the rest go
+through :meth:`SessionCounts.add`, which merges the sessions a record bridges.  Keys are
+looked up in a :class:`KeyIndex`, a numpy table for small int keys.
 
 **Tokens** are those of the session windows (:mod:`.windowing`): one capability per distinct
 pending emission time ``E``, with the number of live sessions emitted at ``E``; a batch
