@@ -43,6 +43,7 @@ def dataflow(scope):
     outputs = {
         "windows": stream.window_count(pt.Tumbling(10)).output,
         "sessions": stream.window_collect(pt.Session(gap=4)).output,
+        "session_counts": stream.window_count(pt.Session(gap=4)).output,
         "running": stream.stateful_map(int, lambda s, v: (s + v, s + v)),
         "timers": stream.keyed_process(process, on_timer),
         "joined": stream.filter(lambda r: r[1] // 10 % 4 == 0).join(
@@ -115,10 +116,17 @@ def restored_run(snapshot, workers):
 def test_state_restored_onto_any_number_of_workers_continues_as_a_clean_run(before, after):
     clean = clean_run()
     assert not [o for o in clean if o[1] == CUT]  # the premise of the comparison
-    assert {o[0] for o in clean} == {"windows", "sessions", "running", "timers", "joined"}
+    assert {o[0] for o in clean} == {
+        "windows",
+        "sessions",
+        "session_counts",
+        "running",
+        "timers",
+        "joined",
+    }
     snapshot, first = first_run(before)
     operators = {operator for operator, _key, _blob in snapshot}
-    assert len(operators) == 5  # every stateful operator had state at the cut
+    assert len(operators) == 6  # every stateful operator had state at the cut
     resumed = outputs(first, lambda t: t < CUT) + outputs(restored_run(snapshot, after))
     assert resumed == clean
 

@@ -266,6 +266,77 @@ def test_session_closes_at_last_plus_gap_and_moves_when_extended():
     worker.run()
 
 
+# -- session counts: many keys at once ----------------------------------------------------------
+
+
+def crowded_records(seed: int, keys: str, event_times: bool) -> list[tuple[int, tuple]]:
+    """Many keys per timestamp, so most event times are shared by dozens of keys (the
+    vectorized count path): 300 keys, ~100 records per timestamp, keys pausing for the gap
+    often enough that sessions close, reopen and bridge.  ``keys``: ``"ints"``, ``"mixed"``
+    (a string key appears halfway), ``"tuples"`` (pairs of ints) or ``"huge"`` (event times
+    beyond 2**62)."""
+    rng = random.Random(seed)
+    shift = 2**62 if keys == "huge" else 0
+    out = []
+    for _ in range(4000):
+        ts = rng.randrange(0, 40)
+        k = rng.randrange(300)
+        if keys == "mixed" and ts >= 20 and k % 7 == 0:
+            k = f"user{k}"
+        if keys == "tuples":
+            k = (k % 17, k // 17)
+        x = ts + rng.choice([-5, -1, 0, 0, 0, 1]) if event_times else ts
+        out.append((ts + shift, (k, (x + shift, None))))
+    out.sort(key=lambda r: r[0])
+    return out
+
+
+@pytest.mark.parametrize(
+    ("workers", "event_times", "keys"),
+    [
+        (1, False, "ints"),
+        (2, False, "mixed"),
+        (1, False, "tuples"),
+        (1, True, "ints"),
+        (2, True, "mixed"),
+        (2, True, "tuples"),
+        (3, True, "huge"),
+    ],
+)
+def test_session_counts_of_crowded_batches_match_reference(workers, event_times, keys):
+    windower, lateness = pt.Session(3), 2 if event_times else 0
+    records = crowded_records(workers, keys, event_times)
+    at = (lambda r: r[1][0]) if event_times else None
+
+    def work(worker):
+        def build(scope):
+            inp, stream = scope.new_input()
+            w = stream.window_count(windower, event_time=at, lateness=lateness)
+            return inp, check_once_at_close(w.output, lateness).capture(), w.late.capture(), w
+
+        inp, out, late, w = worker.dataflow(build)
+        feed(inp, records, worker.index, worker.peers, random.Random(worker.index))
+        inp.close()
+        worker.run()
+        assert w.state_size() == 0
+        return out.extract(), late.extract()
+
+    expected, expected_late = reference(windower, "count", records, lateness, event_times)
+    got, got_late = {}, Counter()
+    for out, late in pt.execute(work, workers=workers, timeout=60):
+        for t, batch in out:
+            for k, s, e, n in batch:
+                assert (k, s, e) not in got
+                got[(k, s, e)] = (t, n)
+        for _t, batch in late:
+            got_late.update(batch)
+    assert got == expected
+    assert got_late == expected_late
+    assert (len(expected_late) > 0) == event_times
+    # Keys came back after a pause often: sessions reopened and bridged.
+    assert len(expected) > 2 * len({k for k, _s, _e in expected})
+
+
 # -- memory -------------------------------------------------------------------------------------
 
 
@@ -279,6 +350,7 @@ def test_state_stays_bounded_on_an_unbounded_stream_of_bounded_keys():
             stream.window_collect(pt.Sliding(10, 5)),
             stream.window_fold(pt.Session(3), int, lambda a, v: a + v),
             stream.window_count(pt.Tumbling(10), event_time=lambda r: r[1], lateness=5),
+            stream.window_count(pt.Session(3)),
         ]
         probe = made[0].output.concatenate([w.output for w in made[1:]]).probe()
         return inp, made, probe
@@ -297,7 +369,7 @@ def test_state_stays_bounded_on_an_unbounded_stream_of_bounded_keys():
     assert min(sum(s) for s in sizes) > 0  # windows were live all along
     inp.close()
     worker.run()
-    assert [w.state_size() for w in made] == [0, 0, 0, 0]
+    assert [w.state_size() for w in made] == [0, 0, 0, 0, 0]
 
 
 # -- window_join ----------------------------------------------------------------------------------

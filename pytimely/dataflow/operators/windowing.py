@@ -46,7 +46,7 @@ from __future__ import annotations
 import heapq
 import numbers
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
@@ -60,6 +60,7 @@ from ..columnar import column, select
 from ..stream import Stream
 from .generic import OperatorBuilder
 from .map import map_batch
+from .session_counts import SessionCounts
 
 if TYPE_CHECKING:
     from ..capability import Capability, CapabilityRef
@@ -424,9 +425,10 @@ def _fixed_logic(
 
 
 class _Session:
-    """One open session of one key: ``[start, last + gap)``; ``agg`` is a count (``count``) or
-    a list of ``(event time, value)`` (``fold`` and ``collect``: a fold cannot merge two
-    accumulators, so values are kept and folded in event-time order at emission)."""
+    """One open session of one key: ``[start, last + gap)``; ``agg`` is the list of its
+    ``(event time, value)`` (``fold`` and ``collect``: a fold cannot merge two accumulators, so
+    values are kept and folded in event-time order at emission).  Counts live column-wise in
+    :class:`~.session_counts.SessionCounts`."""
 
     __slots__ = ("key", "start", "last", "emit_at", "agg", "alive")
 
@@ -440,7 +442,7 @@ class _Session:
 
 
 class _Sessions:
-    """Open sessions of one operator instance.
+    """Open sessions of one ``window_fold`` / ``window_collect`` instance.
 
     * ``by_key``: key -> its open sessions (disjoint; usually one);
     * ``tokens``: emission time ``E`` -> ``[token, number of live sessions emitted at E]`` —
@@ -486,11 +488,9 @@ class _Sessions:
             del self.tokens[emit_at]
             del self.closing[emit_at]
 
-    def add(
-        self, ref: Capability | CapabilityRef, k: Any, x: int, agg: Any, counting: bool
-    ) -> None:
-        """Add to ``k``'s sessions the records summarized by ``agg`` (a count, or a list of
-        ``(x, value)``), all at event time ``x``."""
+    def add(self, ref: Capability | CapabilityRef, k: Any, x: int, agg: list) -> None:
+        """Add to ``k``'s sessions the records of ``agg`` (a list of ``(x, value)``), all at
+        event time ``x``."""
         gap = self.gap
         sessions = self.by_key.get(k)
         if sessions is None:
@@ -507,17 +507,11 @@ class _Sessions:
                         s.start = x
                     elif x > s.last:
                         s.last = x
-                    if counting:
-                        s.agg += agg
-                    else:
-                        s.agg.extend(agg)
+                    s.agg.extend(agg)
                 else:  # x bridges ``hit`` and ``s``: merge ``s`` into ``hit``
                     hit.start = min(hit.start, s.start)
                     hit.last = max(hit.last, s.last)
-                    if counting:
-                        hit.agg += s.agg
-                    else:
-                        hit.agg.extend(s.agg)
+                    hit.agg.extend(s.agg)
                     s.alive = False
                     self._unref(s.emit_at)
         if hit is None:
@@ -528,50 +522,6 @@ class _Sessions:
         if len(sessions) > 1:
             sessions[:] = [s for s in sessions if s.alive]
         self._retarget(hit, ref)
-
-    def add_counts_at(
-        self, ref: Capability | CapabilityRef, x: int, counts: Iterable[tuple[Any, int]]
-    ) -> None:
-        """:meth:`add` of ``n`` records at event time ``x`` for every ``(k, n)`` of ``counts``
-        (a batch whose timestamp is its event time).  The sessions it extends at their end all
-        move to one emission time, so their tokens are re-counted once per batch instead of
-        once per key: one decrement per old emission time and one increment for the new."""
-        gap, by_key = self.gap, self.by_key
-        emit_at = x + gap + self.lateness
-        moved: list[_Session] = []
-        left: dict[int, int] = {}  # old emission time -> sessions that moved away from it
-        for k, n in counts:
-            sessions = by_key.get(k)
-            if sessions is not None and len(sessions) == 1:
-                s = sessions[0]
-                if s.start <= x and s.last <= x < s.last + gap:  # extends k's one session
-                    s.last = x
-                    s.agg += n
-                    old = s.emit_at
-                    if old != emit_at:
-                        left[old] = left.get(old, 0) + 1
-                        s.emit_at = emit_at
-                        moved.append(s)
-                    continue
-            self.add(ref, k, x, n, True)
-        if not moved:
-            return
-        tokens, closing = self.tokens, self.closing
-        for old, n in left.items():
-            held = tokens[old]
-            held[1] -= n
-            if not held[1]:
-                held[0].drop()
-                del tokens[old]
-                del closing[old]
-        held = tokens.get(emit_at)
-        if held is None:
-            tokens[emit_at] = [ref.delayed(emit_at), len(moved)]
-            closing[emit_at] = moved
-            heapq.heappush(self.heap, emit_at)
-        else:
-            held[1] += len(moved)
-            closing[emit_at].extend(moved)
 
     def release(self, frontier: Frontier, emit: Callable[[Any, list], None]) -> None:
         """Emit and forget every session whose emission time has every earlier time
@@ -614,6 +564,19 @@ class _Sessions:
                 self._retarget(s, cap)
 
 
+def _split_keys(op: str, key: Any, batch: list, values: bool) -> tuple[list, Any]:
+    """The keys of ``batch`` and (``values``) its values: ``(key, value)`` pairs when ``key``
+    is ``None``, else ``key(record)`` and the whole record."""
+    if key is None:
+        return list(map(_first, batch)), list(map(_second, batch)) if values else None
+    return _apply(op, "key", key, batch), batch
+
+
+def _event_times(op: str, event_time: Callable, batch: list) -> list:
+    times = _apply(op, "event_time", event_time, batch)
+    return _check_times(op, times, batch, describe_function(event_time))
+
+
 def _session_logic(
     op: str,
     windower: Session,
@@ -623,12 +586,11 @@ def _session_logic(
     lateness: int,
     state: _Sessions,
 ) -> Callable:
+    """Sessions that fold or collect values: each open session keeps its ``(x, value)`` pairs
+    (a fold cannot merge two accumulators), folded in event-time order at emission."""
     gap = windower.gap
-    counting = kind.name == "count"
 
     def result(s: _Session) -> Any:
-        if counting:
-            return s.agg
         if kind.name == "collect":
             return kind.result(s.agg)
         s.agg.sort(key=_first)
@@ -650,40 +612,72 @@ def _session_logic(
         for ref, batch in inp:
             t = ref.time
             _check_time(op, t)
-            if key is None:
-                keys, values = list(map(_first, batch)), list(map(_second, batch))
-            else:
-                keys, values = _apply(op, "key", key, batch), batch
+            keys, values = _split_keys(op, key, batch, True)
             if event_time is None:
                 # One event time for the whole batch: group by key first.
-                if counting:
-                    state.add_counts_at(ref, t, Counter(keys).items())
-                else:
-                    grouped: dict[Any, list] = {}
-                    for k, v in zip(keys, values):
-                        g = grouped.get(k)
-                        if g is None:
-                            grouped[k] = [(t, v)]
-                        else:
-                            g.append((t, v))
-                    for k, g in grouped.items():
-                        add(ref, k, t, g, False)
+                grouped: dict[Any, list] = {}
+                for k, v in zip(keys, values):
+                    g = grouped.get(k)
+                    if g is None:
+                        grouped[k] = [(t, v)]
+                    else:
+                        g.append((t, v))
+                for k, g in grouped.items():
+                    add(ref, k, t, g)
                 continue
-            times = _check_times(
-                op,
-                _apply(op, "event_time", event_time, batch),
-                batch,
-                describe_function(event_time),
-            )
             late = []
-            for r, k, v, x in zip(batch, keys, values, times):
+            for r, k, v, x in zip(batch, keys, values, _event_times(op, event_time, batch)):
                 if t <= x + lateness:
-                    add(ref, k, x, 1 if counting else [(x, v)], counting)
+                    add(ref, k, x, [(x, v)])
                 else:
                     late.append(r)
             if late:
                 late_out.session(ref).give_batch(late)
         state.release(inp.frontier, lambda token, done: emit(out, token, done))
+
+    return logic
+
+
+_VECTOR_GROUP = 16  # keys sharing an event time worth one vectorized SessionCounts step
+
+
+def _session_count_logic(
+    op: str, key: Any, event_time: Any, lateness: int, state: SessionCounts
+) -> Callable:
+    """Session counts: a batch is counted per key (``Counter``, in C) and applied to the
+    column-wise :class:`SessionCounts` one event time at a time."""
+
+    def logic(inp: InputPort, out: OutputPort, late_out: OutputPort) -> None:
+        for ref, batch in inp:
+            t = ref.time
+            _check_time(op, t)
+            keys = _split_keys(op, key, batch, False)[0]
+            if event_time is None:  # one event time for the whole batch
+                counts = Counter(keys)
+                state.add_counts_at(ref, t, list(counts), list(counts.values()))
+                continue
+            times = _event_times(op, event_time, batch)
+            floor = t - lateness  # on time iff x >= t - lateness
+            late = [r for r, x in zip(batch, times) if x < floor]
+            if late:
+                late_out.session(ref).give_batch(late)
+                on_time = Counter((x, k) for k, x in zip(keys, times) if x >= floor)
+            else:
+                on_time = Counter(zip(times, keys))
+            by_time: dict[int, list] = {}
+            for x, k in on_time:
+                g = by_time.get(x)
+                if g is None:
+                    by_time[x] = [k]
+                else:
+                    g.append(k)
+            for x, ks in by_time.items():
+                if len(ks) >= _VECTOR_GROUP:
+                    state.add_counts_at(ref, x, ks, [on_time[x, k] for k in ks])
+                else:
+                    for k in ks:
+                        state.add(ref, k, x, on_time[x, k])
+        state.release(inp.frontier, lambda token, results: out.session(token).give_batch(results))
 
     return logic
 
@@ -839,7 +833,10 @@ def _build(
         if event_time is not None and not callable(event_time):
             raise TypeError(f"{op}: event_time must be a function or None, got {event_time!r}")
         pact = Exchange(_first) if key is None else Exchange(key)
-        if isinstance(windower, Session):
+        if isinstance(windower, Session) and kind.name == "count":
+            state = SessionCounts(windower.gap, lateness)
+            logic = _session_count_logic(op, key, event_time, lateness, state)
+        elif isinstance(windower, Session):
             state = _Sessions(windower.gap, lateness)
             logic = _session_logic(op, windower, kind, key, event_time, lateness, state)
         else:
@@ -854,7 +851,7 @@ def _build(
     def ctor(caps: list[Capability], info: OperatorInfo) -> Callable[..., None]:
         restored = snapshot.attach(info, state.per_key)
         if restored:
-            if isinstance(state, _Sessions):
+            if isinstance(state, (_Sessions, SessionCounts)):
                 state.restore(caps[0], restored)
             else:
                 state.restore(caps[0], restored, kind)
