@@ -35,7 +35,6 @@ from __future__ import annotations
 import argparse
 import collections
 import json
-import operator
 import sys
 import time
 from collections.abc import Callable
@@ -73,15 +72,22 @@ def word_batches(
     ]
 
 
-def edge_batches(
-    nodes: int, edges: int, index: int, peers: int, batch: int
-) -> list[list[tuple[int, int]]]:
-    """This worker's share of a seeded random graph's edges, as :func:`word_batches`."""
+#: An edge ``(src, dst)`` / an offer ``(node, label)`` of :func:`label_propagation`, as numpy
+#: records: whole batches are routed, split and sent as arrays, without per-record pickling.
+EDGE = np.dtype([("src", np.int64), ("dst", np.int64)])
+OFFER = np.dtype([("node", np.int64), ("label", np.int64)])
+
+
+def edge_batches(nodes: int, edges: int, index: int, peers: int, batch: int) -> list[np.ndarray]:
+    """This worker's share of a seeded random graph's edges, as :func:`word_batches` (arrays
+    of :data:`EDGE` records)."""
     out = []
     for k in range(index, -(-edges // batch), peers):
         n = min(batch, edges - k * batch)
         pairs = np.random.default_rng(1_000_000 + k).integers(0, nodes, (n, 2))
-        out.append(list(map(tuple, pairs.tolist())))
+        part = np.empty(n, EDGE)
+        part["src"], part["dst"] = pairs[:, 0], pairs[:, 1]
+        out.append(part)
     return out
 
 
@@ -149,20 +155,21 @@ def label_propagation(edges: Any) -> Any:
     workers run the same dataflow and do the same work.
 
     Invariant (why the answer is exact): whenever a node's label changes, or it gains an edge,
-    its current label is offered along the edge unless the neighbour's id is already no larger
-    (a node's label never exceeds its id); so once the loop drains, neighbours carry equal
-    labels, and the label, always some member's id, is the component's smallest id.
+    its current label is offered along the edge, unless the neighbour's label is known to be no
+    larger already: its id is no larger (a label never exceeds its node's id), or this worker
+    offered it no larger a label before (offers only ever lower labels).  So once the loop
+    drains, neighbours carry equal labels, and the label, always some member's id, is the
+    component's smallest id.  Each worker sends each destination one offer per round (the
+    smallest), as an array of :data:`OFFER` records.  On the benchmark's graph the loop runs
+    about 15 rounds.
     """
-    by_node = pt.Exchange(route=operator.itemgetter(0))
-    both_ways = edges.map_batch(
-        lambda batch: batch + [(b, a) for a, b in batch], name="BothDirections"
-    )
+    both_ways = edges.map_batch(_both_directions, name="BothDirections")
 
     def body(inner: Any) -> Any:
         handle, offers = inner.feedback(1)
         builder = pt.OperatorBuilder("LabelPropagation", inner)
-        builder.new_input(both_ways.enter(inner), by_node)
-        builder.new_input(offers, by_node)
+        builder.new_input(both_ways.enter(inner), pt.Exchange(column="src"))
+        builder.new_input(offers, pt.Exchange(column="node"))
         builder.new_output()  # offers (neighbour, label) for the next round
         builder.new_output()  # label changes (node, label), out of the loop
         offered, changes = builder.build(_label_propagation_logic)
@@ -172,15 +179,32 @@ def label_propagation(edges: Any) -> Any:
     return edges.scope.iterative(body, name="Components")
 
 
+def _both_directions(edges: np.ndarray) -> np.ndarray:
+    """Every edge of ``edges`` and its reverse."""
+    out = np.empty(2 * len(edges), EDGE)
+    out["src"] = np.concatenate([edges["src"], edges["dst"]])
+    out["dst"] = np.concatenate([edges["dst"], edges["src"]])
+    return out
+
+
+def _offers(outgoing: dict[int, int]) -> np.ndarray:
+    """``outgoing`` (node -> label) as an array of :data:`OFFER` records."""
+    out = np.empty(len(outgoing), OFFER)
+    out["node"] = np.fromiter(outgoing.keys(), np.int64, len(outgoing))
+    out["label"] = np.fromiter(outgoing.values(), np.int64, len(outgoing))
+    return out
+
+
 def _label_propagation_logic(caps: list, info: Any) -> Callable[..., None]:
     """The ``LabelPropagation`` operator: a round's work once both inputs are complete for it."""
     for cap in caps:
         cap.drop()
     adjacency: dict[int, list[int]] = {}
     label: dict[int, int] = {}  # only nodes whose label went below their own id
-    new_edges: dict[Any, list] = {}  # time -> edges (node, neighbour) received at that time
+    new_edges: dict[Any, list] = {}  # time -> the EDGE arrays received at that time
     best_offer: dict[Any, dict[int, int]] = {}  # time -> node -> smallest label offered
     change_caps: dict[Any, Any] = {}  # time -> capability of the changes output
+    offered: dict[int, int] = {}  # neighbour -> smallest label this worker ever offered it
     notificator: list = []
 
     def log_time(ref: Any) -> None:
@@ -194,11 +218,11 @@ def _label_propagation_logic(caps: list, info: Any) -> Callable[..., None]:
             notificator.append(pt.Notificator([edge_in.frontier, offer_in.frontier]))
         for ref, batch in edge_in:
             log_time(ref)
-            new_edges.setdefault(ref.time, []).extend(batch)
+            new_edges.setdefault(ref.time, []).append(batch)
         for ref, batch in offer_in:
             log_time(ref)
             best = best_offer.setdefault(ref.time, {})
-            for node, offer in batch:
+            for node, offer in zip(batch["node"].tolist(), batch["label"].tolist()):
                 if offer < best.get(node, node):
                     best[node] = offer
         for cap in notificator[0]:
@@ -210,8 +234,9 @@ def _label_propagation_logic(caps: list, info: Any) -> Callable[..., None]:
                     label[node] = offer
                     changed.add(node)
             gained: dict[int, list[int]] = {}
-            for node, neighbour in new_edges.pop(t, ()):
-                gained.setdefault(node, []).append(neighbour)
+            for part in new_edges.pop(t, ()):
+                for node, neighbour in zip(part["src"].tolist(), part["dst"].tolist()):
+                    gained.setdefault(node, []).append(neighbour)
             for node, neighbours in gained.items():
                 adjacency.setdefault(node, []).extend(neighbours)
                 mine = label.get(node, node)
@@ -221,15 +246,15 @@ def _label_propagation_logic(caps: list, info: Any) -> Callable[..., None]:
                     changed.add(node)
                 else:
                     for u in neighbours:
-                        if mine < outgoing.get(u, u):
-                            outgoing[u] = mine
+                        if mine < offered.get(u, u):
+                            offered[u] = outgoing[u] = mine
             for node in changed:
                 mine = label[node]
                 for u in adjacency.get(node, ()):
-                    if mine < outgoing.get(u, u):
-                        outgoing[u] = mine
+                    if mine < offered.get(u, u):
+                        offered[u] = outgoing[u] = mine
             if outgoing:
-                offer_out.give_batch(cap, list(outgoing.items()))
+                offer_out.give_batch(cap, _offers(outgoing))
             change_cap = change_caps.pop(t)
             if changed:
                 change_out.give_batch(change_cap, [(v, label[v]) for v in changed])
@@ -307,7 +332,7 @@ def smallest_member_labels(nodes: int, edges: int, batch: int) -> dict[int, int]
         return x
 
     for part in edge_batches(nodes, edges, 0, 1, batch):
-        for a, b in part:
+        for a, b in zip(part["src"].tolist(), part["dst"].tolist()):
             ra, rb = find(a), find(b)
             if ra != rb:
                 parent[max(ra, rb)] = min(ra, rb)  # the root stays the smallest member
