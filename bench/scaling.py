@@ -20,8 +20,8 @@ Workloads (issue 13), over words drawn from a 10,000-word vocabulary in batches 
 * ``components``: connected components of a seeded random graph (``--edges`` edges on
   ``edges // 2`` nodes: 100,000 on 50,000 by default) by label propagation in an iterative
   scope (:func:`label_propagation`): each node's label is the smallest node id of its
-  component; the same dataflow, and the same work, on one worker and on two.  Its answer is
-  checked against a plain union-find;
+  component; the same dataflow on one worker and on two, nodes partitioned by id.  Its answer
+  is checked against a plain union-find;
 * ``cpu_map``: a per-record map doing about 5 us of arithmetic, then the batch count.
 
     python bench/scaling.py [--words 4000000] [--heavy-words 400000] [--edges 100000]
@@ -148,11 +148,12 @@ def label_propagation(edges: Any) -> Any:
     node's last label being the smallest node id of its component.
 
     The standard data-parallel algorithm of Naiad and timely dataflow (Murray et al., "Naiad: a
-    timely dataflow system", SOSP 2013, section 6): every node starts labelled with its own id;
+    timely dataflow system", SOSP 2013): every node starts labelled with its own id;
     each round, a node whose label went down offers it to its neighbours, and a node takes the
     smallest label offered; the loop drains when no label changes.  Nodes, their adjacency lists
     and their labels are partitioned by node id (``node % peers``), so one worker and two
-    workers run the same dataflow and do the same work.
+    workers run the same dataflow and the same rounds; two send more offers (each merges only
+    its own offers to a node: 555,000 against 303,000 on the benchmark's graph).
 
     Invariant (why the answer is exact): whenever a node's label changes, or it gains an edge,
     its current label is offered along the edge, unless the neighbour's label is known to be no
