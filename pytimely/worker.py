@@ -268,11 +268,21 @@ class Worker:
                 handler(payload)
 
     def progcaster(self, channel: int) -> Progcaster:
-        """See :class:`WorkerServices`."""
+        """See :class:`WorkerServices`.
+
+        A progress batch leaves for the peers at once (with the data queued before it), not at
+        the end of the step: the batch may report that this worker consumed the last messages
+        of a time, the one fact a peer's notification waits for, and the rest of the step may
+        be long (this worker's own work at that time).  Held back, it would serialize a loop's
+        rounds across workers: each would do its round only after the other's.  Timely dataflow
+        does the same (``Progcaster::send`` in ``src/progress/broadcast.rs`` calls ``done()``
+        on each pusher).
+        """
         allocator = self.allocator
 
         def send(target: int, batch: Any) -> None:
             allocator.send(channel, target, batch)
+            allocator.flush()
 
         progcaster = Progcaster(send, [w for w in range(self.peers) if w != self.index])
         if self.peers > 1:

@@ -509,3 +509,42 @@ def test_an_execute_timeout_describes_a_worker_that_holds_the_interpreter_lock()
     assert "holding the interpreter lock, unable to answer" in worker_1
     assert "in _hog" in worker_1 and "in _run_children" in worker_1
     assert "holding the interpreter lock" in info.value.outcomes[1]
+
+
+def test_a_peer_is_notified_while_this_worker_works_at_the_same_time():
+    """The progress that reports a time's last message consumed leaves at once, not after the
+    work this worker does at that time in the same step: otherwise a loop's rounds run one
+    worker after the other.  Worker 1 sends worker 0 the only record; worker 0 then works
+    ``BUSY`` seconds at its notification; worker 1's notification must not wait for that."""
+    busy = 3.0
+
+    def work(worker):
+        notified = []
+
+        def build(scope):
+            inp, stream = scope.new_input()
+
+            def logic(inp_port, out, notificator):
+                for _ref, _batch in inp_port:
+                    pass
+                for cap in notificator:
+                    notified.append(time.monotonic())
+                    if worker.index == 0:
+                        time.sleep(busy)  # a long round of this worker's own work
+                    cap.drop()
+
+            stream.unary_notify(pt.Exchange(lambda x: 0), "Round", [0], logic)
+            return inp
+
+        inp = worker.dataflow(build)
+        worker.step()
+        if worker.index == 1:
+            time.sleep(0.3)  # worker 0 is parked, waiting for this worker's progress
+            inp.send("the only record")
+        sent = time.monotonic()
+        inp.close()
+        worker.run()
+        return notified[0] - sent
+
+    waited = pt.execute(work, workers=2, timeout=60)[1]
+    assert waited < busy / 2, f"worker 1 was notified {waited:.2f} s after sending"
