@@ -1,0 +1,508 @@
+/* Compiled fast paths of the exchange: splitting a batch by destination worker and encoding
+ * the common record shapes without pickle.  Optional: pytimely/_native.py loads this module
+ * if it was built, and every function here has a pure-Python equivalent that is used
+ * otherwise (and that the tests run too).
+ *
+ * split_by_memo(batch, memo, peers, key_index, keys) -> list of `peers` lists, or None
+ *     The records of the list `batch`, one list per destination worker, record order kept.
+ *     A record's key is `keys[i]` if `keys` is a list, else the record itself
+ *     (key_index < 0), else `record[key_index]` of an exact tuple or list record.  Its
+ *     destination is `memo[key]` (a dict lookup, so equal keys find one entry whatever their
+ *     type, as in pytimely/communication/routing.py).  None means "not every key is known"
+ *     (a miss, an unhashable key, a record that is not a tuple): the caller routes in Python.
+ *
+ * encode(obj) -> bytes or None
+ *     `obj` in the records codec (format in pytimely/communication/codec.py), or None if it
+ *     holds anything but exact None, bool, int (64-bit), float, str, bytes, tuple or list, or
+ *     nests deeper than MAX_DEPTH: the caller pickles it instead.
+ *
+ * decode(buffer) -> object
+ *     The inverse of encode; ValueError for a malformed payload.  Tuples whose items are all
+ *     atomic are untracked by the garbage collector at once (CPython does the same lazily,
+ *     at their first collection), so that decoding a batch of (str, int) records does not
+ *     make every young-generation collection walk them.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+#define MAGIC 0xC5
+#define MAX_DEPTH 32
+
+enum {
+    T_NONE = 'N',
+    T_TRUE = 'T',
+    T_FALSE = 'F',
+    T_UINT8 = 'j',   /* int in [0, 255]: one byte */
+    T_INT64 = 'i',   /* int in the int64 range: 8 bytes little-endian */
+    T_FLOAT = 'f',   /* IEEE-754 double, 8 bytes little-endian */
+    T_STR8 = 's',    /* str, UTF-8, length < 256: 1-byte length */
+    T_STR32 = 'S',   /* str, UTF-8: 4-byte length */
+    T_BYTES8 = 'b',
+    T_BYTES32 = 'B',
+    T_TUPLE = 't',   /* 4-byte count, then the items */
+    T_LIST = 'l',
+};
+
+/* ---- split ------------------------------------------------------------------------------ */
+
+static PyObject *
+split_by_memo(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "split_by_memo(batch, memo, peers, key_index, keys)");
+        return NULL;
+    }
+    PyObject *batch = args[0], *memo = args[1], *keys = args[4];
+    if (!PyList_CheckExact(batch) || !PyDict_CheckExact(memo)) {
+        PyErr_SetString(PyExc_TypeError, "split_by_memo needs a list batch and a dict memo");
+        return NULL;
+    }
+    long peers = PyLong_AsLong(args[2]);
+    if (peers == -1 && PyErr_Occurred())
+        return NULL;
+    Py_ssize_t key_index = PyLong_AsSsize_t(args[3]);
+    if (key_index == -1 && PyErr_Occurred())
+        return NULL;
+    if (peers < 1) {
+        PyErr_SetString(PyExc_ValueError, "peers must be positive");
+        return NULL;
+    }
+    if (keys != Py_None && (!PyList_CheckExact(keys) ||
+                            PyList_GET_SIZE(keys) != PyList_GET_SIZE(batch))) {
+        PyErr_SetString(PyExc_ValueError, "keys must be a list as long as the batch");
+        return NULL;
+    }
+    PyObject *parts = PyList_New(peers);
+    if (parts == NULL)
+        return NULL;
+    for (long w = 0; w < peers; w++) {
+        PyObject *part = PyList_New(0);
+        if (part == NULL)
+            goto error;
+        PyList_SET_ITEM(parts, w, part);
+    }
+    /* The sizes are read at every step: a key's __eq__ (Python code) could change the lists. */
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(batch); i++) {
+        PyObject *record = PyList_GET_ITEM(batch, i);
+        PyObject *key;
+        if (keys != Py_None) {
+            if (i >= PyList_GET_SIZE(keys))
+                goto miss;
+            key = PyList_GET_ITEM(keys, i);
+        }
+        else if (key_index < 0) {
+            key = record;
+        }
+        else if (PyTuple_CheckExact(record) && key_index < PyTuple_GET_SIZE(record)) {
+            key = PyTuple_GET_ITEM(record, key_index);
+        }
+        else if (PyList_CheckExact(record) && key_index < PyList_GET_SIZE(record)) {
+            key = PyList_GET_ITEM(record, key_index);
+        }
+        else {
+            goto miss;
+        }
+        Py_INCREF(record);
+        Py_INCREF(key);
+        PyObject *dest = PyDict_GetItemWithError(memo, key); /* borrowed */
+        Py_DECREF(key);
+        long w = -1;
+        if (dest != NULL && PyLong_CheckExact(dest)) {
+            w = PyLong_AsLong(dest);
+        }
+        if (w < 0 || w >= peers) {
+            Py_DECREF(record);
+            PyErr_Clear(); /* an unhashable key: the Python path reports it */
+            goto miss;
+        }
+        int failed = PyList_Append(PyList_GET_ITEM(parts, w), record);
+        Py_DECREF(record);
+        if (failed)
+            goto error;
+    }
+    return parts;
+miss:
+    Py_DECREF(parts);
+    Py_RETURN_NONE;
+error:
+    Py_DECREF(parts);
+    return NULL;
+}
+
+/* ---- encode ----------------------------------------------------------------------------- */
+
+typedef struct {
+    char *data;
+    Py_ssize_t size;
+    Py_ssize_t capacity;
+} Buffer;
+
+static int
+reserve(Buffer *b, Py_ssize_t extra)
+{
+    if (b->size + extra <= b->capacity)
+        return 0;
+    Py_ssize_t capacity = b->capacity * 2;
+    if (capacity < b->size + extra)
+        capacity = b->size + extra;
+    char *data = PyMem_Realloc(b->data, capacity);
+    if (data == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    b->data = data;
+    b->capacity = capacity;
+    return 0;
+}
+
+static inline void
+put_u32(char *p, uint32_t v)
+{
+    for (int k = 0; k < 4; k++)
+        p[k] = (char)((v >> (8 * k)) & 0xFF);
+}
+
+static inline void
+put_u64(char *p, uint64_t v)
+{
+    for (int k = 0; k < 8; k++)
+        p[k] = (char)((v >> (8 * k)) & 0xFF);
+}
+
+static inline uint32_t
+get_u32(const unsigned char *p)
+{
+    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) |
+           ((uint32_t)p[3] << 24);
+}
+
+static inline uint64_t
+get_u64(const unsigned char *p)
+{
+    uint64_t v = 0;
+    for (int k = 7; k >= 0; k--)
+        v = (v << 8) | p[k];
+    return v;
+}
+
+/* A length-prefixed blob: the 1-byte form below 256 bytes. */
+static int
+put_blob(Buffer *b, char short_tag, char long_tag, const char *data, Py_ssize_t n)
+{
+    if (n > (Py_ssize_t)UINT32_MAX)
+        return 1;
+    if (reserve(b, 5 + n))
+        return -1;
+    char *p = b->data + b->size;
+    if (n < 256) {
+        *p++ = short_tag;
+        *p++ = (char)n;
+    }
+    else {
+        *p++ = long_tag;
+        put_u32(p, (uint32_t)n);
+        p += 4;
+    }
+    memcpy(p, data, n);
+    b->size = (p - b->data) + n;
+    return 0;
+}
+
+/* 0: encoded; 1: not encodable (no exception set); -1: error (exception set). */
+static int
+encode_value(Buffer *b, PyObject *obj, int depth)
+{
+    if (obj == Py_None || obj == Py_True || obj == Py_False) {
+        if (reserve(b, 1))
+            return -1;
+        b->data[b->size++] = obj == Py_None ? T_NONE : obj == Py_True ? T_TRUE : T_FALSE;
+        return 0;
+    }
+    if (PyUnicode_CheckExact(obj)) {
+        Py_ssize_t n;
+        const char *utf8 = PyUnicode_AsUTF8AndSize(obj, &n);
+        if (utf8 == NULL) { /* lone surrogates: pickle keeps them */
+            PyErr_Clear();
+            return 1;
+        }
+        return put_blob(b, T_STR8, T_STR32, utf8, n);
+    }
+    if (PyLong_CheckExact(obj)) {
+        int overflow;
+        long long v = PyLong_AsLongLongAndOverflow(obj, &overflow);
+        if (overflow)
+            return 1;
+        if (v == -1 && PyErr_Occurred())
+            return -1;
+        if (reserve(b, 9))
+            return -1;
+        if (v >= 0 && v < 256) {
+            b->data[b->size++] = T_UINT8;
+            b->data[b->size++] = (char)v;
+        }
+        else {
+            b->data[b->size++] = T_INT64;
+            put_u64(b->data + b->size, (uint64_t)v);
+            b->size += 8;
+        }
+        return 0;
+    }
+    if (PyTuple_CheckExact(obj) || PyList_CheckExact(obj)) {
+        if (depth >= MAX_DEPTH)
+            return 1;
+        int is_tuple = PyTuple_CheckExact(obj);
+        Py_ssize_t n = is_tuple ? PyTuple_GET_SIZE(obj) : PyList_GET_SIZE(obj);
+        if (n > (Py_ssize_t)UINT32_MAX)
+            return 1;
+        if (reserve(b, 5))
+            return -1;
+        b->data[b->size++] = is_tuple ? T_TUPLE : T_LIST;
+        put_u32(b->data + b->size, (uint32_t)n);
+        b->size += 4;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            /* A list holds only exact atoms and containers here: nothing runs Python code
+             * while it is encoded, so its size cannot change under us. */
+            PyObject *item = is_tuple ? PyTuple_GET_ITEM(obj, i) : PyList_GET_ITEM(obj, i);
+            int r = encode_value(b, item, depth + 1);
+            if (r)
+                return r;
+        }
+        return 0;
+    }
+    if (PyFloat_CheckExact(obj)) {
+        double x = PyFloat_AS_DOUBLE(obj);
+        uint64_t bits;
+        memcpy(&bits, &x, 8);
+        if (reserve(b, 9))
+            return -1;
+        b->data[b->size++] = T_FLOAT;
+        put_u64(b->data + b->size, bits);
+        b->size += 8;
+        return 0;
+    }
+    if (PyBytes_CheckExact(obj)) {
+        return put_blob(b, T_BYTES8, T_BYTES32, PyBytes_AS_STRING(obj), PyBytes_GET_SIZE(obj));
+    }
+    return 1;
+}
+
+static PyObject *
+encode(PyObject *self, PyObject *obj)
+{
+    Buffer b = {NULL, 0, 0};
+    if (reserve(&b, 4096))
+        return NULL;
+    b.data[b.size++] = (char)MAGIC;
+    int r = encode_value(&b, obj, 0);
+    PyObject *out = NULL;
+    if (r == 0)
+        out = PyBytes_FromStringAndSize(b.data, b.size);
+    else if (r == 1)
+        out = Py_NewRef(Py_None);
+    PyMem_Free(b.data);
+    return out;
+}
+
+/* ---- decode ----------------------------------------------------------------------------- */
+
+typedef struct {
+    const unsigned char *p;
+    const unsigned char *end;
+} Reader;
+
+static PyObject *
+malformed(const char *what)
+{
+    PyErr_Format(PyExc_ValueError, "malformed records-codec payload: %s", what);
+    return NULL;
+}
+
+/* Short ASCII strings recently decoded, by a hash of their bytes: a batch of words from a
+ * vocabulary decodes to the same str objects every time, which saves allocating them and lets
+ * the consumer's dict lookups find their hash cached (a fresh str hashes itself again, and
+ * every lookup of it compares bytes).  A slot holds one reference; a collision replaces it,
+ * so the cache never holds more than STR_CACHE_SLOTS strings of at most STR_CACHE_MAX bytes. */
+#define STR_CACHE_SLOTS (1 << 15)
+#define STR_CACHE_MAX 32
+static PyObject *str_cache[STR_CACHE_SLOTS];
+
+static PyObject *
+decode_str(const unsigned char *p, Py_ssize_t n)
+{
+    const unsigned char *q = p, *end = p + n;
+    uint32_t h = 2166136261u; /* FNV-1a */
+    while (q < end && *q < 0x80) {
+        h = (h ^ *q++) * 16777619u;
+    }
+    if (q != end)
+        return PyUnicode_DecodeUTF8((const char *)p, n, "surrogatepass");
+    PyObject **slot = NULL;
+    if (n <= STR_CACHE_MAX) {
+        slot = &str_cache[(h ^ (h >> 15)) & (STR_CACHE_SLOTS - 1)];
+        PyObject *cached = *slot;
+        if (cached != NULL && PyUnicode_GET_LENGTH(cached) == n &&
+            memcmp(PyUnicode_DATA(cached), p, n) == 0)
+            return Py_NewRef(cached);
+    }
+    PyObject *s = PyUnicode_New(n, 127); /* ASCII: one allocation and a copy */
+    if (s == NULL)
+        return NULL;
+    memcpy(PyUnicode_DATA(s), p, n);
+    if (slot != NULL) {
+        if (PyObject_Hash(s) == -1) { /* cannot fail for a str; cached on it from now on */
+            Py_DECREF(s);
+            return NULL;
+        }
+        Py_XSETREF(*slot, Py_NewRef(s));
+    }
+    return s;
+}
+
+static PyObject *
+decode_value(Reader *r, int depth)
+{
+    if (r->p >= r->end)
+        return malformed("truncated");
+    unsigned char tag = *r->p++;
+    Py_ssize_t avail = r->end - r->p;
+    switch (tag) {
+    case T_NONE:
+        Py_RETURN_NONE;
+    case T_TRUE:
+        Py_RETURN_TRUE;
+    case T_FALSE:
+        Py_RETURN_FALSE;
+    case T_UINT8:
+        if (avail < 1)
+            return malformed("truncated int");
+        return PyLong_FromLong(*r->p++);
+    case T_INT64: {
+        if (avail < 8)
+            return malformed("truncated int");
+        int64_t v = (int64_t)get_u64(r->p);
+        r->p += 8;
+        return PyLong_FromLongLong(v);
+    }
+    case T_FLOAT: {
+        if (avail < 8)
+            return malformed("truncated float");
+        uint64_t bits = get_u64(r->p);
+        double x;
+        memcpy(&x, &bits, 8);
+        r->p += 8;
+        return PyFloat_FromDouble(x);
+    }
+    case T_STR8:
+    case T_STR32:
+    case T_BYTES8:
+    case T_BYTES32: {
+        Py_ssize_t n;
+        if (tag == T_STR8 || tag == T_BYTES8) {
+            if (avail < 1)
+                return malformed("truncated length");
+            n = *r->p++;
+        }
+        else {
+            if (avail < 4)
+                return malformed("truncated length");
+            n = get_u32(r->p);
+            r->p += 4;
+        }
+        if (r->end - r->p < n)
+            return malformed("truncated string");
+        const unsigned char *p = r->p;
+        r->p += n;
+        if (tag == T_STR8 || tag == T_STR32)
+            return decode_str(p, n);
+        return PyBytes_FromStringAndSize((const char *)p, n);
+    }
+    case T_TUPLE:
+    case T_LIST: {
+        if (depth >= MAX_DEPTH)
+            return malformed("nested too deeply");
+        if (avail < 4)
+            return malformed("truncated count");
+        Py_ssize_t n = get_u32(r->p);
+        r->p += 4;
+        if (n > r->end - r->p) /* every item takes at least one byte */
+            return malformed("count beyond the payload");
+        PyObject *out = tag == T_TUPLE ? PyTuple_New(n) : PyList_New(n);
+        if (out == NULL)
+            return NULL;
+        int atomic = 1;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            PyObject *item = decode_value(r, depth + 1);
+            if (item == NULL) {
+                Py_DECREF(out);
+                return NULL;
+            }
+            if (PyTuple_CheckExact(item) || PyList_CheckExact(item))
+                atomic = 0;
+            if (tag == T_TUPLE)
+                PyTuple_SET_ITEM(out, i, item);
+            else
+                PyList_SET_ITEM(out, i, item);
+        }
+        if (tag == T_TUPLE && atomic && n > 0 && PyObject_GC_IsTracked(out))
+            PyObject_GC_UnTrack(out);
+        return out;
+    }
+    default:
+        PyErr_Format(PyExc_ValueError, "malformed records-codec payload: unknown tag %d",
+                     (int)tag);
+        return NULL;
+    }
+}
+
+static PyObject *
+decode(PyObject *self, PyObject *arg)
+{
+    Py_buffer view;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    Reader r = {(const unsigned char *)view.buf, (const unsigned char *)view.buf + view.len};
+    PyObject *out = NULL;
+    if (view.len < 1 || r.p[0] != MAGIC) {
+        malformed("not a records-codec payload");
+    }
+    else {
+        r.p++;
+        out = decode_value(&r, 0);
+        if (out != NULL && r.p != r.end) {
+            Py_CLEAR(out);
+            malformed("trailing bytes");
+        }
+    }
+    PyBuffer_Release(&view);
+    return out;
+}
+
+/* ---- module ----------------------------------------------------------------------------- */
+
+static PyMethodDef methods[] = {
+    {"split_by_memo", (PyCFunction)(void (*)(void))split_by_memo, METH_FASTCALL,
+     "split_by_memo(batch, memo, peers, key_index, keys): the batch's records per destination "
+     "worker by memoized routes, or None if a key is not memoized."},
+    {"encode", encode, METH_O,
+     "encode(obj): obj in the records codec, or None if it holds another type."},
+    {"decode", decode, METH_O, "decode(buffer): the object encoded by encode()."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "pytimely._speedups",
+    "Compiled fast paths of the exchange (optional; see pytimely/_native.py).", -1, methods,
+};
+
+PyMODINIT_FUNC
+PyInit__speedups(void)
+{
+    PyObject *m = PyModule_Create(&module);
+    if (m != NULL && PyModule_AddIntConstant(m, "MAGIC", MAGIC) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}
