@@ -35,6 +35,8 @@ enum {
     T_TRUE = 'T',
     T_FALSE = 'F',
     T_UINT8 = 'j',   /* int in [0, 255]: one byte */
+    T_UINT16 = 'h',  /* int in [0, 65535]: 2 bytes little-endian */
+    T_INT32 = 'k',   /* int in the int32 range: 4 bytes little-endian */
     T_INT64 = 'i',   /* int in the int64 range: 8 bytes little-endian */
     T_FLOAT = 'f',   /* IEEE-754 double, 8 bytes little-endian */
     T_STR8 = 's',    /* str, UTF-8, length < 256: 1-byte length */
@@ -242,6 +244,16 @@ encode_value(Buffer *b, PyObject *obj, int depth)
             b->data[b->size++] = T_UINT8;
             b->data[b->size++] = (char)v;
         }
+        else if (v >= 0 && v < 65536) {
+            b->data[b->size++] = T_UINT16;
+            b->data[b->size++] = (char)(v & 0xFF);
+            b->data[b->size++] = (char)(v >> 8);
+        }
+        else if (v >= INT32_MIN && v <= INT32_MAX) {
+            b->data[b->size++] = T_INT32;
+            put_u32(b->data + b->size, (uint32_t)(int32_t)v);
+            b->size += 4;
+        }
         else {
             b->data[b->size++] = T_INT64;
             put_u64(b->data + b->size, (uint64_t)v);
@@ -378,6 +390,20 @@ decode_value(Reader *r, int depth)
         if (avail < 1)
             return malformed("truncated int");
         return PyLong_FromLong(*r->p++);
+    case T_UINT16: {
+        if (avail < 2)
+            return malformed("truncated int");
+        long v = r->p[0] | ((long)r->p[1] << 8);
+        r->p += 2;
+        return PyLong_FromLong(v);
+    }
+    case T_INT32: {
+        if (avail < 4)
+            return malformed("truncated int");
+        int32_t v = (int32_t)get_u32(r->p);
+        r->p += 4;
+        return PyLong_FromLong(v);
+    }
     case T_INT64: {
         if (avail < 8)
             return malformed("truncated int");

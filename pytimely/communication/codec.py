@@ -11,7 +11,7 @@ Format (all integers little-endian)::
 
     payload := 0xC5 value
     value   := 'N' | 'T' | 'F'                       None, True, False
-             | 'j' u8            | 'i' i64           int (0..255 | any 64-bit)
+             | 'j' u8  | 'h' u16 | 'k' i32 | 'i' i64    int (the shortest that holds it)
              | 'f' f64                               float (IEEE-754 bits)
              | 's' u8 utf8       | 'S' u32 utf8      str (length in bytes, then UTF-8)
              | 'b' u8 data       | 'B' u32 data      bytes
@@ -37,6 +37,8 @@ __all__ = ["MAGIC", "encode", "decode"]
 MAGIC = 0xC5
 _MAX_DEPTH = 32
 _U32 = struct.Struct("<I")
+_U16 = struct.Struct("<H")
+_I32 = struct.Struct("<i")
 _I64 = struct.Struct("<q")
 _F64 = struct.Struct("<d")
 
@@ -78,6 +80,10 @@ def _decode_value(view: memoryview, at: int, depth: int) -> tuple[Any, int]:
         return False, at
     if tag == "j":
         return view[at], at + 1
+    if tag == "h":
+        return _U16.unpack_from(view, at)[0], at + 2
+    if tag == "k":
+        return _I32.unpack_from(view, at)[0], at + 4
     if tag == "i":
         return _I64.unpack_from(view, at)[0], at + 8
     if tag == "f":
