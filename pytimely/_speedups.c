@@ -3,13 +3,14 @@
  * if it was built, and every function here has a pure-Python equivalent that is used
  * otherwise (and that the tests run too).
  *
- * split_by_memo(batch, memo, peers, key_index, keys) -> list of `peers` lists, or None
+ * RouteCache().split(batch, memo, peers, key_index, keys) -> list of `peers` lists, or None
  *     The records of the list `batch`, one list per destination worker, record order kept.
  *     A record's key is `keys[i]` if `keys` is a list, else the record itself
  *     (key_index < 0), else `record[key_index]` of an exact tuple or list record.  Its
  *     destination is `memo[key]` (a dict lookup, so equal keys find one entry whatever their
- *     type, as in pytimely/communication/routing.py).  None means "not every key is known"
- *     (a miss, an unhashable key, a record that is not a tuple): the caller routes in Python.
+ *     type, as in pytimely/communication/routing.py), cached per key object.  None means
+ *     "not every key is known" (a miss, an unhashable key, a record that is not a tuple):
+ *     the caller routes in Python.
  *
  * encode(obj) -> bytes or None
  *     `obj` in the records codec (format in pytimely/communication/codec.py), or None if it
@@ -49,16 +50,128 @@ enum {
 
 /* ---- split ------------------------------------------------------------------------------ */
 
+/* A RouteCache remembers, for the key *objects* it saw last, the worker the memo gave them: a
+ * batch of words drawn from a vocabulary holds the same str objects again and again, and one
+ * probe of a table indexed by the object's address is cheaper than a dict lookup (which must
+ * read the key's hash and probe two tables).  It is only a cache of memo lookups: an entry
+ * holds a reference to its key, so the address cannot be reused by another object, and the
+ * memo never changes the route of a key (routes are a function of the key), so an entry never
+ * goes stale.  Only exact str, int, bytes and float keys are cached (releasing one runs no
+ * Python code).  The table starts small and doubles, up to CACHE_MAX_SLOTS, while it misses
+ * more often than it has slots. */
+#define CACHE_MIN_SLOTS (1 << 10)
+#define CACHE_MAX_SLOTS (1 << 16)
+
+typedef struct {
+    PyObject *key;
+    Py_ssize_t dest;
+} CacheSlot;
+
+typedef struct {
+    PyObject_HEAD
+    CacheSlot *slots;
+    Py_ssize_t mask;
+    Py_ssize_t misses;
+} RouteCache;
+
+static void
+cache_clear_slots(CacheSlot *slots, Py_ssize_t n)
+{
+    for (Py_ssize_t i = 0; i < n; i++)
+        Py_CLEAR(slots[i].key);
+}
+
+static int
+cache_resize(RouteCache *self, Py_ssize_t n)
+{
+    CacheSlot *slots = PyMem_Calloc(n, sizeof(CacheSlot));
+    if (slots == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    if (self->slots != NULL) {
+        cache_clear_slots(self->slots, self->mask + 1);
+        PyMem_Free(self->slots);
+    }
+    self->slots = slots;
+    self->mask = n - 1;
+    self->misses = 0;
+    return 0;
+}
+
 static PyObject *
-split_by_memo(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+cache_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    if (PyTuple_GET_SIZE(args) || (kwargs != NULL && PyDict_GET_SIZE(kwargs))) {
+        PyErr_SetString(PyExc_TypeError, "RouteCache() takes no arguments");
+        return NULL;
+    }
+    RouteCache *self = (RouteCache *)type->tp_alloc(type, 0);
+    if (self != NULL && cache_resize(self, CACHE_MIN_SLOTS) < 0)
+        Py_CLEAR(self);
+    return (PyObject *)self;
+}
+
+static void
+cache_dealloc(RouteCache *self)
+{
+    if (self->slots != NULL) {
+        cache_clear_slots(self->slots, self->mask + 1);
+        PyMem_Free(self->slots);
+    }
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static inline Py_ssize_t
+cache_index(RouteCache *self, PyObject *key)
+{
+    uint64_t h = ((uint64_t)(uintptr_t)key >> 4) * 0x9E3779B97F4A7C15ull;
+    return (Py_ssize_t)(h >> 40) & self->mask;
+}
+
+/* The route of `key`: from the cache, else from the memo (then cached).  -1: not in the memo
+ * (or not hashable: the exception is cleared, the Python path reports it). */
+static Py_ssize_t
+cache_route(RouteCache *self, PyObject *memo, PyObject *key, long peers)
+{
+    CacheSlot *slot = &self->slots[cache_index(self, key)];
+    if (slot->key == key)
+        return slot->dest;
+    Py_INCREF(key);
+    PyObject *dest = PyDict_GetItemWithError(memo, key); /* borrowed */
+    Py_ssize_t w = -1;
+    if (dest != NULL && PyLong_CheckExact(dest))
+        w = PyLong_AsSsize_t(dest);
+    if (w < 0 || w >= peers) {
+        PyErr_Clear();
+        Py_DECREF(key);
+        return -1;
+    }
+    if (PyUnicode_CheckExact(key) || PyLong_CheckExact(key) || PyBytes_CheckExact(key) ||
+        PyFloat_CheckExact(key)) {
+        /* Found again: a key's __eq__ may have run Python code that re-entered this cache
+         * (and resized it) during the lookup. */
+        slot = &self->slots[cache_index(self, key)];
+        Py_XSETREF(slot->key, key); /* the reference taken above */
+        slot->dest = w;
+        self->misses++;
+    }
+    else {
+        Py_DECREF(key);
+    }
+    return w;
+}
+
+static PyObject *
+cache_split(RouteCache *self, PyObject *const *args, Py_ssize_t nargs)
 {
     if (nargs != 5) {
-        PyErr_SetString(PyExc_TypeError, "split_by_memo(batch, memo, peers, key_index, keys)");
+        PyErr_SetString(PyExc_TypeError, "split(batch, memo, peers, key_index, keys)");
         return NULL;
     }
     PyObject *batch = args[0], *memo = args[1], *keys = args[4];
     if (!PyList_CheckExact(batch) || !PyDict_CheckExact(memo)) {
-        PyErr_SetString(PyExc_TypeError, "split_by_memo needs a list batch and a dict memo");
+        PyErr_SetString(PyExc_TypeError, "split needs a list batch and a dict memo");
         return NULL;
     }
     long peers = PyLong_AsLong(args[2]);
@@ -76,6 +189,9 @@ split_by_memo(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_ValueError, "keys must be a list as long as the batch");
         return NULL;
     }
+    if (self->misses > 4 * (self->mask + 1) && self->mask + 1 < CACHE_MAX_SLOTS &&
+        cache_resize(self, 2 * (self->mask + 1)) < 0)
+        return NULL;
     PyObject *parts = PyList_New(peers);
     if (parts == NULL)
         return NULL;
@@ -107,16 +223,9 @@ split_by_memo(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             goto miss;
         }
         Py_INCREF(record);
-        Py_INCREF(key);
-        PyObject *dest = PyDict_GetItemWithError(memo, key); /* borrowed */
-        Py_DECREF(key);
-        long w = -1;
-        if (dest != NULL && PyLong_CheckExact(dest)) {
-            w = PyLong_AsLong(dest);
-        }
-        if (w < 0 || w >= peers) {
+        Py_ssize_t w = cache_route(self, memo, key, peers);
+        if (w < 0) {
             Py_DECREF(record);
-            PyErr_Clear(); /* an unhashable key: the Python path reports it */
             goto miss;
         }
         int failed = PyList_Append(PyList_GET_ITEM(parts, w), record);
@@ -132,6 +241,27 @@ error:
     Py_DECREF(parts);
     return NULL;
 }
+
+static PyMethodDef cache_methods[] = {
+    {"split", (PyCFunction)(void (*)(void))cache_split, METH_FASTCALL,
+     "split(batch, memo, peers, key_index, keys): the records of the list `batch`, one list "
+     "per destination worker, record order kept.  A record's key is keys[i] if `keys` is a "
+     "list, else the record itself (key_index < 0), else record[key_index] of an exact tuple "
+     "or list.  Its worker is memo[key] (a dict lookup, cached per key object).  None if some "
+     "key is not in the memo, is unhashable, or cannot be read: the caller routes in Python."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject RouteCacheType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "pytimely._speedups.RouteCache",
+    .tp_basicsize = sizeof(RouteCache),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "The routes of recently seen key objects, by address (a cache of memo lookups).",
+    .tp_new = cache_new,
+    .tp_dealloc = (destructor)cache_dealloc,
+    .tp_methods = cache_methods,
+};
 
 /* ---- encode ----------------------------------------------------------------------------- */
 
@@ -508,9 +638,6 @@ decode(PyObject *self, PyObject *arg)
 /* ---- module ----------------------------------------------------------------------------- */
 
 static PyMethodDef methods[] = {
-    {"split_by_memo", (PyCFunction)(void (*)(void))split_by_memo, METH_FASTCALL,
-     "split_by_memo(batch, memo, peers, key_index, keys): the batch's records per destination "
-     "worker by memoized routes, or None if a key is not memoized."},
     {"encode", encode, METH_O,
      "encode(obj): obj in the records codec, or None if it holds another type."},
     {"decode", decode, METH_O, "decode(buffer): the object encoded by encode()."},
@@ -525,8 +652,13 @@ static struct PyModuleDef module = {
 PyMODINIT_FUNC
 PyInit__speedups(void)
 {
+    if (PyType_Ready(&RouteCacheType) < 0)
+        return NULL;
     PyObject *m = PyModule_Create(&module);
-    if (m != NULL && PyModule_AddIntConstant(m, "MAGIC", MAGIC) < 0) {
+    if (m == NULL)
+        return NULL;
+    if (PyModule_AddIntConstant(m, "MAGIC", MAGIC) < 0 ||
+        PyModule_AddObjectRef(m, "RouteCache", (PyObject *)&RouteCacheType) < 0) {
         Py_DECREF(m);
         return NULL;
     }

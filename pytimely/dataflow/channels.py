@@ -172,7 +172,16 @@ class _Router:
     other's route is the same.
     """
 
-    __slots__ = ("key", "column", "peers", "channel_name", "_memo", "_routable", "_key_index")
+    __slots__ = (
+        "key",
+        "column",
+        "peers",
+        "channel_name",
+        "_memo",
+        "_routable",
+        "_key_index",
+        "_route_cache",
+    )
 
     _MEMO_LIMIT = 1 << 20
     #: Key types memoized by value (exact types: a subclass may define its own equality).
@@ -194,6 +203,7 @@ class _Router:
         # The key is the record itself (-1), field i of a tuple record (``itemgetter(i)``: the
         # compiled split reads it without calling the function), or computed in Python (None).
         self._key_index = -1 if key is None else _itemgetter_index(key)
+        self._route_cache: Any = None  # the compiled split's cache of memo lookups, if used
 
     # -- splitting -------------------------------------------------------------------------
 
@@ -201,15 +211,18 @@ class _Router:
         """``batch`` split into one part per worker, record order kept within each part.
 
         A list batch whose keys the memo knows is split by the compiled extension in one C
-        loop (same memo, same lookups as :meth:`destinations`, so the same routes); any other
-        batch, or one with a key the memo does not know yet, goes through
+        loop (same memo, same lookups as :meth:`destinations`, so the same routes; the
+        extension caches each lookup per key object, keeping at most 65,536 keys alive); any
+        other batch, or one with a key the memo does not know yet, goes through
         :meth:`destinations` and :func:`_split`, which also memoize the new keys.
         """
         speedups = _native.speedups
         if speedups is not None and type(batch) is list:
+            if self._route_cache is None:
+                self._route_cache = speedups.RouteCache()
             index = self._key_index
             keys = None if index is not None else self._keys(batch)
-            parts = speedups.split_by_memo(
+            parts = self._route_cache.split(
                 batch, self._memo, self.peers, -1 if index is None else index, keys
             )
             if parts is not None:
