@@ -48,6 +48,51 @@ enum {
     T_LIST = 'l',
 };
 
+/* ---- strings shared by the split and the decoder ------------------------------------------ */
+
+/* Short ASCII strings, by a hash of their bytes: those this process's exchanges routed
+ * (offered by the split) and those it decoded.  A word decoded from a peer is then the very
+ * str object this worker already holds for it, as sys.intern would give: no allocation, its
+ * hash already cached, and the consumer's dict lookups match it by identity instead of
+ * comparing bytes with a second object.  A slot holds one reference; a newcomer replaces
+ * it, so the table never holds more than STR_CACHE_SLOTS strings of at most STR_CACHE_MAX
+ * bytes. */
+#define STR_CACHE_SLOTS (1 << 15)
+#define STR_CACHE_MAX 32
+static PyObject *str_cache[STR_CACHE_SLOTS];
+
+/* The slot of the n bytes at p, or NULL if they are not short ASCII. */
+static inline PyObject **
+str_cache_slot(const unsigned char *p, Py_ssize_t n)
+{
+    if (n > STR_CACHE_MAX)
+        return NULL;
+    uint32_t h = 2166136261u; /* FNV-1a */
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (p[i] >= 0x80)
+            return NULL;
+        h = (h ^ p[i]) * 16777619u;
+    }
+    return &str_cache[(h ^ (h >> 15)) & (STR_CACHE_SLOTS - 1)];
+}
+
+static inline int
+str_equals(PyObject *s, const unsigned char *p, Py_ssize_t n)
+{
+    return PyUnicode_GET_LENGTH(s) == n && memcmp(PyUnicode_DATA(s), p, n) == 0;
+}
+
+/* Make `key` (an exact str whose hash is computed) the cached object for its text. */
+static void
+str_cache_offer(PyObject *key)
+{
+    if (!PyUnicode_IS_COMPACT_ASCII(key))
+        return;
+    PyObject **slot = str_cache_slot(PyUnicode_DATA(key), PyUnicode_GET_LENGTH(key));
+    if (slot != NULL && *slot != key)
+        Py_XSETREF(*slot, Py_NewRef(key));
+}
+
 /* ---- split ------------------------------------------------------------------------------ */
 
 /* A RouteCache remembers, for the key *objects* it saw last, the worker the memo gave them: a
@@ -57,10 +102,17 @@ enum {
  * holds a reference to its key, so the address cannot be reused by another object, and the
  * memo never changes the route of a key (routes are a function of the key), so an entry never
  * goes stale.  Only exact str, int, bytes and float keys are cached (releasing one runs no
- * Python code).  The table starts small and doubles, up to CACHE_MAX_SLOTS, while it misses
- * more often than it has slots. */
+ * Python code).
+ *
+ * Sizing, per window of CACHE_WINDOW lookups: a window that hits less than half the time
+ * doubles the table (up to CACHE_MAX_SLOTS); at the largest size it means the keys are new
+ * objects every time (words parsed from text): the cache then stops inserting, shrinks to
+ * CACHE_MIN_SLOTS (releasing what it held) and tries again after 1, 2, 4 ... 64 windows, so
+ * such a stream pays little more than the dict lookups. */
 #define CACHE_MIN_SLOTS (1 << 10)
 #define CACHE_MAX_SLOTS (1 << 16)
+#define CACHE_WINDOW (1 << 14)
+#define CACHE_MAX_BACKOFF 64
 
 typedef struct {
     PyObject *key;
@@ -71,7 +123,12 @@ typedef struct {
     PyObject_HEAD
     CacheSlot *slots;
     Py_ssize_t mask;
-    Py_ssize_t misses;
+    Py_ssize_t hits;      /* in this window */
+    Py_ssize_t misses;    /* in this window */
+    int inserting;        /* 0 while backing off */
+    int backoff;          /* windows to back off for next time */
+    int idle_windows;     /* windows left before inserting again */
+    Py_ssize_t size;      /* the table size to use when inserting */
 } RouteCache;
 
 static void
@@ -95,7 +152,6 @@ cache_resize(RouteCache *self, Py_ssize_t n)
     }
     self->slots = slots;
     self->mask = n - 1;
-    self->misses = 0;
     return 0;
 }
 
@@ -107,7 +163,12 @@ cache_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
         return NULL;
     }
     RouteCache *self = (RouteCache *)type->tp_alloc(type, 0);
-    if (self != NULL && cache_resize(self, CACHE_MIN_SLOTS) < 0)
+    if (self == NULL)
+        return NULL;
+    self->inserting = 1;
+    self->backoff = 1;
+    self->size = CACHE_MIN_SLOTS;
+    if (cache_resize(self, CACHE_MIN_SLOTS) < 0)
         Py_CLEAR(self);
     return (PyObject *)self;
 }
@@ -135,8 +196,11 @@ static Py_ssize_t
 cache_route(RouteCache *self, PyObject *memo, PyObject *key, long peers)
 {
     CacheSlot *slot = &self->slots[cache_index(self, key)];
-    if (slot->key == key)
+    if (slot->key == key) {
+        self->hits++;
         return slot->dest;
+    }
+    self->misses++;
     Py_INCREF(key);
     PyObject *dest = PyDict_GetItemWithError(memo, key); /* borrowed */
     Py_ssize_t w = -1;
@@ -147,19 +211,47 @@ cache_route(RouteCache *self, PyObject *memo, PyObject *key, long peers)
         Py_DECREF(key);
         return -1;
     }
-    if (PyUnicode_CheckExact(key) || PyLong_CheckExact(key) || PyBytes_CheckExact(key) ||
-        PyFloat_CheckExact(key)) {
+    if (self->inserting && (PyUnicode_CheckExact(key) || PyLong_CheckExact(key) ||
+                            PyBytes_CheckExact(key) || PyFloat_CheckExact(key))) {
         /* Found again: a key's __eq__ may have run Python code that re-entered this cache
          * (and resized it) during the lookup. */
         slot = &self->slots[cache_index(self, key)];
         Py_XSETREF(slot->key, key); /* the reference taken above */
         slot->dest = w;
-        self->misses++;
+        if (PyUnicode_CheckExact(key)) /* hashed by the lookup */
+            str_cache_offer(key);
     }
     else {
         Py_DECREF(key);
     }
     return w;
+}
+
+/* The end of a window: grow, back off or resume (see the sizing rule above). */
+static int
+cache_next_window(RouteCache *self)
+{
+    int poor = self->misses > self->hits;
+    self->hits = self->misses = 0;
+    if (!self->inserting) {
+        if (--self->idle_windows > 0)
+            return 0;
+        self->inserting = 1;
+        return cache_resize(self, self->size);
+    }
+    if (!poor) {
+        self->backoff = 1;
+        return 0;
+    }
+    if (self->size < CACHE_MAX_SLOTS) {
+        self->size *= 2;
+        return cache_resize(self, self->size);
+    }
+    self->inserting = 0;
+    self->idle_windows = self->backoff;
+    if (self->backoff < CACHE_MAX_BACKOFF)
+        self->backoff *= 2;
+    return cache_resize(self, CACHE_MIN_SLOTS);
 }
 
 static PyObject *
@@ -189,8 +281,7 @@ cache_split(RouteCache *self, PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_ValueError, "keys must be a list as long as the batch");
         return NULL;
     }
-    if (self->misses > 4 * (self->mask + 1) && self->mask + 1 < CACHE_MAX_SLOTS &&
-        cache_resize(self, 2 * (self->mask + 1)) < 0)
+    if (self->hits + self->misses >= CACHE_WINDOW && cache_next_window(self) < 0)
         return NULL;
     PyObject *parts = PyList_New(peers);
     if (parts == NULL)
@@ -461,32 +552,19 @@ malformed(const char *what)
     return NULL;
 }
 
-/* Short ASCII strings recently decoded, by a hash of their bytes: a batch of words from a
- * vocabulary decodes to the same str objects every time, which saves allocating them and lets
- * the consumer's dict lookups find their hash cached (a fresh str hashes itself again, and
- * every lookup of it compares bytes).  A slot holds one reference; a collision replaces it,
- * so the cache never holds more than STR_CACHE_SLOTS strings of at most STR_CACHE_MAX bytes. */
-#define STR_CACHE_SLOTS (1 << 15)
-#define STR_CACHE_MAX 32
-static PyObject *str_cache[STR_CACHE_SLOTS];
-
 static PyObject *
 decode_str(const unsigned char *p, Py_ssize_t n)
 {
-    const unsigned char *q = p, *end = p + n;
-    uint32_t h = 2166136261u; /* FNV-1a */
-    while (q < end && *q < 0x80) {
-        h = (h ^ *q++) * 16777619u;
+    PyObject **slot = str_cache_slot(p, n);
+    if (slot == NULL) {
+        const unsigned char *q = p, *end = p + n;
+        while (q < end && *q < 0x80)
+            q++;
+        if (q != end)
+            return PyUnicode_DecodeUTF8((const char *)p, n, "surrogatepass");
     }
-    if (q != end)
-        return PyUnicode_DecodeUTF8((const char *)p, n, "surrogatepass");
-    PyObject **slot = NULL;
-    if (n <= STR_CACHE_MAX) {
-        slot = &str_cache[(h ^ (h >> 15)) & (STR_CACHE_SLOTS - 1)];
-        PyObject *cached = *slot;
-        if (cached != NULL && PyUnicode_GET_LENGTH(cached) == n &&
-            memcmp(PyUnicode_DATA(cached), p, n) == 0)
-            return Py_NewRef(cached);
+    else if (*slot != NULL && str_equals(*slot, p, n)) {
+        return Py_NewRef(*slot);
     }
     PyObject *s = PyUnicode_New(n, 127); /* ASCII: one allocation and a copy */
     if (s == NULL)

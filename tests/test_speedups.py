@@ -112,6 +112,24 @@ def test_compiled_split_equals_pure_split(keys, peers, form):
             assert all(route(r if key is None else r[0], peers) == w for r in part)
 
 
+@compiled_only
+def test_compiled_split_stays_right_while_its_cache_grows_backs_off_and_resumes():
+    # Recurring key objects (the cache hits), then new objects every record (it grows, then
+    # stops inserting and backs off), then recurring ones again: 300,000 lookups, every
+    # window boundary of the cache crossed, each part as the pure path gives it.
+    vocabulary = [f"w{i}" for i in range(3000)]
+    fresh = ["".join(["w", str(i % 3000)]) for i in range(150_000)]  # new objects
+    stream = [vocabulary[i % 3000 :] + vocabulary[: i % 3000] for i in range(0, 60_000, 997)]
+    stream += [fresh[i : i + 1000] for i in range(0, len(fresh), 1000)]
+    stream += stream[:30]
+    compiled = _Router(None, None, 3, "c")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_native, "speedups", None)
+        pure = _Router(None, None, 3, "c")
+        want = [pure.split(b) for b in stream]
+    assert [compiled.split(b) for b in stream] == want
+
+
 def test_compiled_split_leaves_records_it_cannot_read_to_the_python_path():
     # itemgetter(0) of a dict record, and an unhashable key: the Python path decides (and
     # reports the unroutable key naming the channel).
