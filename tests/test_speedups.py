@@ -287,3 +287,18 @@ def test_a_pure_python_worker_and_a_compiled_one_understand_each_other():
         pytest.skip("needs the compiled extension on one side")
     results = pt.execute(lambda w: _keyed_count(w, pure_on=(1,)), workers=2, timeout=60)
     _check_counts(results, 2)
+
+
+@compiled_only
+def test_a_large_codec_frame_read_into_its_own_buffer_decodes():
+    import io
+
+    from pytimely.communication.wire import FrameReader, encode_data
+
+    part = [(f"word{i % 5000}", i) for i in range(20_000)]  # over the reader's direct-read size
+    data, buffers = serialize((3, part))
+    assert data[0] == codec.MAGIC and len(data) > 1 << 16
+    stream = io.BytesIO(b"".join(bytes(c) for c in encode_data(9, 1, data, buffers)))
+    kind, source, channel, payload, bufs = FrameReader(stream.readinto).read_frame()
+    assert (source, channel) == (1, 9) and isinstance(payload, bytearray)
+    assert deserialize(payload, bufs) == (3, part)
