@@ -15,7 +15,9 @@ BENCH ?=
 .PHONY: demo cluster-demo test bench results lint lint-format typecheck lint-all \
 	check-install java browser clean
 
-$(STAMP): pyproject.toml
+# The install also compiles the optional extension pytimely/_speedups.c (setup.py) in place, so
+# a change to the C source reinstalls too.
+$(STAMP): pyproject.toml setup.py pytimely/_speedups.c
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[all]'

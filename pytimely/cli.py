@@ -89,10 +89,14 @@ def _graph(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     """Run the ``pytimely`` command with ``argv`` (default: the process' arguments); returns the
     exit status."""
-    from . import __version__
+    from . import __version__, _native
 
     parser = argparse.ArgumentParser(prog="pytimely", description="timely dataflow for Python")
-    parser.add_argument("--version", action="version", version=f"pytimely {__version__}")
+    parser.add_argument(
+        "--version",
+        action="version",
+        version=f"pytimely {__version__} (exchange: {_native.implementation()})",
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     rp = sub.add_parser("replay", help="inspect or replay a capture file")
     rp.add_argument("file")

@@ -12,8 +12,9 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
 mkdir "$work/src"
-cp -r "$here/pyproject.toml" "$here/README.md" "$here/pytimely" "$work/src/"
+cp -r "$here/pyproject.toml" "$here/setup.py" "$here/README.md" "$here/pytimely" "$work/src/"
 find "$work/src/pytimely" -name __pycache__ -prune -exec rm -rf {} +
+find "$work/src/pytimely" -name '*.so' -exec rm -f {} +   # the wheel compiles its own
 "$PY" -m pip wheel -q --no-deps -w "$work/dist" "$work/src" >/dev/null
 wheel=$(ls "$work"/dist/pytimely-*.whl)
 

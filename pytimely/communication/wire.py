@@ -17,12 +17,15 @@ a sequence of *frames*.  Every frame starts with a fixed 32-byte little-endian h
 
 followed by ``buffer count`` 8-byte buffer lengths, the payload, and the buffers, in that order.
 
-* DATA: the payload is a pickle (protocol 5).  Large contiguous buffers the object exposes —
-  numpy arrays, Arrow buffers — travel *out of band*: pickle hands them to us instead of copying
-  them into its stream, the sender passes them to ``sendmsg`` as they are, and the receiver reads
-  each straight into its own ``bytearray`` that becomes the array's memory.  A multi-megabyte
-  array therefore costs one copy from the socket, not three.  Small buffers (under
-  ``OUT_OF_BAND_MIN`` bytes) stay in band, where they are cheaper.
+* DATA: the payload is either the records codec (:mod:`.codec`: lists and tuples of ``str``,
+  ``int``, ``float``, ``bytes``, ``bool`` and ``None``, the common shape of a batch, written
+  without pickle's per-object memo) or a pickle (protocol 5, everything else); the payload's
+  first byte says which (``0xC5`` codec, ``0x80`` pickle).  Large contiguous buffers a pickled
+  object exposes — numpy arrays, Arrow buffers — travel *out of band*: pickle hands them to us
+  instead of copying them into its stream, the sender passes them to ``sendmsg`` as they are,
+  and the receiver reads each straight into its own ``bytearray`` that becomes the array's
+  memory.  A multi-megabyte array therefore costs one copy from the socket, not three.  Small
+  buffers (under ``OUT_OF_BAND_MIN`` bytes) stay in band, where they are cheaper.
 * GOODBYE: the sender is shutting down in order; it sends nothing after this, and closing the
   connection afterwards is not a failure.  The payload, if any, is a pickle: the sender's
   farewell (its final message counts and what its worker built, for termination detection).
@@ -57,6 +60,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..errors import SerializationError
+from . import codec
 
 __all__ = [
     "HEADER",
@@ -82,7 +86,8 @@ __all__ = [
 
 HEADER = struct.Struct("<BBHIQQI4x")
 HEADER_SIZE = HEADER.size  # 32
-WIRE_VERSION = 3  # 2: CONTROL and HEARTBEAT frames, GOODBYE with a farewell; 3: ACK frames
+WIRE_VERSION = 4  # 2: CONTROL and HEARTBEAT frames, GOODBYE with a farewell; 3: ACK frames;
+# 4: DATA payloads in the records codec
 MAGIC = 0x5954
 
 KIND_DATA = 1
@@ -96,6 +101,7 @@ _KINDS = (KIND_DATA, KIND_GOODBYE, KIND_ABORT, KIND_CONTROL, KIND_HEARTBEAT, KIN
 #: Buffers smaller than this are pickled in band (a separate buffer costs a length, an iovec and
 #: an allocation on the receiver, which only pays off for large buffers).
 OUT_OF_BAND_MIN = 1 << 15
+_CODEC_TAG = bytes([codec.MAGIC])
 #: Sanity limits that catch a stream that lost its framing before we try to allocate for it.
 MAX_BUFFERS = 1 << 16
 MAX_FRAME_BYTES = 1 << 36
@@ -120,12 +126,18 @@ class StreamEnded(FrameError):
 
 
 def serialize(payload: Any) -> tuple[bytes, list[memoryview]]:
-    """Pickle ``payload`` (protocol 5), keeping large contiguous buffers out of band.
+    """``payload`` as bytes: in the records codec if it is a list or tuple of the shapes the
+    codec carries (:mod:`.codec`, compiled extension only), else pickled (protocol 5) with
+    large contiguous buffers kept out of band.
 
     Raises :class:`~pytimely.errors.SerializationError` if ``payload`` cannot be pickled.
     The returned memoryviews alias the payload's memory (no copy): the caller must not mutate
     those arrays until the frame has been flushed.
     """
+    if type(payload) is tuple or type(payload) is list:
+        data = codec.encode(payload)
+        if data is not None:
+            return data, []
     buffers: list[memoryview] = []
 
     def keep_out_of_band(buffer: pickle.PickleBuffer) -> bool:
@@ -147,6 +159,8 @@ def serialize(payload: Any) -> tuple[bytes, list[memoryview]]:
 
 def deserialize(data: bytes | bytearray, buffers: list[bytearray]) -> Any:
     """Inverse of :func:`serialize` (the buffers become the arrays' memory, writable)."""
+    if data[:1] == _CODEC_TAG:
+        return codec.decode(data)
     if buffers:
         return pickle.loads(data, buffers=buffers)
     return pickle.loads(data)

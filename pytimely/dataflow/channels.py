@@ -26,11 +26,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from itertools import compress, filterfalse
-from operator import not_
+from operator import itemgetter, not_
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .. import _native
 from ..communication.routing import (
     ALWAYS_ROUTABLE,
     UnroutableKey,
@@ -150,6 +151,10 @@ class _RouteFunction:
         route, peers = self.route, self.peers
         return [route(x) % peers for x in batch]
 
+    def split(self, batch: Any) -> list[Any]:
+        """``batch`` split into one part per worker (see :func:`_split`)."""
+        return _split(batch, self.destinations(batch), self.peers)
+
     def check(self, batch: Any, every_key: bool = False) -> None:
         pass
 
@@ -167,7 +172,16 @@ class _Router:
     other's route is the same.
     """
 
-    __slots__ = ("key", "column", "peers", "channel_name", "_memo", "_routable")
+    __slots__ = (
+        "key",
+        "column",
+        "peers",
+        "channel_name",
+        "_memo",
+        "_routable",
+        "_key_index",
+        "_route_cache",
+    )
 
     _MEMO_LIMIT = 1 << 20
     #: Key types memoized by value (exact types: a subclass may define its own equality).
@@ -186,6 +200,36 @@ class _Router:
         self.channel_name = channel_name
         self._memo: dict[Any, int] = {}
         self._routable = set(ALWAYS_ROUTABLE)  # key types checked by type alone
+        # The key is the record itself (-1), field i of a tuple record (``itemgetter(i)``: the
+        # compiled split reads it without calling the function), or computed in Python (None).
+        self._key_index = -1 if key is None else _itemgetter_index(key)
+        self._route_cache: Any = None  # the compiled split's cache of memo lookups, if used
+
+    # -- splitting -------------------------------------------------------------------------
+
+    def split(self, batch: Any) -> list[Any]:
+        """``batch`` split into one part per worker, record order kept within each part.
+
+        A list batch whose keys the memo knows is split by the compiled extension in one C
+        loop (same memo, same lookups as :meth:`destinations`, so the same routes; the
+        extension caches each lookup per key object, keeping at most 65,536 keys alive); any
+        other batch, or one with a key the memo does not know yet, goes through
+        :meth:`destinations` and :func:`_split`, which also memoize the new keys.
+        """
+        speedups = _native.speedups
+        if speedups is not None and type(batch) is list:
+            if self._route_cache is None:
+                self._route_cache = speedups.RouteCache()
+            index = self._key_index
+            keys = None if index is not None else self._keys(batch)
+            parts = self._route_cache.split(
+                batch, self._memo, self.peers, -1 if index is None else index, keys
+            )
+            if parts is not None:
+                return parts
+            if keys is not None:
+                return _split(batch, self._list_destinations(keys), self.peers)
+        return _split(batch, self.destinations(batch), self.peers)
 
     # -- destinations ----------------------------------------------------------------------
 
@@ -328,6 +372,17 @@ class _Router:
         self._routable.update(k for k in kinds if not issubclass(k, tuple))
 
 
+def _itemgetter_index(key: Callable[[Any], Any]) -> int | None:
+    """``i`` if ``key`` is exactly ``operator.itemgetter(i)`` with one non-negative int, else
+    None."""
+    if type(key) is not itemgetter:
+        return None
+    _cls, items = key.__reduce__()  # type: ignore[misc]
+    if len(items) == 1 and type(items[0]) is int and items[0] >= 0:
+        return items[0]
+    return None
+
+
 def _is_arrow(batch: Any) -> bool:
     return type(batch).__module__.startswith("pyarrow")
 
@@ -406,8 +461,7 @@ class _ExchangePusher:
     def push(self, t: Any, batch: Any) -> None:
         if self.strict:  # the parts that stay here would not be pickled
             _round_trip_one(batch, self.channel_name)
-        dests = self.router.destinations(batch)
-        parts = _split(batch, dests, self.peers)
+        parts = self.router.split(batch)
         send = self.worker.allocator.send
         for w, part in enumerate(parts):
             if len(part):

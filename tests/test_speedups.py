@@ -1,0 +1,304 @@
+"""The compiled exchange paths (``pytimely._speedups``) and their pure-Python twins.
+
+The extension must be built here (a silently failed build would leave every other test running
+the pure-Python paths only); every compiled function must give what its pure-Python equivalent
+gives; the records codec must round-trip exactly what it accepts and hand everything else to
+pickle; and two workers must agree whichever paths each of them runs.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import subprocess
+import sys
+from collections import namedtuple
+from operator import itemgetter
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import pytimely as pt
+from pytimely import _native
+from pytimely.communication import codec
+from pytimely.communication.routing import route
+from pytimely.communication.wire import deserialize, serialize
+from pytimely.dataflow.channels import _Router
+
+EXAMPLES = int(os.environ.get("PYTIMELY_PROPERTY_EXAMPLES", "200"))
+
+pytestmark = pytest.mark.timeout(120)
+
+compiled_only = pytest.mark.skipif(
+    _native.speedups is None, reason="runs the compiled path against the pure one"
+)
+
+
+@pytest.fixture(params=["compiled", "pure"])
+def exchange_path(request, monkeypatch):
+    """Run the test on the compiled paths, then on the pure-Python ones (forked workers
+    inherit the switch)."""
+    if request.param == "pure":
+        monkeypatch.setattr(_native, "speedups", None)
+    elif _native.speedups is None:
+        pytest.skip("the compiled extension is switched off")
+    return request.param
+
+
+# ============================================================================================
+# The build
+
+
+@pytest.mark.skipif(
+    os.environ.get(_native.PURE_PYTHON_ENV, "") not in ("", "0"),
+    reason="the pure-Python paths were asked for",
+)
+def test_the_compiled_extension_is_built_and_loaded():
+    assert _native.speedups is not None, _native.implementation()
+    assert _native.implementation().startswith("compiled")
+    out = subprocess.run(
+        [sys.executable, "-m", "pytimely", "--version"], capture_output=True, text=True
+    )
+    assert "exchange: compiled" in out.stdout, out
+
+
+def test_the_environment_switch_selects_the_pure_python_paths():
+    env = dict(os.environ, **{_native.PURE_PYTHON_ENV: "1"})
+    code = "import pytimely._native as n; print(n.speedups is None, n.implementation())"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert out.stdout.startswith("True pure Python (PYTIMELY_PURE_PYTHON is set)"), out
+    version = subprocess.run(
+        [sys.executable, "-m", "pytimely", "--version"], capture_output=True, text=True, env=env
+    )
+    assert "exchange: pure Python" in version.stdout, version
+
+
+# ============================================================================================
+# Splitting: the compiled split gives the pure split's parts
+
+
+_keys = st.one_of(
+    st.integers(-3, 40),
+    st.integers(-(1 << 70), 1 << 70),
+    st.sampled_from([True, False, 1.0, 2.5, -0.0, np.int64(3), np.str_("a"), None]),
+    st.text(max_size=4),
+    st.binary(max_size=3),
+    st.tuples(st.integers(0, 5), st.text(max_size=2)),
+)
+
+
+@compiled_only
+@settings(max_examples=EXAMPLES, deadline=None)
+@given(
+    keys=st.lists(st.lists(_keys, max_size=30), min_size=1, max_size=4),
+    peers=st.integers(2, 5),
+    form=st.sampled_from(["record", "itemgetter", "lambda"]),
+)
+def test_compiled_split_equals_pure_split(keys, peers, form):
+    if form == "record":
+        key, batches = None, keys
+    else:
+        key = itemgetter(0) if form == "itemgetter" else (lambda r: r[0])
+        batches = [[(k, i) for i, k in enumerate(b)] for b in keys]
+    compiled = _Router(key, None, peers, "c")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_native, "speedups", None)
+        pure = [_Router(key, None, peers, "c").split(b) for b in batches]
+    for batch, want in zip(batches, pure):
+        assert compiled.split(batch) == want
+        for w, part in enumerate(want):  # and the rule itself
+            assert all(route(r if key is None else r[0], peers) == w for r in part)
+
+
+@compiled_only
+def test_compiled_split_stays_right_while_its_cache_grows_backs_off_and_resumes():
+    # Recurring key objects (the cache hits), then new objects every record (it grows, then
+    # stops inserting and backs off), then recurring ones again: 300,000 lookups, every
+    # window boundary of the cache crossed, each part as the pure path gives it.
+    vocabulary = [f"w{i}" for i in range(3000)]
+    fresh = ["".join(["w", str(i % 3000)]) for i in range(150_000)]  # new objects
+    stream = [vocabulary[i % 3000 :] + vocabulary[: i % 3000] for i in range(0, 60_000, 997)]
+    stream += [fresh[i : i + 1000] for i in range(0, len(fresh), 1000)]
+    stream += stream[:30]
+    compiled = _Router(None, None, 3, "c")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_native, "speedups", None)
+        pure = _Router(None, None, 3, "c")
+        want = [pure.split(b) for b in stream]
+    assert [compiled.split(b) for b in stream] == want
+
+
+def test_compiled_split_leaves_records_it_cannot_read_to_the_python_path():
+    # itemgetter(0) of a dict record, and an unhashable key: the Python path decides (and
+    # reports the unroutable key naming the channel).
+    router = _Router(itemgetter(0), None, 2, "exchange channel 3 into operator 'Count'")
+    records = [{0: "a"}, {0: 7}]
+    assert router.split(records) == _split_pure(router, records)
+    with pytest.raises(TypeError, match="exchange channel 3 into operator 'Count'.*list"):
+        router.split([(["unhashable"], 1)])
+
+
+def _split_pure(router, batch):
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_native, "speedups", None)
+        return router.split(batch)
+
+
+# ============================================================================================
+# The records codec
+
+
+_atoms = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(1 << 63), (1 << 63) - 1),
+    st.integers(0, 300),
+    st.floats(allow_nan=False),
+    st.text(max_size=40),
+    st.text(alphabet="abc", min_size=250, max_size=300),
+    st.binary(max_size=300),
+)
+_values = st.recursive(
+    _atoms, lambda inner: st.lists(inner, max_size=5) | st.tuples(inner, inner), max_leaves=30
+)
+
+
+def _shape(x):
+    """``x`` with every value's exact type beside it (``1 == 1.0 == True`` hides changes)."""
+    if isinstance(x, (list, tuple)):
+        return (type(x), [_shape(v) for v in x])
+    return (type(x), x)
+
+
+@compiled_only
+@settings(max_examples=EXAMPLES, deadline=None)
+@given(value=st.lists(_values, max_size=20) | st.tuples(_atoms, st.lists(_values)))
+def test_codec_round_trips_exactly_and_both_decoders_agree(value):
+    data = codec.encode(value)
+    assert data is not None and data[0] == codec.MAGIC
+    assert _shape(codec.decode(data)) == _shape(value)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_native, "speedups", None)
+        assert _shape(codec.decode(data)) == _shape(value)  # a peer without the extension
+
+
+Pair = namedtuple("Pair", "k v")
+
+
+def _nested(depth):
+    x: list = []
+    for _ in range(depth):
+        x = [x]
+    return x
+
+
+@compiled_only
+@pytest.mark.parametrize(
+    "value",
+    [
+        [np.str_("a")],
+        [Pair("a", 1)],
+        [1 << 64],
+        ["\ud800"],
+        [{"a": 1}],
+        [1.0, np.float64(2.0)],
+        [_nested(40)],
+    ],
+    ids=["np.str_", "namedtuple", "bigint", "surrogate", "dict", "np.float64", "deep"],
+)
+def test_codec_leaves_other_types_to_pickle_which_keeps_them(value):
+    assert codec.encode(value) is None
+    data, buffers = serialize((0, value))
+    assert data[:2] == b"\x80\x05"  # a pickle
+    back = deserialize(data, [bytearray(b) for b in buffers])
+    assert back == (0, value)
+    assert [type(x) for x in back[1]] == [type(x) for x in value]
+
+
+@compiled_only
+def test_codec_payloads_go_through_the_wire_and_strings_repeat_as_one_object():
+    part = [("word", 1), ("wörd", 2**40), ("word", -1)]
+    data, buffers = serialize((7, part))
+    assert data[0] == codec.MAGIC and not buffers
+    assert deserialize(data, []) == (7, part)
+    first, second = deserialize(data, [])[1], deserialize(data, [])[1]
+    assert first[0][0] is second[2][0]  # the decoder's string cache
+
+
+@pytest.mark.parametrize("cut", [1, 2, 5, 9, 12])
+def test_malformed_codec_payloads_raise_value_error_on_both_decoders(cut):
+    payload = bytes([codec.MAGIC]) + b"l\x02\x00\x00\x00s\x04wordi" + (5).to_bytes(8, "little")
+    for speedups in {_native.speedups, None}:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(_native, "speedups", speedups)
+            assert codec.decode(payload) == ["word", 5]
+            with pytest.raises(ValueError, match="malformed records-codec payload"):
+                codec.decode(payload[:cut])
+            with pytest.raises(ValueError, match="malformed records-codec payload"):
+                codec.decode(payload + b"N")
+
+
+# ============================================================================================
+# Many workers, either path, and one of each
+
+
+def _keyed_count(worker, pure_on=()):
+    if worker.index in pure_on:
+        _native.speedups = None  # this process only (forked)
+    words = [f"w{i % 97}" for i in range(worker.index, 6000, worker.peers)]
+    totals: collections.Counter = collections.Counter()
+    batches: collections.Counter = collections.Counter()
+
+    def build(scope):
+        inp, stream = scope.new_input()
+        stream.map(lambda w: (w, 1)).aggregate(
+            lambda _k, v, acc: acc + v, lambda k, acc: (k, acc)
+        ).for_each(lambda _t, b: totals.update(dict(b)))
+        stream.exchange().for_each(lambda _t, b: batches.update(b))
+        return inp
+
+    inp = worker.dataflow(build)
+    for i in range(0, len(words), 500):
+        inp.send_batch(words[i : i + 500])
+    inp.close()
+    worker.run()
+    return dict(totals), dict(batches)
+
+
+def _check_counts(results, peers):
+    want = collections.Counter(f"w{i % 97}" for i in range(6000))
+    for which in (0, 1):
+        parts = [r[which] for r in results]
+        assert sum(map(len, parts)) == len(want)  # every key on exactly one worker
+        assert {k: v for p in parts for k, v in p.items()} == want
+        for w, part in enumerate(parts):
+            assert all(route(k, peers) == w for k in part)
+
+
+@pytest.mark.parametrize("workers", [2, 3])
+def test_keyed_and_batch_counts_on_many_workers(exchange_path, workers):
+    _check_counts(pt.execute(_keyed_count, workers=workers, timeout=60), workers)
+
+
+def test_a_pure_python_worker_and_a_compiled_one_understand_each_other():
+    if _native.speedups is None:
+        pytest.skip("needs the compiled extension on one side")
+    results = pt.execute(lambda w: _keyed_count(w, pure_on=(1,)), workers=2, timeout=60)
+    _check_counts(results, 2)
+
+
+@compiled_only
+def test_a_large_codec_frame_read_into_its_own_buffer_decodes():
+    import io
+
+    from pytimely.communication.wire import FrameReader, encode_data
+
+    part = [(f"word{i % 5000}", i) for i in range(20_000)]  # over the reader's direct-read size
+    data, buffers = serialize((3, part))
+    assert data[0] == codec.MAGIC and len(data) > 1 << 16
+    stream = io.BytesIO(b"".join(bytes(c) for c in encode_data(9, 1, data, buffers)))
+    kind, source, channel, payload, bufs = FrameReader(stream.readinto).read_frame()
+    assert (source, channel) == (1, 9) and isinstance(payload, bytearray)
+    assert deserialize(payload, bufs) == (3, part)
