@@ -35,6 +35,7 @@ import time as _time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, NamedTuple, overload
 
+from .dataflow.operator import OperatorCore
 from .progress.subgraph import Subgraph
 
 __all__ = [
@@ -137,13 +138,16 @@ class CapabilityEvent(NamedTuple):
 
 
 class _OperatorFigures:
-    """One observed operator: who it is, and how to read its running totals.  The totals
-    live in the closures that count them (``EventLog.scheduler`` and ``edge``: a closure's
-    own variables are the cheapest counters Python has); ``timing()`` returns
-    ``(invocations, seconds in total, longest seconds)``, each of ``inputs`` / ``outputs``
-    ``(records, batches)`` of one edge."""
+    """One observed operator: who it is, and how to read its running totals.  The timing
+    totals live in the closure that counts them (``EventLog.scheduler``: a closure's own
+    variables are the cheapest counters Python has); ``timing()`` returns ``(invocations,
+    seconds in total, longest seconds)``, each of ``inputs`` / ``outputs`` ``(records,
+    batches)``.  For an operator those are its ports' own counts (see
+    ``OperatorCore.count_traffic``) and ``output_edges`` lists, per output, the edges it feeds
+    (as MessagesEvent channels); for a nested scope (``output_edges is None``) they are the
+    counts of the edges into and out of it."""
 
-    __slots__ = ("id", "name", "address", "ports", "timing", "inputs", "outputs")
+    __slots__ = ("id", "name", "address", "ports", "timing", "inputs", "outputs", "output_edges")
 
     def __init__(
         self, id: int, name: str, address: tuple[int, ...], ports: tuple[int, int]
@@ -155,10 +159,52 @@ class _OperatorFigures:
         self.timing: Callable[[], tuple[int, float, float]] = _never_scheduled
         self.inputs: list[Callable[[], tuple[int, int]]] = []
         self.outputs: list[Callable[[], tuple[int, int]]] = []
+        self.output_edges: list[list[Any]] | None = None
 
 
 def _never_scheduled() -> tuple[int, float, float]:
     return 0, 0.0, 0.0
+
+
+class _EdgeCounter:
+    """The running totals of one wrapped edge (see ``EventLog.edge``)."""
+
+    __slots__ = ("records", "batches")
+
+    def __init__(self) -> None:
+        self.records = 0
+        self.batches = 0
+
+    def counts(self) -> tuple[int, int]:
+        return self.records, self.batches
+
+
+class _Reported:
+    """What ``EventLog.flush`` turns into MessagesEvents: a ``counter`` (an operator's output
+    port or an :class:`_EdgeCounter`: anything with running ``records`` and ``batches``), the
+    ``channels`` (edges) it feeds, and the totals at its last report."""
+
+    __slots__ = ("counter", "channels", "records", "batches")
+
+    def __init__(self, counter: Any, channels: list[Any]) -> None:
+        self.counter = counter
+        self.channels = channels
+        self.records = counter.records
+        self.batches = counter.batches
+
+    def forget(self) -> None:
+        """Report nothing of what was counted so far."""
+        self.records = self.counter.records
+        self.batches = self.counter.batches
+
+
+# Raw events are laid out flat in one list, ``_WIDTH`` slots each: the event class, the raw
+# clock, then the fields after ``worker``, padded with ``None``.  No tuple per event: tuples
+# are tracked by the cyclic garbage collector, and a step's worth of them (one per operator
+# invocation) would trigger young collections that scan them all again; floats, ints and
+# ``None`` are not tracked.  A fixed width keeps ``len`` and indexing O(1) (see EventBatch).
+_WIDTH = 9  # a MessagesEvent: class, clock and 7 fields, the widest
+_PLACEHOLDER = (None,) * _WIDTH  # a nested scope's ScheduleEvent until it returns
 
 
 class EventLog:
@@ -174,7 +220,7 @@ class EventLog:
 
     def __init__(self, worker: int) -> None:
         self.worker = worker
-        # Raw events, ``(event class, *fields)`` (never replaced: closures append to it).
+        # Raw events, flat (see ``_WIDTH``); never replaced: the closures extend it.
         self.events: list[Any] = []
         self.recording = False  # events for listeners (statistics are always kept)
         self._listeners: list[Callable[[EventBatch], None]] = []
@@ -183,11 +229,18 @@ class EventLog:
         self._channels: dict[int, dict[int, list[int]]] = {}  # channel -> peer -> [recs, bytes]
         self._counted_outputs: set[tuple[tuple[int, ...], tuple[int, int]]] = set()
         # Message counts of the current step, turned into MessagesEvents by ``flush``: the
-        # reporters of the edges pushed to (each once), and the traffic crossing workers by
-        # ``(channel, is_send, peer)`` as ``[records, batches, bytes]``.
-        self._pushed_edges: list[Callable[[float], None]] = []
-        self._edge_reporters: list[Callable[[float | None], None]] = []
+        # outputs of the operators scheduled and the wrapped edges pushed to (maybe several
+        # times: only the first of a step finds anything new; never replaced: the closures
+        # extend it), and the traffic crossing workers by ``(channel, is_send, peer)`` as
+        # ``[records, batches, bytes]``.
+        self._to_report: list[_Reported] = []
+        self._reported: list[_Reported] = []  # all of them
         self._crossed: dict[tuple[int, bool, int], list[int]] = {}
+
+    def record(self, kind: type, clock: float, *fields: Any) -> None:
+        """Record one event of class ``kind`` (its fields after ``time`` and ``worker``)."""
+        raw = (kind, clock, *fields)
+        self.events.extend(raw + (None,) * (_WIDTH - len(raw)))
 
     def listen(self, callback: Callable[[EventBatch], None]) -> None:
         """Hand ``callback`` the events of every step that recorded any, as one
@@ -195,22 +248,20 @@ class EventLog:
         self._listeners.append(callback)
         if not self.recording:  # announce the operators observed so far, for statistics
             self.recording = True
-            for report in self._edge_reporters:  # count messages from now on
-                report(None)
+            for reported in self._reported:  # count messages from now on
+                reported.forget()
             now = self.now()
             for f in self._operators.values():
-                self.events.append(
-                    (OperatesEvent, now, self.worker, f.id, f.address, f.name, *f.ports)
-                )
+                self.record(OperatesEvent, now, f.id, f.address, f.name, *f.ports)
 
     def flush(self) -> None:
         """Deliver the events recorded since the last flush (the end of a worker step), the
         step's message counts last."""
         events = self.events
-        if self._pushed_edges or self._crossed:
+        if self._to_report or self._crossed:
             self._record_messages()
         if events:
-            delivered = EventBatch(events[:], self._origin)
+            delivered = EventBatch(events[:], self._origin, self.worker)
             events.clear()  # the same list: the instrumented closures hold it
             for listener in self._listeners:
                 listener(delivered)
@@ -219,27 +270,35 @@ class EventLog:
         """One MessagesEvent per edge pushed to and per channel, direction and peer crossed
         since the last flush."""
         now = self.now()
-        pushed, self._pushed_edges = self._pushed_edges, []
-        for report in pushed:
-            report(now)
         worker = self.worker
+        extend = self.events.extend
+        to_report = self._to_report
+        for reported in to_report:
+            counter = reported.counter
+            batches = counter.batches
+            if batches != reported.batches:
+                records = counter.records
+                for channel in reported.channels:
+                    extend(
+                        (
+                            MessagesEvent,
+                            now,
+                            channel,
+                            True,
+                            worker,
+                            worker,
+                            records - reported.records,
+                            batches - reported.batches,
+                            0,
+                        )
+                    )
+                reported.records = records
+                reported.batches = batches
+        to_report.clear()
         crossed, self._crossed = self._crossed, {}
         for (channel, is_send, peer), (records, batches, size) in crossed.items():
             source, target = (worker, peer) if is_send else (peer, worker)
-            self.events.append(
-                (
-                    MessagesEvent,
-                    now,
-                    worker,
-                    channel,
-                    is_send,
-                    source,
-                    target,
-                    records,
-                    batches,
-                    size,
-                )
-            )
+            extend((MessagesEvent, now, channel, is_send, source, target, records, batches, size))
 
     def now(self) -> float:
         """The clock raw events carry (``EventBatch`` makes it seconds since logging began)."""
@@ -251,7 +310,8 @@ class EventLog:
         self, address: tuple[int, ...], child: Any, schedule: Callable[[], bool]
     ) -> Callable[[], bool]:
         """The instrumented replacement of ``child.schedule``: times every invocation and
-        reads the counts it left (records in and out, capability changes)."""
+        reads the counts it left (capability changes; an operator's ports count its records
+        and batches themselves, see ``OperatorCore.count_traffic``)."""
         figures = self._operators.get(address)
         if figures is None:
             figures = _OperatorFigures(
@@ -259,34 +319,26 @@ class EventLog:
             )
             self._operators[address] = figures
             if self.recording:
-                self.events.append(
-                    (
-                        OperatesEvent,
-                        self.now(),
-                        self.worker,
-                        figures.id,
-                        address,
-                        child.name,
-                        child.inputs,
-                        child.outputs,
-                    )
+                self.record(
+                    OperatesEvent, self.now(), figures.id, address, child.name, *figures.ports
                 )
         op_id = figures.id
-        worker = self.worker
         events = self.events
-        record = events.append
+        extend = events.extend
         internals = child.shared.internals
         clock = _time.perf_counter
+        outputs = self._count_operator(child, figures)
+        to_report = self._to_report.extend
 
-        # This runs once per invocation of every operator: it records a plain tuple (see
-        # EventBatch); records and batches are counted where they are pushed (``edge``).
+        # This runs once per invocation of every operator: while recording, it records its
+        # event (flat, see ``_WIDTH``) and queues its outputs' counts for ``flush``.
         invocations = 0
         total = longest = 0.0
 
         def capabilities(stop: float) -> None:
             for port, cb in enumerate(internals):
                 for t, d in cb:
-                    record((CapabilityEvent, stop, worker, op_id, port, t, d))
+                    extend((CapabilityEvent, stop, op_id, port, t, d, None, None, None))
 
         def scheduled() -> bool:
             """An operator: nothing it runs records events, so its own goes after the run."""
@@ -295,9 +347,10 @@ class EventLog:
             incomplete = schedule()
             elapsed = clock() - start
             if self.recording:
-                record((ScheduleEvent, start, worker, op_id, elapsed))
+                extend((ScheduleEvent, start, op_id, elapsed, None, None, None, None, None))
                 if any(internals):
                     capabilities(start + elapsed)
+                to_report(outputs)
             invocations += 1
             total += elapsed
             if elapsed > longest:
@@ -313,11 +366,11 @@ class EventLog:
                 elapsed = clock() - start
             else:
                 slot = len(events)  # the event goes where the invocation started
-                record(None)
+                extend(_PLACEHOLDER)
                 start = clock()
                 incomplete = schedule()
                 elapsed = clock() - start
-                events[slot] = (ScheduleEvent, start, worker, op_id, elapsed)
+                events[slot : slot + 4] = (ScheduleEvent, start, op_id, elapsed)
                 if any(internals):
                     capabilities(start + elapsed)
             invocations += 1
@@ -332,6 +385,21 @@ class EventLog:
         figures.timing = timing
         return scheduled_scope if isinstance(child, Subgraph) else scheduled
 
+    def _count_operator(self, child: Any, figures: _OperatorFigures) -> tuple[_Reported, ...]:
+        """For an operator (not a nested scope): make its ports count (so no edge of its needs
+        a wrapper) and return, per output, what ``flush`` reports of it: one MessagesEvent per
+        edge the output feeds (filled in by ``edge``)."""
+        if not isinstance(child, OperatorCore):
+            return ()
+        child.count_traffic()
+        ports = child.output_ports
+        figures.inputs = [port.counts for port in child.input_ports]
+        figures.outputs = [port.counts for port in ports]
+        figures.output_edges = [[] for _ in ports]
+        outputs = tuple(_Reported(port, edges) for port, edges in zip(ports, figures.output_edges))
+        self._reported.extend(outputs)
+        return outputs
+
     def edge(
         self,
         scope: tuple[int, ...],
@@ -342,56 +410,38 @@ class EventLog:
     ) -> Callable[[Any, Any], None]:
         """The instrumented replacement of the push of edge ``index`` of the scope at
         ``scope``, from ``(node, output)`` to ``(node, input)`` (node 0: the boundary).
-        Every batch an output sends goes to each of its edges, so only its first edge counts
-        the sender's records and batches out."""
-        channel = (scope, index)
-        worker = self.worker
-        events = self.events
-        records = batches = 0  # running totals, for statistics
-        reported_records = reported_batches = 0  # the totals at the last MessagesEvent
 
-        # This runs once per batch: a push first in its step (while recording) queues the
-        # edge's reporter for ``flush``, every push counts.
+        An operator's output counts what it sends (every batch goes to each of its edges), so
+        an edge from an operator keeps its push and is reported from those counts.  Only edges
+        from a scope's input or from a nested scope are wrapped, to count their batches."""
+        channel = (scope, index)
+        sender = self._operators.get(scope + (source[0],)) if source[0] else None
+        receiver = self._operators.get(scope + (target[0],)) if target[0] else None
+        if sender is not None and sender.output_edges is not None:
+            sender.output_edges[source[1]].append(channel)
+            if receiver is not None and receiver.output_edges is None:  # into a nested scope
+                receiver.inputs.append(sender.outputs[source[1]])
+            return push
+
+        counter = _EdgeCounter()
+        reported = _Reported(counter, [channel])
+        self._reported.append(reported)
+        queue = self._to_report.append
+
+        # This runs once per batch: it counts, and while recording queues the edge's counts
+        # for ``flush``.
         def pushed(t: Any, batch: Any) -> None:
-            nonlocal records, batches
-            if batches == reported_batches and self.recording:
-                self._pushed_edges.append(report)
-            records += len(batch)
-            batches += 1
+            counter.records += len(batch)
+            counter.batches += 1
+            if self.recording:
+                queue(reported)
             push(t, batch)
 
-        def report(now: float | None) -> None:
-            """Record what was pushed since the last report (``now=None``: just forget it)."""
-            nonlocal reported_records, reported_batches
-            if now is not None:
-                events.append(
-                    (
-                        MessagesEvent,
-                        now,
-                        worker,
-                        channel,
-                        True,
-                        worker,
-                        worker,
-                        records - reported_records,
-                        batches - reported_batches,
-                        0,
-                    )
-                )
-            reported_records, reported_batches = records, batches
-
-        def counts() -> tuple[int, int]:
-            return records, batches
-
-        self._edge_reporters.append(report)
-        sender = self._operators.get(scope + (source[0],)) if source[0] else None
         if sender is not None and (scope, source) not in self._counted_outputs:
-            self._counted_outputs.add((scope, source))
-            sender.outputs.append(counts)
-        receiver = self._operators.get(scope + (target[0],)) if target[0] else None
-        if receiver is not None:
-            receiver.inputs.append(counts)
-
+            self._counted_outputs.add((scope, source))  # a nested scope's output
+            sender.outputs.append(counter.counts)
+        if receiver is not None and receiver.output_edges is None:  # into a nested scope
+            receiver.inputs.append(counter.counts)
         return pushed
 
     def progress_sent(self, address: tuple[int, ...], updates: int) -> None:
@@ -400,7 +450,7 @@ class EventLog:
         Recorded as a :class:`ProgressEvent` while someone listens (``recording``).
         """
         if self.recording:
-            self.events.append((ProgressEvent, self.now(), self.worker, address, True, updates))
+            self.record(ProgressEvent, self.now(), address, True, updates)
 
     def progress_received(self, address: tuple[int, ...], updates: int) -> None:
         """The scope at ``address`` receives a progress batch of ``updates`` changes.
@@ -408,7 +458,7 @@ class EventLog:
         Recorded as a :class:`ProgressEvent` while someone listens (``recording``).
         """
         if self.recording:
-            self.events.append((ProgressEvent, self.now(), self.worker, address, False, updates))
+            self.record(ProgressEvent, self.now(), address, False, updates)
 
     # -- the observer of the allocator (communication layer) ---------------------------------
 
@@ -470,25 +520,29 @@ class EventLog:
 
 class EventBatch(Sequence[Any]):
     """The events of one step, as handed to listeners: a read-only sequence whose items are
-    the event named tuples.  They are recorded as plain ``(class, clock, *fields)`` tuples,
-    ``clock`` a raw ``time.perf_counter()`` reading (a named tuple, and a float for the
-    subtraction, cost more to make and free than the bookkeeping of an operator invocation)
-    and typed as they are read: ``time`` is ``clock - origin``.  A listener that only counts
-    events pays for nothing else.
+    the event named tuples.  They are recorded flat (see ``_WIDTH``: per event its class, a
+    raw ``time.perf_counter()`` reading and the fields after ``worker``, padded to the width;
+    a named tuple per event, and a float for the subtraction, cost more to make and collect
+    than the bookkeeping of an operator invocation) and typed as they are read: ``time`` is
+    ``clock - origin``.  A listener that only counts events pays for nothing else.
 
-    >>> batch = EventBatch([(ProgressEvent, 10.5, 0, (0,), True, 2)], origin=10.0)
-    >>> len(batch), batch[0].updates, list(batch) == [ProgressEvent(0.5, 0, (0,), True, 2)]
+    >>> raw = [ProgressEvent, 10.5, (0,), True, 2, None, None, None, None]
+    >>> batch = EventBatch(raw, origin=10.0, worker=3)
+    >>> len(batch), batch[0].updates, list(batch) == [ProgressEvent(0.5, 3, (0,), True, 2)]
     (1, 2, True)
     """
 
-    __slots__ = ("_raw", "_origin")
+    __slots__ = ("_raw", "_origin", "_worker")
 
-    def __init__(self, raw: list[tuple[Any, ...]], origin: float = 0.0) -> None:
+    def __init__(self, raw: list[Any], origin: float = 0.0, worker: int = 0) -> None:
+        if len(raw) % _WIDTH:
+            raise ValueError(f"raw events come in runs of {_WIDTH} slots, not {len(raw)}")
         self._raw = raw
         self._origin = origin
+        self._worker = worker
 
     def __len__(self) -> int:
-        return len(self._raw)
+        return len(self._raw) // _WIDTH
 
     @overload
     def __getitem__(self, index: int) -> Any: ...
@@ -498,15 +552,23 @@ class EventBatch(Sequence[Any]):
 
     def __getitem__(self, index: int | slice) -> Any:
         if isinstance(index, slice):
-            return [self._typed(raw) for raw in self._raw[index]]
-        return self._typed(self._raw[index])
+            return [self._typed(i * _WIDTH) for i in range(len(self))[index]]
+        n = len(self)
+        if index < 0:
+            index += n
+        if not 0 <= index < n:
+            raise IndexError(f"event index {index} out of range ({n} events)")
+        return self._typed(index * _WIDTH)
 
     def __iter__(self) -> Iterator[Any]:
-        return map(self._typed, self._raw)
+        return map(self._typed, range(0, len(self._raw), _WIDTH))
 
-    def _typed(self, raw: tuple[Any, ...]) -> Any:
-        """The named tuple of one raw event."""
-        return tuple.__new__(raw[0], (raw[1] - self._origin, *raw[2:]))
+    def _typed(self, at: int) -> Any:
+        """The named tuple of the raw event that starts at slot ``at``."""
+        raw = self._raw
+        kind = raw[at]
+        fields = raw[at + 2 : at + len(kind._fields)]
+        return tuple.__new__(kind, (raw[at + 1] - self._origin, self._worker, *fields))
 
     def __repr__(self) -> str:
         return f"EventBatch({list(self)!r})"

@@ -26,6 +26,13 @@ Counting invariants (what makes frontiers correct):
 * capability changes go to ``shared.internals[o]``.
 
 All of it is drained by the scope after the logic returns, as one atomic batch.
+
+Traffic counting (statistics and logging, :mod:`pytimely.eventlog`): once
+:meth:`OperatorCore.count_traffic` is called, each input port also counts the records and
+batches the logic takes from it, and each output port the records and batches it sends, in
+their ``records`` / ``batches`` attributes.  Until then they stay 0 and nothing is paid: the
+ports are switched to counting variants of their classes, whose methods count in the frame
+that consumes or sends anyway (no wrapper, no test on the hot path).
 """
 
 from __future__ import annotations
@@ -96,7 +103,7 @@ class Frontier:
 class InputPort:
     """An operator input: a FIFO of ``(time, batch)`` messages plus the input frontier."""
 
-    __slots__ = ("op", "index", "queue", "_frontier", "consumed")
+    __slots__ = ("op", "index", "queue", "_frontier", "consumed", "records", "batches")
 
     def __init__(self, op: OperatorCore, index: int) -> None:
         self.op = op
@@ -104,6 +111,9 @@ class InputPort:
         self.queue: list[tuple[Any, Any]] = []
         self._frontier = MutableAntichain()
         self.consumed = op.shared.consumeds[index]
+        # Records and batches taken by the logic, counted only by ``CountingInputPort``.
+        self.records = 0
+        self.batches = 0
 
     @property
     def frontier(self) -> Frontier:
@@ -168,6 +178,60 @@ class InputPort:
             consumed.update(t, len(batch))
         return queue
 
+    def counts(self) -> tuple[int, int]:
+        """``(records, batches)`` taken by the logic since :meth:`OperatorCore.count_traffic`
+        (from this worker and, through an Exchange, from the others)."""
+        return self.records, self.batches
+
+
+class CountingInputPort(InputPort):
+    """An :class:`InputPort` that also counts what the logic takes (``records``, ``batches``),
+    where it records consumption anyway.  The methods repeat the base ones rather than call
+    them: an extra Python frame per batch would cost more than the counting."""
+
+    __slots__ = ()
+
+    def __iter__(self) -> Iterator[tuple[CapabilityRef, Any]]:
+        consumed = self.consumed
+        refs = self.op._refs
+        while self.queue:
+            queue, self.queue = self.queue, []
+            for t, batch in queue:
+                n = len(batch)
+                consumed.update(t, n)
+                self.records += n
+                self.batches += 1
+                ref = CapabilityRef(t, self)
+                refs.append(ref)
+                yield ref, batch
+
+    def next(self) -> tuple[CapabilityRef, Any] | None:
+        if not self.queue:
+            return None
+        t, batch = self.queue.pop(0)
+        n = len(batch)
+        self.consumed.update(t, n)
+        self.records += n
+        self.batches += 1
+        ref = CapabilityRef(t, self)
+        self.op._refs.append(ref)
+        return ref, batch
+
+    def drain_batches(self) -> list[tuple[Any, Any]]:
+        queue = self.queue
+        if not queue:
+            return queue
+        self.queue = []
+        consumed = self.consumed
+        records = 0
+        for t, batch in queue:
+            n = len(batch)
+            consumed.update(t, n)
+            records += n
+        self.records += records
+        self.batches += len(queue)
+        return queue
+
 
 class Tee:
     """The fan-out point of an output: every consumer receives every batch."""
@@ -201,7 +265,17 @@ class Tee:
 class OutputPort:
     """An operator output: counts and pushes batches, guarded by capabilities."""
 
-    __slots__ = ("op", "index", "internals", "produced", "tee", "_buf_time", "_buf")
+    __slots__ = (
+        "op",
+        "index",
+        "internals",
+        "produced",
+        "tee",
+        "_buf_time",
+        "_buf",
+        "records",
+        "batches",
+    )
 
     def __init__(self, op: OperatorCore, index: int) -> None:
         self.op = op
@@ -211,6 +285,9 @@ class OutputPort:
         self.tee = Tee()
         self._buf_time: Any = None
         self._buf: list[Any] | None = None
+        # Records and batches sent, counted only by ``CountingOutputPort``.
+        self.records = 0
+        self.batches = 0
 
     @property
     def op_name(self) -> str:
@@ -290,6 +367,32 @@ class OutputPort:
         if buf:
             self._buf = None
             self.forward(self._buf_time, buf)
+
+    def counts(self) -> tuple[int, int]:
+        """``(records, batches)`` sent since :meth:`OperatorCore.count_traffic` (each batch
+        once, however many consumers it goes to)."""
+        return self.records, self.batches
+
+
+class CountingOutputPort(OutputPort):
+    """An :class:`OutputPort` that also counts what it sends (``records``, ``batches``), in
+    ``forward``, the one frame every sent batch passes through (it repeats the base method
+    rather than call it: see :class:`CountingInputPort`)."""
+
+    __slots__ = ()
+
+    def forward(self, t: Any, batch: Any) -> None:
+        n = len(batch)
+        if not n:
+            return
+        self.produced.update(t, n)
+        self.records += n
+        self.batches += 1
+        consumers = self.tee.consumers
+        if len(consumers) == 1:
+            consumers[0](t, batch)
+        else:
+            self.tee.push(t, batch)
 
 
 class Session:
@@ -477,6 +580,15 @@ class OperatorCore:
         """The constructor's capabilities (already counted by ``initial_internals``)."""
         t0 = self.scope.domain.minimum()
         return [Capability(t0, port, _record=False) for port in self.output_ports]
+
+    def count_traffic(self) -> None:
+        """From now on count the records and batches every port takes in or sends (see the
+        module docstring: the ports become their counting variants, in place, so functions
+        that already hold a port see the change).  Idempotent."""
+        for port in self.input_ports:
+            port.__class__ = CountingInputPort
+        for out in self.output_ports:
+            out.__class__ = CountingOutputPort
 
     def schedule(self) -> bool:
         """See :meth:`Operate.schedule`: run the logic once; never incomplete.
