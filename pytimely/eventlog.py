@@ -36,7 +36,6 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any, NamedTuple, overload
 
 from .dataflow.operator import OperatorCore
-from .progress.subgraph import Subgraph
 
 __all__ = [
     "OperatesEvent",
@@ -198,13 +197,15 @@ class _Reported:
         self.batches = self.counter.batches
 
 
-# Raw events are laid out flat in one list, ``_WIDTH`` slots each: the event class, the raw
-# clock, then the fields after ``worker``, padded with ``None``.  No tuple per event: tuples
-# are tracked by the cyclic garbage collector, and a step's worth of them (one per operator
+# Raw events are kept flat, in two lists, so that recording one allocates no tuple: tuples are
+# tracked by the cyclic garbage collector, and a step's worth of them (one per operator
 # invocation) would trigger young collections that scan them all again; floats, ints and
-# ``None`` are not tracked.  A fixed width keeps ``len`` and indexing O(1) (see EventBatch).
-_WIDTH = 9  # a MessagesEvent: class, clock and 7 fields, the widest
-_PLACEHOLDER = (None,) * _WIDTH  # a nested scope's ScheduleEvent until it returns
+# ``None`` are not tracked.  ``schedules`` holds the ScheduleEvents, the most frequent, as
+# ``id, start, duration`` triples (recorded by the operators themselves, see
+# ``OperatorCore.log_schedules``); ``events`` every other event in ``_WIDTH`` slots: its class,
+# its raw clock, its *position* (how many ``schedules`` slots were filled before it: where it
+# goes among the ScheduleEvents), then its fields after ``worker``, padded with ``None``.
+_WIDTH = 10  # a MessagesEvent: class, clock, position and 7 fields, the widest
 
 
 class EventLog:
@@ -220,7 +221,8 @@ class EventLog:
 
     def __init__(self, worker: int) -> None:
         self.worker = worker
-        # Raw events, flat (see ``_WIDTH``); never replaced: the closures extend it.
+        # Raw events, flat (see ``_WIDTH``); never replaced: operators and closures extend them.
+        self.schedules: list[Any] = []
         self.events: list[Any] = []
         self.recording = False  # events for listeners (statistics are always kept)
         self._listeners: list[Callable[[EventBatch], None]] = []
@@ -228,18 +230,21 @@ class EventLog:
         self._operators: dict[tuple[int, ...], _OperatorFigures] = {}
         self._channels: dict[int, dict[int, list[int]]] = {}  # channel -> peer -> [recs, bytes]
         self._counted_outputs: set[tuple[tuple[int, ...], tuple[int, int]]] = set()
-        # Message counts of the current step, turned into MessagesEvents by ``flush``: the
-        # outputs of the operators scheduled and the wrapped edges pushed to (maybe several
-        # times: only the first of a step finds anything new; never replaced: the closures
-        # extend it), and the traffic crossing workers by ``(channel, is_send, peer)`` as
-        # ``[records, batches, bytes]``.
+        # What ``flush`` turns into MessagesEvents: per operator id, its outputs (reported
+        # when it ran in the step: its id is in ``schedules``); the wrapped edges pushed to in
+        # the step (maybe several times: only the first finds anything new; never replaced:
+        # the closures append to it); and the traffic crossing workers by
+        # ``(channel, is_send, peer)`` as ``[records, batches, bytes]``.
+        self._outputs_by_id: list[tuple[_Reported, ...]] = []
         self._to_report: list[_Reported] = []
         self._reported: list[_Reported] = []  # all of them
         self._crossed: dict[tuple[int, bool, int], list[int]] = {}
+        self._start_logging: list[Callable[[], None]] = []  # per operator, once recording
 
     def record(self, kind: type, clock: float, *fields: Any) -> None:
-        """Record one event of class ``kind`` (its fields after ``time`` and ``worker``)."""
-        raw = (kind, clock, *fields)
+        """Record one event of class ``kind`` (its fields after ``time`` and ``worker``), not
+        a ScheduleEvent."""
+        raw = (kind, clock, len(self.schedules), *fields)
         self.events.extend(raw + (None,) * (_WIDTH - len(raw)))
 
     def listen(self, callback: Callable[[EventBatch], None]) -> None:
@@ -250,6 +255,9 @@ class EventLog:
             self.recording = True
             for reported in self._reported:  # count messages from now on
                 reported.forget()
+            for start in self._start_logging:
+                start()
+            self._start_logging.clear()
             now = self.now()
             for f in self._operators.values():
                 self.record(OperatesEvent, now, f.id, f.address, f.name, *f.ports)
@@ -257,12 +265,13 @@ class EventLog:
     def flush(self) -> None:
         """Deliver the events recorded since the last flush (the end of a worker step), the
         step's message counts last."""
-        events = self.events
-        if self._to_report or self._crossed:
+        schedules, events = self.schedules, self.events
+        if schedules or self._to_report or self._crossed:
             self._record_messages()
-        if events:
-            delivered = EventBatch(events[:], self._origin, self.worker)
-            events.clear()  # the same list: the instrumented closures hold it
+        if events or schedules:
+            delivered = EventBatch(schedules[:], events[:], self._origin, self.worker)
+            schedules.clear()  # the same lists: the operators and closures hold them
+            events.clear()
             for listener in self._listeners:
                 listener(delivered)
 
@@ -271,8 +280,12 @@ class EventLog:
         since the last flush."""
         now = self.now()
         worker = self.worker
+        position = len(self.schedules)
         extend = self.events.extend
         to_report = self._to_report
+        outputs_by_id = self._outputs_by_id
+        for op_id in dict.fromkeys(self.schedules[0::3]):  # the operators that ran
+            to_report += outputs_by_id[op_id]
         for reported in to_report:
             counter = reported.counter
             batches = counter.batches
@@ -283,6 +296,7 @@ class EventLog:
                         (
                             MessagesEvent,
                             now,
+                            position,
                             channel,
                             True,
                             worker,
@@ -298,7 +312,20 @@ class EventLog:
         crossed, self._crossed = self._crossed, {}
         for (channel, is_send, peer), (records, batches, size) in crossed.items():
             source, target = (worker, peer) if is_send else (peer, worker)
-            extend((MessagesEvent, now, channel, is_send, source, target, records, batches, size))
+            extend(
+                (
+                    MessagesEvent,
+                    now,
+                    position,
+                    channel,
+                    is_send,
+                    source,
+                    target,
+                    records,
+                    batches,
+                    size,
+                )
+            )
 
     def now(self) -> float:
         """The clock raw events carry (``EventBatch`` makes it seconds since logging began)."""
@@ -309,53 +336,41 @@ class EventLog:
     def scheduler(
         self, address: tuple[int, ...], child: Any, schedule: Callable[[], bool]
     ) -> Callable[[], bool]:
-        """The instrumented replacement of ``child.schedule``: times every invocation and
-        reads the counts it left (capability changes; an operator's ports count its records
-        and batches themselves, see ``OperatorCore.count_traffic``)."""
+        """What to call instead of ``child.schedule``.  An operator times, counts and logs
+        its invocations itself once observed (``OperatorCore.observe``: no wrapper frame),
+        its ports count its records and batches; a nested scope is wrapped by a function that
+        times it and logs its capability changes."""
         figures = self._operators.get(address)
         if figures is None:
             figures = _OperatorFigures(
                 len(self._operators), child.name, address, (child.inputs, child.outputs)
             )
             self._operators[address] = figures
+            self._outputs_by_id.append(())
             if self.recording:
                 self.record(
                     OperatesEvent, self.now(), figures.id, address, child.name, *figures.ports
                 )
         op_id = figures.id
-        events = self.events
-        extend = events.extend
+        schedules = self.schedules
+        extend = self.events.extend
         internals = child.shared.internals
-        clock = _time.perf_counter
-        outputs = self._count_operator(child, figures)
-        to_report = self._to_report.extend
-
-        # This runs once per invocation of every operator: while recording, it records its
-        # event (flat, see ``_WIDTH``) and queues its outputs' counts for ``flush``.
-        invocations = 0
-        total = longest = 0.0
 
         def capabilities(stop: float) -> None:
+            """The capability changes of the invocation that stopped at ``stop``."""
+            position = len(schedules)
             for port, cb in enumerate(internals):
                 for t, d in cb:
-                    extend((CapabilityEvent, stop, op_id, port, t, d, None, None, None))
+                    extend((CapabilityEvent, stop, position, op_id, port, t, d, None, None, None))
 
-        def scheduled() -> bool:
-            """An operator: nothing it runs records events, so its own goes after the run."""
-            nonlocal invocations, total, longest
-            start = clock()
-            incomplete = schedule()
-            elapsed = clock() - start
-            if self.recording:
-                extend((ScheduleEvent, start, op_id, elapsed, None, None, None, None, None))
-                if any(internals):
-                    capabilities(start + elapsed)
-                to_report(outputs)
-            invocations += 1
-            total += elapsed
-            if elapsed > longest:
-                longest = elapsed
-            return incomplete
+        if isinstance(child, OperatorCore):
+            self._observe_operator(child, figures, capabilities)
+            return child.schedule  # looked up again: the observed variant's
+
+        clock = _time.perf_counter
+        schedule_extend = schedules.extend
+        invocations = 0
+        total = longest = 0.0
 
         def scheduled_scope() -> bool:
             """A nested scope: its event goes before those of its children (it started first)."""
@@ -365,12 +380,13 @@ class EventLog:
                 incomplete = schedule()
                 elapsed = clock() - start
             else:
-                slot = len(events)  # the event goes where the invocation started
-                extend(_PLACEHOLDER)
+                slot = len(schedules)  # the event goes where the invocation started
+                schedule_extend((op_id, 0.0, 0.0))
                 start = clock()
                 incomplete = schedule()
                 elapsed = clock() - start
-                events[slot : slot + 4] = (ScheduleEvent, start, op_id, elapsed)
+                schedules[slot + 1] = start
+                schedules[slot + 2] = elapsed
                 if any(internals):
                     capabilities(start + elapsed)
             invocations += 1
@@ -383,22 +399,37 @@ class EventLog:
             return invocations, total, longest
 
         figures.timing = timing
-        return scheduled_scope if isinstance(child, Subgraph) else scheduled
+        return scheduled_scope
 
-    def _count_operator(self, child: Any, figures: _OperatorFigures) -> tuple[_Reported, ...]:
-        """For an operator (not a nested scope): make its ports count (so no edge of its needs
-        a wrapper) and return, per output, what ``flush`` reports of it: one MessagesEvent per
-        edge the output feeds (filled in by ``edge``)."""
-        if not isinstance(child, OperatorCore):
-            return ()
-        child.count_traffic()
-        ports = child.output_ports
-        figures.inputs = [port.counts for port in child.input_ports]
+    def _observe_operator(
+        self, core: OperatorCore, figures: _OperatorFigures, capabilities: Callable[[float], None]
+    ) -> None:
+        """Observe an operator (``OperatorCore.observe``): its invocations are timed, its
+        ports count (so no edge of its needs a wrapper), and once recording it logs its
+        invocations; ``flush`` reports its outputs, one MessagesEvent per edge each feeds
+        (filled in by ``edge``), after every step it ran in."""
+        core.observe()
+        invocations_before = core.invocations
+        figures.timing = lambda: (
+            core.invocations - invocations_before,
+            core.time_total,
+            core.time_max,
+        )
+        ports = core.output_ports
+        figures.inputs = [port.counts for port in core.input_ports]
         figures.outputs = [port.counts for port in ports]
         figures.output_edges = [[] for _ in ports]
         outputs = tuple(_Reported(port, edges) for port, edges in zip(ports, figures.output_edges))
         self._reported.extend(outputs)
-        return outputs
+        self._outputs_by_id[figures.id] = outputs
+
+        def start_logging() -> None:
+            core.log_schedules(self.schedules.extend, figures.id, capabilities)
+
+        if self.recording:
+            start_logging()
+        else:
+            self._start_logging.append(start_logging)
 
     def edge(
         self,
@@ -520,29 +551,39 @@ class EventLog:
 
 class EventBatch(Sequence[Any]):
     """The events of one step, as handed to listeners: a read-only sequence whose items are
-    the event named tuples.  They are recorded flat (see ``_WIDTH``: per event its class, a
-    raw ``time.perf_counter()`` reading and the fields after ``worker``, padded to the width;
-    a named tuple per event, and a float for the subtraction, cost more to make and collect
-    than the bookkeeping of an operator invocation) and typed as they are read: ``time`` is
-    ``clock - origin``.  A listener that only counts events pays for nothing else.
+    the event named tuples, in the order they happened.  They are recorded flat (see
+    ``_WIDTH``: a named tuple per event, and a float for the subtraction, cost more to make
+    and collect than the bookkeeping of an operator invocation) and typed as they are read:
+    ``time`` is the raw ``time.perf_counter()`` reading minus ``origin``.  A listener that
+    only counts events pays for nothing else; the first item read types them all.
 
-    >>> raw = [ProgressEvent, 10.5, (0,), True, 2, None, None, None, None]
-    >>> batch = EventBatch(raw, origin=10.0, worker=3)
-    >>> len(batch), batch[0].updates, list(batch) == [ProgressEvent(0.5, 3, (0,), True, 2)]
-    (1, 2, True)
+    >>> schedules = [7, 10.25, 0.125]
+    >>> raw = [ProgressEvent, 10.5, 3, (0,), True, 2, None, None, None, None]
+    >>> batch = EventBatch(schedules, raw, origin=10.0, worker=3)
+    >>> len(batch), batch[1].updates
+    (2, 2)
+    >>> list(batch) == [ScheduleEvent(0.25, 3, 7, 0.125), ProgressEvent(0.5, 3, (0,), True, 2)]
+    True
     """
 
-    __slots__ = ("_raw", "_origin", "_worker")
+    __slots__ = ("_schedules", "_raw", "_origin", "_worker", "_typed")
 
-    def __init__(self, raw: list[Any], origin: float = 0.0, worker: int = 0) -> None:
-        if len(raw) % _WIDTH:
-            raise ValueError(f"raw events come in runs of {_WIDTH} slots, not {len(raw)}")
+    def __init__(
+        self, schedules: list[Any], raw: list[Any], origin: float = 0.0, worker: int = 0
+    ) -> None:
+        if len(schedules) % 3 or len(raw) % _WIDTH:
+            raise ValueError(
+                f"raw events come in runs of 3 and {_WIDTH} slots, not "
+                f"{len(schedules)} and {len(raw)}"
+            )
+        self._schedules = schedules
         self._raw = raw
         self._origin = origin
         self._worker = worker
+        self._typed: list[Any] | None = None
 
     def __len__(self) -> int:
-        return len(self._raw) // _WIDTH
+        return len(self._schedules) // 3 + len(self._raw) // _WIDTH
 
     @overload
     def __getitem__(self, index: int) -> Any: ...
@@ -551,24 +592,34 @@ class EventBatch(Sequence[Any]):
     def __getitem__(self, index: slice) -> list[Any]: ...
 
     def __getitem__(self, index: int | slice) -> Any:
-        if isinstance(index, slice):
-            return [self._typed(i * _WIDTH) for i in range(len(self))[index]]
-        n = len(self)
-        if index < 0:
-            index += n
-        if not 0 <= index < n:
-            raise IndexError(f"event index {index} out of range ({n} events)")
-        return self._typed(index * _WIDTH)
+        if self._typed is None:
+            self._typed = list(self._merged())
+        return self._typed[index]
 
     def __iter__(self) -> Iterator[Any]:
-        return map(self._typed, range(0, len(self._raw), _WIDTH))
+        return iter(self._typed) if self._typed is not None else self._merged()
 
-    def _typed(self, at: int) -> Any:
-        """The named tuple of the raw event that starts at slot ``at``."""
-        raw = self._raw
-        kind = raw[at]
-        fields = raw[at + 2 : at + len(kind._fields)]
-        return tuple.__new__(kind, (raw[at + 1] - self._origin, self._worker, *fields))
+    def _merged(self) -> Iterator[Any]:
+        """The events, typed, each other event after the ScheduleEvents recorded before it."""
+        schedules, raw, origin, worker = self._schedules, self._raw, self._origin, self._worker
+        new = tuple.__new__
+        at = 0  # the next ScheduleEvent's slot
+        for i in range(0, len(raw), _WIDTH):
+            position = raw[i + 2]
+            while at < position:
+                yield new(
+                    ScheduleEvent,
+                    (schedules[at + 1] - origin, worker, schedules[at], schedules[at + 2]),
+                )
+                at += 3
+            kind = raw[i]
+            fields = raw[i + 3 : i + 1 + len(kind._fields)]
+            yield new(kind, (raw[i + 1] - origin, worker, *fields))
+        for rest in range(at, len(schedules), 3):
+            yield new(
+                ScheduleEvent,
+                (schedules[rest + 1] - origin, worker, schedules[rest], schedules[rest + 2]),
+            )
 
     def __repr__(self) -> str:
         return f"EventBatch({list(self)!r})"

@@ -206,3 +206,21 @@ def test_messages_are_summed_per_channel_and_step():
     step_ends = [e.time for e in events if isinstance(e, ScheduleEvent)]
     assert from_input[0].time >= max(step_ends)  # stamped at the end of its step
     assert worker.statistics()["operators"][0]["batches_out"] == 2
+
+
+def _exchange_figures(worker):
+    worker.enable_statistics()
+    inp, probe = worker.dataflow(_chain)
+    _rounds(worker, inp, probe, rounds=3, per_round=4)  # worker 0 sends 0..11
+    return {op["name"].split("(")[0]: op for op in worker.statistics()["operators"]}
+
+
+def test_records_in_behind_an_exchange_are_what_the_operator_received():
+    """The operator behind an Exchange counts what reached it on this worker (its own part and
+    the records other workers sent), not what this worker pushed into the exchange."""
+    ops0, ops1 = pt.execute(_exchange_figures, workers=2, timeout=60)
+    for ops in (ops0, ops1):  # each worker gets the records whose key it owns: 6 of 12
+        assert ops["Exchange"]["records_in"] == ops["Exchange"]["records_out"] == 6
+        assert ops["Map"]["records_in"] == 6
+    assert (ops0["Input"]["records_out"], ops1["Input"]["records_out"]) == (12, 0)
+    assert ops0["Exchange"]["batches_in"] == 3 and ops1["Exchange"]["batches_in"] == 3
