@@ -5,8 +5,11 @@ callback handed each step's events as an :class:`EventBatch`) or :func:`log_stre
 as an ordinary pytimely stream, to be counted, windowed, or ``capture_into`` a file and
 replayed elsewhere).  :meth:`Worker.enable_statistics` keeps only the running totals of
 ``Worker.statistics()``.  Until one of them is called nothing is recorded and nothing is paid:
-the instrumented scheduling functions, progress sends, edge pushes and allocator hooks are
-swapped in then (see ``Subgraph.observe``), never tested for on the hot path.
+the instrumentation is swapped in then (see ``Subgraph.observe``), never tested for on the
+hot path.  Operators become their observed variants (``OperatorCore.observe``), which time
+their invocations and count the records and batches of their ports in the frames that run
+anyway; nested scopes are timed by a wrapper, and only the edges out of a scope's inputs or
+out of a nested scope are wrapped to be counted; progress sends and the allocator get hooks.
 
 The events, after timely's ``TimelyEvent`` variants; every one starts with ``time`` (seconds
 since logging started on this worker) and ``worker`` (its index):
@@ -19,14 +22,21 @@ since logging started on this worker) and ``worker`` (its index):
   batches that cross to another worker, bytes.  One event per channel (per direction and peer
   for ones crossing workers) per step that used it, stamped at the end of the step, summing
   its batches -- one per batch would cost more than the push it describes.  Batches that stay
-  on this worker are logged as sent on their edge; those that cross are logged as sent by one
-  worker and received by the other;
+  on this worker are logged as sent on their edge (an edge carries every batch its source
+  output sends: the output's own counts); those that cross are logged as sent by one worker
+  and received by the other;
 * :class:`ProgressEvent` -- a scope's progress batch sent or received;
 * :class:`CapabilityEvent` -- an operator's capability count changed at a time.
 
 Invariant: the events of one step reach the listeners at the end of that step, in the order
 they happened (the step's message counts last); operator ids are unique per worker and every
 other event's ``id`` names an operator announced before by an :class:`OperatesEvent`.
+
+Statistics (``Worker.statistics()["operators"]``), per operator: ``records_in`` /
+``batches_in`` are what its logic took from its inputs -- from this worker and, behind an
+Exchange, from the others; records still queued are not counted yet -- and ``records_out`` /
+``batches_out`` what its outputs sent (each batch once, however many operators read it).
+For a nested scope they are what the edges into and out of it carried.
 """
 
 from __future__ import annotations
