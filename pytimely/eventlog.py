@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import time as _time
 from collections.abc import Callable, Iterator, Sequence
+from itertools import chain
 from typing import Any, NamedTuple, overload
 
 from .dataflow.operator import OperatorCore
@@ -293,10 +294,9 @@ class EventLog:
         position = len(self.schedules)
         extend = self.events.extend
         to_report = self._to_report
-        outputs_by_id = self._outputs_by_id
-        for op_id in dict.fromkeys(self.schedules[0::3]):  # the operators that ran
-            to_report += outputs_by_id[op_id]
-        for reported in to_report:
+        ran = dict.fromkeys(self.schedules[0::3])  # the operators that ran, by id
+        outputs = chain.from_iterable(map(self._outputs_by_id.__getitem__, ran))
+        for reported in chain(outputs, to_report):
             counter = reported.counter
             batches = counter.batches
             if batches != reported.batches:
