@@ -216,6 +216,9 @@ class _Reported:
 # ``OperatorCore.log_schedules``); ``events`` every other event in ``_WIDTH`` slots: its class,
 # its raw clock, its *position* (how many ``schedules`` slots were filled before it: where it
 # goes among the ScheduleEvents), then its fields after ``worker``, padded with ``None``.
+# The MessagesEvents of a step's edges (counted on this worker, one per edge used), the most
+# frequent after the ScheduleEvents, are ``channel, records, batches`` triples of a third list,
+# ``sent``: they all come last in their step and share its end as their time.
 _WIDTH = 10  # a MessagesEvent: class, clock, position and 7 fields, the widest
 
 
@@ -235,6 +238,7 @@ class EventLog:
         # Raw events, flat (see ``_WIDTH``); never replaced: operators and closures extend them.
         self.schedules: list[Any] = []
         self.events: list[Any] = []
+        self.sent: list[Any] = []
         self.recording = False  # events for listeners (statistics are always kept)
         self._listeners: list[Callable[[EventBatch], None]] = []
         self._origin = _time.perf_counter()
@@ -276,23 +280,27 @@ class EventLog:
     def flush(self) -> None:
         """Deliver the events recorded since the last flush (the end of a worker step), the
         step's message counts last."""
-        schedules, events = self.schedules, self.events
+        schedules, events, sent = self.schedules, self.events, self.sent
+        end = self.now()
         if schedules or self._to_report or self._crossed:
-            self._record_messages()
-        if events or schedules:
-            delivered = EventBatch(schedules[:], events[:], self._origin, self.worker)
+            self._record_messages(end)
+        if events or schedules or sent:
+            delivered = EventBatch(
+                schedules[:], events[:], sent[:], end, origin=self._origin, worker=self.worker
+            )
             schedules.clear()  # the same lists: the operators and closures hold them
             events.clear()
+            sent.clear()
             for listener in self._listeners:
                 listener(delivered)
 
-    def _record_messages(self) -> None:
+    def _record_messages(self, now: float) -> None:
         """One MessagesEvent per edge pushed to and per channel, direction and peer crossed
-        since the last flush."""
-        now = self.now()
+        since the last flush, stamped ``now``."""
         worker = self.worker
         position = len(self.schedules)
         extend = self.events.extend
+        sent = self.sent.extend
         to_report = self._to_report
         ran = dict.fromkeys(self.schedules[0::3])  # the operators that ran, by id
         outputs = chain.from_iterable(map(self._outputs_by_id.__getitem__, ran))
@@ -302,20 +310,7 @@ class EventLog:
             if batches != reported.batches:
                 records = counter.records
                 for channel in reported.channels:
-                    extend(
-                        (
-                            MessagesEvent,
-                            now,
-                            position,
-                            channel,
-                            True,
-                            worker,
-                            worker,
-                            records - reported.records,
-                            batches - reported.batches,
-                            0,
-                        )
-                    )
+                    sent((channel, records - reported.records, batches - reported.batches))
                 reported.records = records
                 reported.batches = batches
         to_report.clear()
@@ -569,31 +564,40 @@ class EventBatch(Sequence[Any]):
 
     >>> schedules = [7, 10.25, 0.125]
     >>> raw = [ProgressEvent, 10.5, 3, (0,), True, 2, None, None, None, None]
-    >>> batch = EventBatch(schedules, raw, origin=10.0, worker=3)
-    >>> len(batch), batch[1].updates
-    (2, 2)
-    >>> list(batch) == [ScheduleEvent(0.25, 3, 7, 0.125), ProgressEvent(0.5, 3, (0,), True, 2)]
+    >>> sent = [((0,), 1), 4, 1]
+    >>> batch = EventBatch(schedules, raw, sent, 11.0, origin=10.0, worker=3)
+    >>> len(batch), batch[1].updates, batch[2].records
+    (3, 2, 4)
+    >>> list(batch)[:2] == [ScheduleEvent(0.25, 3, 7, 0.125), ProgressEvent(0.5, 3, (0,), True, 2)]
     True
     """
 
-    __slots__ = ("_schedules", "_raw", "_origin", "_worker", "_typed")
+    __slots__ = ("_schedules", "_raw", "_sent", "_sent_at", "_origin", "_worker", "_typed")
 
     def __init__(
-        self, schedules: list[Any], raw: list[Any], origin: float = 0.0, worker: int = 0
+        self,
+        schedules: list[Any],
+        raw: list[Any],
+        sent: Sequence[Any] = (),
+        sent_at: float = 0.0,
+        origin: float = 0.0,
+        worker: int = 0,
     ) -> None:
-        if len(schedules) % 3 or len(raw) % _WIDTH:
+        if len(schedules) % 3 or len(raw) % _WIDTH or len(sent) % 3:
             raise ValueError(
-                f"raw events come in runs of 3 and {_WIDTH} slots, not "
-                f"{len(schedules)} and {len(raw)}"
+                f"raw events come in runs of 3, {_WIDTH} and 3 slots, not "
+                f"{len(schedules)}, {len(raw)} and {len(sent)}"
             )
         self._schedules = schedules
         self._raw = raw
+        self._sent = sent
+        self._sent_at = sent_at
         self._origin = origin
         self._worker = worker
         self._typed: list[Any] | None = None
 
     def __len__(self) -> int:
-        return len(self._schedules) // 3 + len(self._raw) // _WIDTH
+        return len(self._schedules) // 3 + len(self._raw) // _WIDTH + len(self._sent) // 3
 
     @overload
     def __getitem__(self, index: int) -> Any: ...
@@ -630,6 +634,10 @@ class EventBatch(Sequence[Any]):
                 ScheduleEvent,
                 (schedules[rest + 1] - origin, worker, schedules[rest], schedules[rest + 2]),
             )
+        sent, sent_time = self._sent, self._sent_at - origin
+        for i in range(0, len(sent), 3):
+            fields = (sent[i], True, worker, worker, sent[i + 1], sent[i + 2], 0)
+            yield new(MessagesEvent, (sent_time, worker, *fields))
 
     def __repr__(self) -> str:
         return f"EventBatch({list(self)!r})"
