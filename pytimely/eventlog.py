@@ -636,8 +636,11 @@ class EventBatch(Sequence[Any]):
             )
         sent, sent_time = self._sent, self._sent_at - origin
         for i in range(0, len(sent), 3):
-            fields = (sent[i], True, worker, worker, sent[i + 1], sent[i + 2], 0)
-            yield new(MessagesEvent, (sent_time, worker, *fields))
+            channel, records, batches = sent[i : i + 3]
+            yield new(
+                MessagesEvent,
+                (sent_time, worker, channel, True, worker, worker, records, batches, 0),
+            )
 
     def __repr__(self) -> str:
         return f"EventBatch({list(self)!r})"

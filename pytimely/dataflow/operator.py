@@ -663,9 +663,9 @@ class ObservedOperatorCore(OperatorCore):
     def schedule(self) -> bool:
         start = _clock()
         self.invocations += 1
-        for port, changes in self._copied_frontiers:
+        for inp, changes in self._copied_frontiers:
             if changes:
-                port.apply_frontier_changes(changes.drain())
+                inp.apply_frontier_changes(changes.drain())
         logic = self._logic
         if logic is not None:
             try:
@@ -674,12 +674,12 @@ class ObservedOperatorCore(OperatorCore):
                 refs = self._refs
                 if refs:
                     invalidate(refs)
-                for port in self.output_ports:
-                    if port._buf:
-                        port.flush()
+                for out in self.output_ports:
+                    if out._buf:
+                        out.flush()
         else:
-            for port in self.input_ports:
-                for _ in port.drain_batches():
+            for inp in self.input_ports:
+                for _ in inp.drain_batches():
                     pass
         elapsed = _clock() - start
         self.time_total += elapsed
