@@ -148,14 +148,14 @@ class CapabilityEvent(NamedTuple):
 
 
 class _OperatorFigures:
-    """One observed operator: who it is, and how to read its running totals.  The timing
-    totals live in the closure that counts them (``EventLog.scheduler``: a closure's own
-    variables are the cheapest counters Python has); ``timing()`` returns ``(invocations,
-    seconds in total, longest seconds)``, each of ``inputs`` / ``outputs`` ``(records,
-    batches)``.  For an operator those are its ports' own counts (see
-    ``OperatorCore.count_traffic``) and ``output_edges`` lists, per output, the edges it feeds
-    (as MessagesEvent channels); for a nested scope (``output_edges is None``) they are the
-    counts of the edges into and out of it."""
+    """One observed operator: who it is, and how to read its running totals: ``timing()``
+    returns ``(invocations, seconds in total, longest seconds)``, each of ``inputs`` /
+    ``outputs`` ``(records, batches)``.  For an operator they read the totals it keeps itself
+    (``OperatorCore.observe``: its own and its ports' counters), and ``output_edges`` lists,
+    per output, the edges it feeds (as MessagesEvent channels); for a nested scope
+    (``output_edges is None``) the totals live in the closures that count them
+    (``EventLog.scheduler`` and ``edge``), ``inputs`` and ``outputs`` being the counts of the
+    edges into and out of it."""
 
     __slots__ = ("id", "name", "address", "ports", "timing", "inputs", "outputs", "output_edges")
 
