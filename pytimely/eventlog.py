@@ -5,8 +5,11 @@ callback handed each step's events as an :class:`EventBatch`) or :func:`log_stre
 as an ordinary pytimely stream, to be counted, windowed, or ``capture_into`` a file and
 replayed elsewhere).  :meth:`Worker.enable_statistics` keeps only the running totals of
 ``Worker.statistics()``.  Until one of them is called nothing is recorded and nothing is paid:
-the instrumented scheduling functions, progress sends, edge pushes and allocator hooks are
-swapped in then (see ``Subgraph.observe``), never tested for on the hot path.
+the instrumentation is swapped in then (see ``Subgraph.observe``), never tested for on the
+hot path.  Operators become their observed variants (``OperatorCore.observe``), which time
+their invocations and count the records and batches of their ports in the frames that run
+anyway; nested scopes are timed by a wrapper, and only the edges out of a scope's inputs or
+out of a nested scope are wrapped to be counted; progress sends and the allocator get hooks.
 
 The events, after timely's ``TimelyEvent`` variants; every one starts with ``time`` (seconds
 since logging started on this worker) and ``worker`` (its index):
@@ -19,23 +22,31 @@ since logging started on this worker) and ``worker`` (its index):
   batches that cross to another worker, bytes.  One event per channel (per direction and peer
   for ones crossing workers) per step that used it, stamped at the end of the step, summing
   its batches -- one per batch would cost more than the push it describes.  Batches that stay
-  on this worker are logged as sent on their edge; those that cross are logged as sent by one
-  worker and received by the other;
+  on this worker are logged as sent on their edge (an edge carries every batch its source
+  output sends: the output's own counts); those that cross are logged as sent by one worker
+  and received by the other;
 * :class:`ProgressEvent` -- a scope's progress batch sent or received;
 * :class:`CapabilityEvent` -- an operator's capability count changed at a time.
 
 Invariant: the events of one step reach the listeners at the end of that step, in the order
 they happened (the step's message counts last); operator ids are unique per worker and every
 other event's ``id`` names an operator announced before by an :class:`OperatesEvent`.
+
+Statistics (``Worker.statistics()["operators"]``), per operator: ``records_in`` /
+``batches_in`` are what its logic took from its inputs -- from this worker and, behind an
+Exchange, from the others; records still queued are not counted yet -- and ``records_out`` /
+``batches_out`` what its outputs sent (each batch once, however many operators read it).
+For a nested scope they are what the edges into and out of it carried.
 """
 
 from __future__ import annotations
 
 import time as _time
 from collections.abc import Callable, Iterator, Sequence
+from itertools import chain
 from typing import Any, NamedTuple, overload
 
-from .progress.subgraph import Subgraph
+from .dataflow.operator import OperatorCore
 
 __all__ = [
     "OperatesEvent",
@@ -137,13 +148,16 @@ class CapabilityEvent(NamedTuple):
 
 
 class _OperatorFigures:
-    """One observed operator: who it is, and how to read its running totals.  The totals
-    live in the closures that count them (``EventLog.scheduler`` and ``edge``: a closure's
-    own variables are the cheapest counters Python has); ``timing()`` returns
-    ``(invocations, seconds in total, longest seconds)``, each of ``inputs`` / ``outputs``
-    ``(records, batches)`` of one edge."""
+    """One observed operator: who it is, and how to read its running totals: ``timing()``
+    returns ``(invocations, seconds in total, longest seconds)``, each of ``inputs`` /
+    ``outputs`` ``(records, batches)``.  For an operator they read the totals it keeps itself
+    (``OperatorCore.observe``: its own and its ports' counters), and ``output_edges`` lists,
+    per output, the edges it feeds (as MessagesEvent channels); for a nested scope
+    (``output_edges is None``) the totals live in the closures that count them
+    (``EventLog.scheduler`` and ``edge``), ``inputs`` and ``outputs`` being the counts of the
+    edges into and out of it."""
 
-    __slots__ = ("id", "name", "address", "ports", "timing", "inputs", "outputs")
+    __slots__ = ("id", "name", "address", "ports", "timing", "inputs", "outputs", "output_edges")
 
     def __init__(
         self, id: int, name: str, address: tuple[int, ...], ports: tuple[int, int]
@@ -155,10 +169,57 @@ class _OperatorFigures:
         self.timing: Callable[[], tuple[int, float, float]] = _never_scheduled
         self.inputs: list[Callable[[], tuple[int, int]]] = []
         self.outputs: list[Callable[[], tuple[int, int]]] = []
+        self.output_edges: list[list[Any]] | None = None
 
 
 def _never_scheduled() -> tuple[int, float, float]:
     return 0, 0.0, 0.0
+
+
+class _EdgeCounter:
+    """The running totals of one wrapped edge (see ``EventLog.edge``)."""
+
+    __slots__ = ("records", "batches")
+
+    def __init__(self) -> None:
+        self.records = 0
+        self.batches = 0
+
+    def counts(self) -> tuple[int, int]:
+        return self.records, self.batches
+
+
+class _Reported:
+    """What ``EventLog.flush`` turns into MessagesEvents: a ``counter`` (an operator's output
+    port or an :class:`_EdgeCounter`: anything with running ``records`` and ``batches``), the
+    ``channels`` (edges) it feeds, and the totals at its last report."""
+
+    __slots__ = ("counter", "channels", "records", "batches")
+
+    def __init__(self, counter: Any, channels: list[Any]) -> None:
+        self.counter = counter
+        self.channels = channels
+        self.records = counter.records
+        self.batches = counter.batches
+
+    def forget(self) -> None:
+        """Report nothing of what was counted so far."""
+        self.records = self.counter.records
+        self.batches = self.counter.batches
+
+
+# Raw events are kept flat, in two lists, so that recording one allocates no tuple: tuples are
+# tracked by the cyclic garbage collector, and a step's worth of them (one per operator
+# invocation) would trigger young collections that scan them all again; floats, ints and
+# ``None`` are not tracked.  ``schedules`` holds the ScheduleEvents, the most frequent, as
+# ``id, start, duration`` triples (recorded by the operators themselves, see
+# ``OperatorCore.log_schedules``); ``events`` every other event in ``_WIDTH`` slots: its class,
+# its raw clock, its *position* (how many ``schedules`` slots were filled before it: where it
+# goes among the ScheduleEvents), then its fields after ``worker``, padded with ``None``.
+# The MessagesEvents of a step's edges (counted on this worker, one per edge used), the most
+# frequent after the ScheduleEvents, are ``channel, records, batches`` triples of a third list,
+# ``sent``: they all come last in their step and share its end as their time.
+_WIDTH = 10  # a MessagesEvent: class, clock, position and 7 fields, the widest
 
 
 class EventLog:
@@ -174,20 +235,32 @@ class EventLog:
 
     def __init__(self, worker: int) -> None:
         self.worker = worker
-        # Raw events, ``(event class, *fields)`` (never replaced: closures append to it).
+        # Raw events, flat (see ``_WIDTH``); never replaced: operators and closures extend them.
+        self.schedules: list[Any] = []
         self.events: list[Any] = []
+        self.sent: list[Any] = []
         self.recording = False  # events for listeners (statistics are always kept)
         self._listeners: list[Callable[[EventBatch], None]] = []
         self._origin = _time.perf_counter()
         self._operators: dict[tuple[int, ...], _OperatorFigures] = {}
         self._channels: dict[int, dict[int, list[int]]] = {}  # channel -> peer -> [recs, bytes]
         self._counted_outputs: set[tuple[tuple[int, ...], tuple[int, int]]] = set()
-        # Message counts of the current step, turned into MessagesEvents by ``flush``: the
-        # reporters of the edges pushed to (each once), and the traffic crossing workers by
+        # What ``flush`` turns into MessagesEvents: per operator id, its outputs (reported
+        # when it ran in the step: its id is in ``schedules``); the wrapped edges pushed to in
+        # the step (maybe several times: only the first finds anything new; never replaced:
+        # the closures append to it); and the traffic crossing workers by
         # ``(channel, is_send, peer)`` as ``[records, batches, bytes]``.
-        self._pushed_edges: list[Callable[[float], None]] = []
-        self._edge_reporters: list[Callable[[float | None], None]] = []
+        self._outputs_by_id: list[tuple[_Reported, ...]] = []
+        self._to_report: list[_Reported] = []
+        self._reported: list[_Reported] = []  # all of them
         self._crossed: dict[tuple[int, bool, int], list[int]] = {}
+        self._start_logging: list[Callable[[], None]] = []  # per operator, once recording
+
+    def record(self, kind: type, clock: float, *fields: Any) -> None:
+        """Record one event of class ``kind`` (its fields after ``time`` and ``worker``), not
+        a ScheduleEvent."""
+        raw = (kind, clock, len(self.schedules), *fields)
+        self.events.extend(raw + (None,) * (_WIDTH - len(raw)))
 
     def listen(self, callback: Callable[[EventBatch], None]) -> None:
         """Hand ``callback`` the events of every step that recorded any, as one
@@ -195,42 +268,60 @@ class EventLog:
         self._listeners.append(callback)
         if not self.recording:  # announce the operators observed so far, for statistics
             self.recording = True
-            for report in self._edge_reporters:  # count messages from now on
-                report(None)
+            for reported in self._reported:  # count messages from now on
+                reported.forget()
+            for start in self._start_logging:
+                start()
+            self._start_logging.clear()
             now = self.now()
             for f in self._operators.values():
-                self.events.append(
-                    (OperatesEvent, now, self.worker, f.id, f.address, f.name, *f.ports)
-                )
+                self.record(OperatesEvent, now, f.id, f.address, f.name, *f.ports)
 
     def flush(self) -> None:
         """Deliver the events recorded since the last flush (the end of a worker step), the
         step's message counts last."""
-        events = self.events
-        if self._pushed_edges or self._crossed:
-            self._record_messages()
-        if events:
-            delivered = EventBatch(events[:], self._origin)
-            events.clear()  # the same list: the instrumented closures hold it
+        schedules, events, sent = self.schedules, self.events, self.sent
+        end = self.now()
+        if schedules or self._to_report or self._crossed:
+            self._record_messages(end)
+        if events or schedules or sent:
+            delivered = EventBatch(
+                schedules[:], events[:], sent[:], end, origin=self._origin, worker=self.worker
+            )
+            schedules.clear()  # the same lists: the operators and closures hold them
+            events.clear()
+            sent.clear()
             for listener in self._listeners:
                 listener(delivered)
 
-    def _record_messages(self) -> None:
+    def _record_messages(self, now: float) -> None:
         """One MessagesEvent per edge pushed to and per channel, direction and peer crossed
-        since the last flush."""
-        now = self.now()
-        pushed, self._pushed_edges = self._pushed_edges, []
-        for report in pushed:
-            report(now)
+        since the last flush, stamped ``now``."""
         worker = self.worker
+        position = len(self.schedules)
+        extend = self.events.extend
+        sent = self.sent.extend
+        to_report = self._to_report
+        ran = dict.fromkeys(self.schedules[0::3])  # the operators that ran, by id
+        outputs = chain.from_iterable(map(self._outputs_by_id.__getitem__, ran))
+        for reported in chain(outputs, to_report):
+            counter = reported.counter
+            batches = counter.batches
+            if batches != reported.batches:
+                records = counter.records
+                for channel in reported.channels:
+                    sent((channel, records - reported.records, batches - reported.batches))
+                reported.records = records
+                reported.batches = batches
+        to_report.clear()
         crossed, self._crossed = self._crossed, {}
         for (channel, is_send, peer), (records, batches, size) in crossed.items():
             source, target = (worker, peer) if is_send else (peer, worker)
-            self.events.append(
+            extend(
                 (
                     MessagesEvent,
                     now,
-                    worker,
+                    position,
                     channel,
                     is_send,
                     source,
@@ -250,59 +341,41 @@ class EventLog:
     def scheduler(
         self, address: tuple[int, ...], child: Any, schedule: Callable[[], bool]
     ) -> Callable[[], bool]:
-        """The instrumented replacement of ``child.schedule``: times every invocation and
-        reads the counts it left (records in and out, capability changes)."""
+        """What to call instead of ``child.schedule``.  An operator times, counts and logs
+        its invocations itself once observed (``OperatorCore.observe``: no wrapper frame),
+        its ports count its records and batches; a nested scope is wrapped by a function that
+        times it and logs its capability changes."""
         figures = self._operators.get(address)
         if figures is None:
             figures = _OperatorFigures(
                 len(self._operators), child.name, address, (child.inputs, child.outputs)
             )
             self._operators[address] = figures
+            self._outputs_by_id.append(())
             if self.recording:
-                self.events.append(
-                    (
-                        OperatesEvent,
-                        self.now(),
-                        self.worker,
-                        figures.id,
-                        address,
-                        child.name,
-                        child.inputs,
-                        child.outputs,
-                    )
+                self.record(
+                    OperatesEvent, self.now(), figures.id, address, child.name, *figures.ports
                 )
         op_id = figures.id
-        worker = self.worker
-        events = self.events
-        record = events.append
+        schedules = self.schedules
+        extend = self.events.extend
         internals = child.shared.internals
-        clock = _time.perf_counter
-
-        # This runs once per invocation of every operator: it records a plain tuple (see
-        # EventBatch); records and batches are counted where they are pushed (``edge``).
-        invocations = 0
-        total = longest = 0.0
 
         def capabilities(stop: float) -> None:
+            """The capability changes of the invocation that stopped at ``stop``."""
+            position = len(schedules)
             for port, cb in enumerate(internals):
                 for t, d in cb:
-                    record((CapabilityEvent, stop, worker, op_id, port, t, d))
+                    extend((CapabilityEvent, stop, position, op_id, port, t, d, None, None, None))
 
-        def scheduled() -> bool:
-            """An operator: nothing it runs records events, so its own goes after the run."""
-            nonlocal invocations, total, longest
-            start = clock()
-            incomplete = schedule()
-            elapsed = clock() - start
-            if self.recording:
-                record((ScheduleEvent, start, worker, op_id, elapsed))
-                if any(internals):
-                    capabilities(start + elapsed)
-            invocations += 1
-            total += elapsed
-            if elapsed > longest:
-                longest = elapsed
-            return incomplete
+        if isinstance(child, OperatorCore):
+            self._observe_operator(child, figures, capabilities)
+            return child.schedule  # looked up again: the observed variant's
+
+        clock = _time.perf_counter
+        schedule_extend = schedules.extend
+        invocations = 0
+        total = longest = 0.0
 
         def scheduled_scope() -> bool:
             """A nested scope: its event goes before those of its children (it started first)."""
@@ -312,12 +385,13 @@ class EventLog:
                 incomplete = schedule()
                 elapsed = clock() - start
             else:
-                slot = len(events)  # the event goes where the invocation started
-                record(None)
+                slot = len(schedules)  # the event goes where the invocation started
+                schedule_extend((op_id, 0.0, 0.0))
                 start = clock()
                 incomplete = schedule()
                 elapsed = clock() - start
-                events[slot] = (ScheduleEvent, start, worker, op_id, elapsed)
+                schedules[slot + 1] = start
+                schedules[slot + 2] = elapsed
                 if any(internals):
                     capabilities(start + elapsed)
             invocations += 1
@@ -330,7 +404,37 @@ class EventLog:
             return invocations, total, longest
 
         figures.timing = timing
-        return scheduled_scope if isinstance(child, Subgraph) else scheduled
+        return scheduled_scope
+
+    def _observe_operator(
+        self, core: OperatorCore, figures: _OperatorFigures, capabilities: Callable[[float], None]
+    ) -> None:
+        """Observe an operator (``OperatorCore.observe``): its invocations are timed, its
+        ports count (so no edge of its needs a wrapper), and once recording it logs its
+        invocations; ``flush`` reports its outputs, one MessagesEvent per edge each feeds
+        (filled in by ``edge``), after every step it ran in."""
+        core.observe()
+        invocations_before = core.invocations
+        figures.timing = lambda: (
+            core.invocations - invocations_before,
+            core.time_total,
+            core.time_max,
+        )
+        ports = core.output_ports
+        figures.inputs = [port.counts for port in core.input_ports]
+        figures.outputs = [port.counts for port in ports]
+        figures.output_edges = [[] for _ in ports]
+        outputs = tuple(_Reported(port, edges) for port, edges in zip(ports, figures.output_edges))
+        self._reported.extend(outputs)
+        self._outputs_by_id[figures.id] = outputs
+
+        def start_logging() -> None:
+            core.log_schedules(self.schedules.extend, figures.id, capabilities)
+
+        if self.recording:
+            start_logging()
+        else:
+            self._start_logging.append(start_logging)
 
     def edge(
         self,
@@ -342,56 +446,38 @@ class EventLog:
     ) -> Callable[[Any, Any], None]:
         """The instrumented replacement of the push of edge ``index`` of the scope at
         ``scope``, from ``(node, output)`` to ``(node, input)`` (node 0: the boundary).
-        Every batch an output sends goes to each of its edges, so only its first edge counts
-        the sender's records and batches out."""
-        channel = (scope, index)
-        worker = self.worker
-        events = self.events
-        records = batches = 0  # running totals, for statistics
-        reported_records = reported_batches = 0  # the totals at the last MessagesEvent
 
-        # This runs once per batch: a push first in its step (while recording) queues the
-        # edge's reporter for ``flush``, every push counts.
+        An operator's output counts what it sends (every batch goes to each of its edges), so
+        an edge from an operator keeps its push and is reported from those counts.  Only edges
+        from a scope's input or from a nested scope are wrapped, to count their batches."""
+        channel = (scope, index)
+        sender = self._operators.get(scope + (source[0],)) if source[0] else None
+        receiver = self._operators.get(scope + (target[0],)) if target[0] else None
+        if sender is not None and sender.output_edges is not None:
+            sender.output_edges[source[1]].append(channel)
+            if receiver is not None and receiver.output_edges is None:  # into a nested scope
+                receiver.inputs.append(sender.outputs[source[1]])
+            return push
+
+        counter = _EdgeCounter()
+        reported = _Reported(counter, [channel])
+        self._reported.append(reported)
+        queue = self._to_report.append
+
+        # This runs once per batch: it counts, and while recording queues the edge's counts
+        # for ``flush``.
         def pushed(t: Any, batch: Any) -> None:
-            nonlocal records, batches
-            if batches == reported_batches and self.recording:
-                self._pushed_edges.append(report)
-            records += len(batch)
-            batches += 1
+            counter.records += len(batch)
+            counter.batches += 1
+            if self.recording:
+                queue(reported)
             push(t, batch)
 
-        def report(now: float | None) -> None:
-            """Record what was pushed since the last report (``now=None``: just forget it)."""
-            nonlocal reported_records, reported_batches
-            if now is not None:
-                events.append(
-                    (
-                        MessagesEvent,
-                        now,
-                        worker,
-                        channel,
-                        True,
-                        worker,
-                        worker,
-                        records - reported_records,
-                        batches - reported_batches,
-                        0,
-                    )
-                )
-            reported_records, reported_batches = records, batches
-
-        def counts() -> tuple[int, int]:
-            return records, batches
-
-        self._edge_reporters.append(report)
-        sender = self._operators.get(scope + (source[0],)) if source[0] else None
         if sender is not None and (scope, source) not in self._counted_outputs:
-            self._counted_outputs.add((scope, source))
-            sender.outputs.append(counts)
-        receiver = self._operators.get(scope + (target[0],)) if target[0] else None
-        if receiver is not None:
-            receiver.inputs.append(counts)
-
+            self._counted_outputs.add((scope, source))  # a nested scope's output
+            sender.outputs.append(counter.counts)
+        if receiver is not None and receiver.output_edges is None:  # into a nested scope
+            receiver.inputs.append(counter.counts)
         return pushed
 
     def progress_sent(self, address: tuple[int, ...], updates: int) -> None:
@@ -400,7 +486,7 @@ class EventLog:
         Recorded as a :class:`ProgressEvent` while someone listens (``recording``).
         """
         if self.recording:
-            self.events.append((ProgressEvent, self.now(), self.worker, address, True, updates))
+            self.record(ProgressEvent, self.now(), address, True, updates)
 
     def progress_received(self, address: tuple[int, ...], updates: int) -> None:
         """The scope at ``address`` receives a progress batch of ``updates`` changes.
@@ -408,7 +494,7 @@ class EventLog:
         Recorded as a :class:`ProgressEvent` while someone listens (``recording``).
         """
         if self.recording:
-            self.events.append((ProgressEvent, self.now(), self.worker, address, False, updates))
+            self.record(ProgressEvent, self.now(), address, False, updates)
 
     # -- the observer of the allocator (communication layer) ---------------------------------
 
@@ -470,25 +556,48 @@ class EventLog:
 
 class EventBatch(Sequence[Any]):
     """The events of one step, as handed to listeners: a read-only sequence whose items are
-    the event named tuples.  They are recorded as plain ``(class, clock, *fields)`` tuples,
-    ``clock`` a raw ``time.perf_counter()`` reading (a named tuple, and a float for the
-    subtraction, cost more to make and free than the bookkeeping of an operator invocation)
-    and typed as they are read: ``time`` is ``clock - origin``.  A listener that only counts
-    events pays for nothing else.
+    the event named tuples, in the order they happened.  They are recorded flat (see
+    ``_WIDTH``: a named tuple per event, and a float for the subtraction, cost more to make
+    and collect than the bookkeeping of an operator invocation) and typed as they are read:
+    ``time`` is the raw ``time.perf_counter()`` reading minus ``origin``.  A listener that
+    only counts events pays for nothing else; the first item read types them all.
 
-    >>> batch = EventBatch([(ProgressEvent, 10.5, 0, (0,), True, 2)], origin=10.0)
-    >>> len(batch), batch[0].updates, list(batch) == [ProgressEvent(0.5, 0, (0,), True, 2)]
-    (1, 2, True)
+    >>> schedules = [7, 10.25, 0.125]
+    >>> raw = [ProgressEvent, 10.5, 3, (0,), True, 2, None, None, None, None]
+    >>> sent = [((0,), 1), 4, 1]
+    >>> batch = EventBatch(schedules, raw, sent, 11.0, origin=10.0, worker=3)
+    >>> len(batch), batch[1].updates, batch[2].records
+    (3, 2, 4)
+    >>> list(batch)[:2] == [ScheduleEvent(0.25, 3, 7, 0.125), ProgressEvent(0.5, 3, (0,), True, 2)]
+    True
     """
 
-    __slots__ = ("_raw", "_origin")
+    __slots__ = ("_schedules", "_raw", "_sent", "_sent_at", "_origin", "_worker", "_typed")
 
-    def __init__(self, raw: list[tuple[Any, ...]], origin: float = 0.0) -> None:
+    def __init__(
+        self,
+        schedules: list[Any],
+        raw: list[Any],
+        sent: Sequence[Any] = (),
+        sent_at: float = 0.0,
+        origin: float = 0.0,
+        worker: int = 0,
+    ) -> None:
+        if len(schedules) % 3 or len(raw) % _WIDTH or len(sent) % 3:
+            raise ValueError(
+                f"raw events come in runs of 3, {_WIDTH} and 3 slots, not "
+                f"{len(schedules)}, {len(raw)} and {len(sent)}"
+            )
+        self._schedules = schedules
         self._raw = raw
+        self._sent = sent
+        self._sent_at = sent_at
         self._origin = origin
+        self._worker = worker
+        self._typed: list[Any] | None = None
 
     def __len__(self) -> int:
-        return len(self._raw)
+        return len(self._schedules) // 3 + len(self._raw) // _WIDTH + len(self._sent) // 3
 
     @overload
     def __getitem__(self, index: int) -> Any: ...
@@ -497,16 +606,41 @@ class EventBatch(Sequence[Any]):
     def __getitem__(self, index: slice) -> list[Any]: ...
 
     def __getitem__(self, index: int | slice) -> Any:
-        if isinstance(index, slice):
-            return [self._typed(raw) for raw in self._raw[index]]
-        return self._typed(self._raw[index])
+        if self._typed is None:
+            self._typed = list(self._merged())
+        return self._typed[index]
 
     def __iter__(self) -> Iterator[Any]:
-        return map(self._typed, self._raw)
+        return iter(self._typed) if self._typed is not None else self._merged()
 
-    def _typed(self, raw: tuple[Any, ...]) -> Any:
-        """The named tuple of one raw event."""
-        return tuple.__new__(raw[0], (raw[1] - self._origin, *raw[2:]))
+    def _merged(self) -> Iterator[Any]:
+        """The events, typed, each other event after the ScheduleEvents recorded before it."""
+        schedules, raw, origin, worker = self._schedules, self._raw, self._origin, self._worker
+        new = tuple.__new__
+        at = 0  # the next ScheduleEvent's slot
+        for i in range(0, len(raw), _WIDTH):
+            position = raw[i + 2]
+            while at < position:
+                yield new(
+                    ScheduleEvent,
+                    (schedules[at + 1] - origin, worker, schedules[at], schedules[at + 2]),
+                )
+                at += 3
+            kind = raw[i]
+            fields = raw[i + 3 : i + 1 + len(kind._fields)]
+            yield new(kind, (raw[i + 1] - origin, worker, *fields))
+        for rest in range(at, len(schedules), 3):
+            yield new(
+                ScheduleEvent,
+                (schedules[rest + 1] - origin, worker, schedules[rest], schedules[rest + 2]),
+            )
+        sent, sent_time = self._sent, self._sent_at - origin
+        for i in range(0, len(sent), 3):
+            channel, records, batches = sent[i : i + 3]
+            yield new(
+                MessagesEvent,
+                (sent_time, worker, channel, True, worker, worker, records, batches, 0),
+            )
 
     def __repr__(self) -> str:
         return f"EventBatch({list(self)!r})"

@@ -573,7 +573,8 @@ class Worker:
 
     def enable_statistics(self) -> None:
         """Collect per-operator and per-channel figures for :meth:`statistics` from now on
-        (until then they cost nothing; collecting them costs a timed call per schedule)."""
+        (until then they cost nothing; collecting them costs two clock readings per operator
+        invocation and a count per batch, see :mod:`pytimely.eventlog`)."""
         self._event_log()
 
     def log_to(self, callback: Callable[[Any], None], exclude_dataflow: int | None = None) -> None:

@@ -206,3 +206,55 @@ def test_messages_are_summed_per_channel_and_step():
     step_ends = [e.time for e in events if isinstance(e, ScheduleEvent)]
     assert from_input[0].time >= max(step_ends)  # stamped at the end of its step
     assert worker.statistics()["operators"][0]["batches_out"] == 2
+
+
+def _exchange_figures(worker):
+    worker.enable_statistics()
+    inp, probe = worker.dataflow(_chain)
+    _rounds(worker, inp, probe, rounds=3, per_round=4)  # worker 0 sends 0..11
+    return {op["name"].split("(")[0]: op for op in worker.statistics()["operators"]}
+
+
+def test_records_in_behind_an_exchange_are_what_the_operator_received():
+    """The operator behind an Exchange counts what reached it on this worker (its own part and
+    the records other workers sent), not what this worker pushed into the exchange."""
+    ops0, ops1 = pt.execute(_exchange_figures, workers=2, timeout=60)
+    for ops in (ops0, ops1):  # each worker gets the records whose key it owns: 6 of 12
+        assert ops["Exchange"]["records_in"] == ops["Exchange"]["records_out"] == 6
+        assert ops["Map"]["records_in"] == 6
+    assert (ops0["Input"]["records_out"], ops1["Input"]["records_out"]) == (12, 0)
+    assert ops0["Exchange"]["batches_in"] == 3 and ops1["Exchange"]["batches_in"] == 3
+
+
+def test_nested_scopes_are_timed_around_their_operators_and_count_their_edges():
+    """A region's invocation encloses its operators' (its ScheduleEvent comes first), and the
+    edges into and out of it are counted for it: its figures are what crossed its boundary."""
+    worker = pt.Worker()
+    events = []
+    worker.log_to(events.extend)
+
+    def build(scope):
+        inp, stream = scope.new_input()
+        out = scope.region(lambda r: stream.enter(r).map(lambda x: x + 1).leave())
+        return inp, out.map(lambda x: x).probe()
+
+    inp, probe = worker.dataflow(build)
+    for r in range(2):
+        inp.send_batch([1, 2, 3])
+        inp.advance_to(r + 1)
+        worker.step_while(lambda: probe.less_than(inp.time), timeout=20)
+
+    ops = {tuple(op["address"]): op for op in worker.statistics()["operators"]}
+    for address in [(0, 2), (0, 2, 1), (0, 3)]:  # the region, the map in it, the map after
+        figures = [ops[address][k] for k in ("records_in", "records_out", "batches_in")]
+        assert figures + [ops[address]["batches_out"]] == [6, 6, 2, 2]
+    ids = {e.address: e.id for e in events if isinstance(e, OperatesEvent)}
+    runs = [e for e in events if isinstance(e, ScheduleEvent)]
+    inner = [e for e in runs if e.id == ids[(0, 2, 1)]]
+    assert inner
+    for run in inner:
+        region = [e for e in runs if e.id == ids[(0, 2)] and e.time <= run.time]
+        assert region and run.stop <= region[-1].stop  # inside the region's invocation
+        assert runs.index(region[-1]) < runs.index(run)
+    into_region = [e for e in events if isinstance(e, MessagesEvent) and e.channel == ((0, 2), 0)]
+    assert sum(e.records for e in into_region) == 6

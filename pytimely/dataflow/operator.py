@@ -26,11 +26,21 @@ Counting invariants (what makes frontiers correct):
 * capability changes go to ``shared.internals[o]``.
 
 All of it is drained by the scope after the logic returns, as one atomic batch.
+
+Observation (statistics and logging, :mod:`pytimely.eventlog`): once
+:meth:`OperatorCore.observe` is called, every invocation is timed (``time_total``,
+``time_max``), each input port also counts the records and batches the logic takes from it,
+and each output port the records and batches it sends, in their ``records`` / ``batches``
+attributes; :meth:`OperatorCore.log_schedules` then hands every invocation to the event log.
+Until then nothing is paid: the operator and its ports are switched to observed variants of
+their classes, whose methods time and count in the frames that run, consume and send anyway
+(no wrapper, no test on the unobserved path).
 """
 
 from __future__ import annotations
 
 import functools
+import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -96,7 +106,7 @@ class Frontier:
 class InputPort:
     """An operator input: a FIFO of ``(time, batch)`` messages plus the input frontier."""
 
-    __slots__ = ("op", "index", "queue", "_frontier", "consumed")
+    __slots__ = ("op", "index", "queue", "_frontier", "consumed", "records", "batches")
 
     def __init__(self, op: OperatorCore, index: int) -> None:
         self.op = op
@@ -104,6 +114,10 @@ class InputPort:
         self.queue: list[tuple[Any, Any]] = []
         self._frontier = MutableAntichain()
         self.consumed = op.shared.consumeds[index]
+        # Records and batches taken by the logic, counted only by ``CountingInputPort``
+        # (see ``OperatorCore.observe``).
+        self.records = 0
+        self.batches = 0
 
     @property
     def frontier(self) -> Frontier:
@@ -168,6 +182,60 @@ class InputPort:
             consumed.update(t, len(batch))
         return queue
 
+    def counts(self) -> tuple[int, int]:
+        """``(records, batches)`` taken by the logic since :meth:`OperatorCore.observe`
+        (from this worker and, through an Exchange, from the others)."""
+        return self.records, self.batches
+
+
+class CountingInputPort(InputPort):
+    """An :class:`InputPort` that also counts what the logic takes (``records``, ``batches``),
+    where it records consumption anyway.  The methods repeat the base ones rather than call
+    them: an extra Python frame per batch would cost more than the counting."""
+
+    __slots__ = ()
+
+    def __iter__(self) -> Iterator[tuple[CapabilityRef, Any]]:
+        consumed = self.consumed
+        refs = self.op._refs
+        while self.queue:
+            queue, self.queue = self.queue, []
+            for t, batch in queue:
+                n = len(batch)
+                consumed.update(t, n)
+                self.records += n
+                self.batches += 1
+                ref = CapabilityRef(t, self)
+                refs.append(ref)
+                yield ref, batch
+
+    def next(self) -> tuple[CapabilityRef, Any] | None:
+        if not self.queue:
+            return None
+        t, batch = self.queue.pop(0)
+        n = len(batch)
+        self.consumed.update(t, n)
+        self.records += n
+        self.batches += 1
+        ref = CapabilityRef(t, self)
+        self.op._refs.append(ref)
+        return ref, batch
+
+    def drain_batches(self) -> list[tuple[Any, Any]]:
+        queue = self.queue
+        if not queue:
+            return queue
+        self.queue = []
+        consumed = self.consumed
+        records = 0
+        for t, batch in queue:
+            n = len(batch)
+            consumed.update(t, n)
+            records += n
+        self.records += records
+        self.batches += len(queue)
+        return queue
+
 
 class Tee:
     """The fan-out point of an output: every consumer receives every batch."""
@@ -201,7 +269,17 @@ class Tee:
 class OutputPort:
     """An operator output: counts and pushes batches, guarded by capabilities."""
 
-    __slots__ = ("op", "index", "internals", "produced", "tee", "_buf_time", "_buf")
+    __slots__ = (
+        "op",
+        "index",
+        "internals",
+        "produced",
+        "tee",
+        "_buf_time",
+        "_buf",
+        "records",
+        "batches",
+    )
 
     def __init__(self, op: OperatorCore, index: int) -> None:
         self.op = op
@@ -211,6 +289,9 @@ class OutputPort:
         self.tee = Tee()
         self._buf_time: Any = None
         self._buf: list[Any] | None = None
+        # Records and batches sent, counted only by ``CountingOutputPort``.
+        self.records = 0
+        self.batches = 0
 
     @property
     def op_name(self) -> str:
@@ -290,6 +371,32 @@ class OutputPort:
         if buf:
             self._buf = None
             self.forward(self._buf_time, buf)
+
+    def counts(self) -> tuple[int, int]:
+        """``(records, batches)`` sent since :meth:`OperatorCore.observe` (each batch
+        once, however many consumers it goes to)."""
+        return self.records, self.batches
+
+
+class CountingOutputPort(OutputPort):
+    """An :class:`OutputPort` that also counts what it sends (``records``, ``batches``), in
+    ``forward``, the one frame every sent batch passes through (it repeats the base method
+    rather than call it: see :class:`CountingInputPort`)."""
+
+    __slots__ = ()
+
+    def forward(self, t: Any, batch: Any) -> None:
+        n = len(batch)
+        if not n:
+            return
+        self.produced.update(t, n)
+        self.records += n
+        self.batches += 1
+        consumers = self.tee.consumers
+        if len(consumers) == 1:
+            consumers[0](t, batch)
+        else:
+            self.tee.push(t, batch)
 
 
 class Session:
@@ -386,6 +493,11 @@ class OperatorCore:
         "_on_built",
         "invocations",
         "_copied_frontiers",
+        "time_total",
+        "time_max",
+        "_record_schedule",
+        "_log_id",
+        "_record_capabilities",
     )
 
     local = True
@@ -422,6 +534,12 @@ class OperatorCore:
         # ``(port, changes)`` for the inputs whose frontier changes the scope copies into
         # ``shared.frontiers``; empty once ``bind_frontiers`` bound them to the tracker.
         self._copied_frontiers = list(zip(self.input_ports, self.shared.frontiers))
+        # Kept only once observed (``observe``, ``log_schedules``).
+        self.time_total = 0.0
+        self.time_max = 0.0
+        self._record_schedule: Callable[[tuple[int, float, float]], None] | None = None
+        self._log_id = 0
+        self._record_capabilities: Callable[[float], None] = _ignore_stop
 
     def set_logic(self, logic: Callable[..., Any] | None, ports: tuple[Any, ...] = ()) -> None:
         """What ``schedule`` runs: ``logic(*ports)`` (``None``: discard input, counted)."""
@@ -478,6 +596,31 @@ class OperatorCore:
         t0 = self.scope.domain.minimum()
         return [Capability(t0, port, _record=False) for port in self.output_ports]
 
+    def observe(self) -> None:
+        """From now on time every invocation and count the records and batches every port
+        takes in or sends (see the module docstring: the operator and its ports become their
+        observed variants, in place, so whoever holds them sees the change; a scheduler must
+        look ``schedule`` up again).  Idempotent."""
+        self.__class__ = ObservedOperatorCore
+        for port in self.input_ports:
+            port.__class__ = CountingInputPort
+        for out in self.output_ports:
+            out.__class__ = CountingOutputPort
+
+    def log_schedules(
+        self,
+        record: Callable[[tuple[int, float, float]], None] | None,
+        log_id: int = 0,
+        capabilities: Callable[[float], None] | None = None,
+    ) -> None:
+        """Once observed, hand every invocation to ``record`` as ``(log_id, start, duration)``
+        (``time.perf_counter`` seconds), and call ``capabilities(stop)`` after an invocation
+        that changed capabilities (before the scope drains ``shared.internals``);
+        ``record=None`` stops it."""
+        self._record_schedule = record
+        self._log_id = log_id
+        self._record_capabilities = capabilities if capabilities is not None else _ignore_stop
+
     def schedule(self) -> bool:
         """See :meth:`Operate.schedule`: run the logic once; never incomplete.
 
@@ -507,6 +650,54 @@ class OperatorCore:
 
     def __repr__(self) -> str:
         return f"<operator {self.name!r} at {self.address}>"
+
+
+class ObservedOperatorCore(OperatorCore):
+    """An :class:`OperatorCore` whose invocations are timed and, if asked, logged (see
+    :meth:`OperatorCore.observe`).  ``schedule`` repeats the base method between its two clock
+    readings rather than call it: a Python frame per invocation would cost more than the
+    timing itself."""
+
+    __slots__ = ()
+
+    def schedule(self) -> bool:
+        start = _clock()
+        self.invocations += 1
+        for inp, changes in self._copied_frontiers:
+            if changes:
+                inp.apply_frontier_changes(changes.drain())
+        logic = self._logic
+        if logic is not None:
+            try:
+                logic(*self._ports)
+            finally:
+                refs = self._refs
+                if refs:
+                    invalidate(refs)
+                for out in self.output_ports:
+                    if out._buf:
+                        out.flush()
+        else:
+            for inp in self.input_ports:
+                for _ in inp.drain_batches():
+                    pass
+        elapsed = _clock() - start
+        self.time_total += elapsed
+        if elapsed > self.time_max:
+            self.time_max = elapsed
+        record = self._record_schedule
+        if record is not None:
+            record((self._log_id, start, elapsed))
+            if any(self.shared.internals):
+                self._record_capabilities(start + elapsed)
+        return False
+
+
+_clock = time.perf_counter
+
+
+def _ignore_stop(stop: float) -> None:
+    """No capability changes are logged."""
 
 
 def _not_attached() -> None:
