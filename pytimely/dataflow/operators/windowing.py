@@ -31,6 +31,9 @@ distinct pending emission time ``E`` (minted from a received message with ``dela
 dropped when ``E`` is emitted; interest is ``IF_CAPABILITY``, so an idle windowing operator
 holds nothing and is never woken.  State of an emitted window or session is deleted with its
 token: memory is bounded by the live (key, window) pairs (see :meth:`Windowed.state_size`).
+``window_count(pt.Session(gap))`` with timestamps as event times also holds one capability per
+time whose batches wait for an earlier time to complete (it counts in timestamp order; see
+:func:`_session_count_logic`), dropped once they are counted.
 
 **Columnar path.**  When ``key`` is a column *name* (a ``str``), batches are numpy structured
 arrays or Arrow record batches and ``window_count`` / ``window_fold`` aggregate vectorized:
