@@ -162,6 +162,41 @@ def test_a_snapshot_while_records_wait_for_an_earlier_time_is_refused():
     assert pt.execute(work, workers=1, timeout=30) == [[("ann", 1)]]
 
 
+def test_a_snapshot_while_session_counts_wait_for_an_earlier_time_is_refused():
+    """``window_count(pt.Session)`` applies batches in timestamp order: one stashed behind an
+    open earlier time is not yet in its sessions, so a snapshot then is an error naming the
+    operator; once every epoch is complete the stash is applied and the snapshot holds it."""
+
+    def work(worker):
+        registry = StateRegistry()
+
+        def build(scope):
+            early, first = scope.new_input()
+            late, second = scope.new_input()
+            first.concat(second).window_count(pt.Session(3), name="Visits")
+            return early, late
+
+        with registry.building():
+            early, late = worker.dataflow(build)
+        late.advance_to(5)
+        late.send(("ann", "home"))  # waits: ``early`` is still at 0
+        late.advance_to(6)
+        for _ in range(5):
+            worker.step()
+        with pytest.raises(OperatorError, match="window_count 'Visits'.*completed epoch"):
+            registry.snapshot()
+        early.advance_to(6)
+        for _ in range(5):
+            worker.step()
+        snapped = [(key, pickle.loads(blob)) for _op, key, blob in registry.snapshot()]
+        early.close()
+        late.close()
+        worker.run()
+        return snapped
+
+    assert pt.execute(work, workers=1, timeout=30) == [[("ann", [(5, 5, 1)])]]
+
+
 def test_state_for_an_operator_the_build_no_longer_makes_is_reported():
     registry = StateRegistry({"Gone@0.9": [("k", b"")]})
 

@@ -337,6 +337,52 @@ def test_session_counts_of_crowded_batches_match_reference(workers, event_times,
     assert len(expected) > 2 * len({k for k, _s, _e in expected})
 
 
+def test_session_counts_of_inputs_out_of_step_are_applied_in_time_order(monkeypatch):
+    """One input ahead of another (as workers' inputs are): the later time's records wait for
+    the earlier one's, so no key is counted *before* its open session -- the one-key
+    ``SessionCounts.add`` path, many times slower than the vectorized one, is never taken --
+    and the sessions are those of the records in time order."""
+    from pytimely.dataflow.operators.session_counts import SessionCounts
+
+    one_key_adds = []
+    add = SessionCounts.add
+
+    def counted_add(self, ref, k, x, n):
+        one_key_adds.append((k, x))
+        add(self, ref, k, x, n)
+
+    monkeypatch.setattr(SessionCounts, "add", counted_add)
+    worker = pt.Worker()
+
+    def build(scope):
+        behind_in, behind = scope.new_input()
+        ahead_in, ahead = scope.new_input()
+        w = behind.concat(ahead).window_count(pt.Session(10))
+        return behind_in, ahead_in, check_once_at_close(w.output, 0).capture(), w
+
+    behind_in, ahead_in, out, w = worker.dataflow(build)
+    users = range(32)  # enough keys sharing a time for the vectorized step
+    ahead_in.advance_to(50)
+    ahead_in.send_batch([(u, "cart") for u in users])
+    for _ in range(3):
+        worker.step()
+    behind_in.send_batch([(u, "home") for u in users])  # at 0: 50 before the open sessions
+    behind_in.advance_to(45)
+    behind_in.send_batch([(u, "pay") for u in users[:8]])  # at 45: bridges to 50
+    behind_in.close()
+    ahead_in.close()
+    worker.run()
+    assert one_key_adds == []
+    got = sorted((t, r) for t, batch in out.extract() for r in batch)
+    expected = sorted(
+        [(10, (u, 0, 10, 1)) for u in users]
+        + [(60, (u, 45, 60, 2)) for u in users[:8]]
+        + [(60, (u, 50, 60, 1)) for u in users[8:]]
+    )
+    assert got == expected
+    assert w.state_size() == 0
+
+
 # -- memory -------------------------------------------------------------------------------------
 
 

@@ -198,11 +198,16 @@ def split_key(key: Callable[[Any], Any] | None) -> tuple[Callable[[Any], Any], b
     return (_FIRST, True) if key is None else (key, False)
 
 
-class _InTimeOrder:
+class InTimeOrder:
     """Batches waiting for every earlier time to complete, each time with one capability
-    retained from its first message (the stash-per-time idiom): what makes ``stateful_map`` and
-    ``keyed_process`` apply records in timestamp order.  ``times`` is a heap of the keys of
-    ``pending`` (time -> ``[capability, batches]``)."""
+    retained from its first message (the stash-per-time idiom): what makes ``stateful_map``,
+    ``keyed_process`` and session counts (:mod:`.windowing`) apply records in timestamp order.
+    ``times`` is a heap of the keys of ``pending`` (time -> ``[capability, batches]``).
+
+    >>> waiting = InTimeOrder()
+    >>> len(waiting), waiting.first()  # nothing waits: in-order batches are applied at once
+    (0, None)
+    """
 
     __slots__ = ("pending", "times")
 
@@ -285,7 +290,7 @@ def stateful_map(
     def ctor(cap: Capability, info: OperatorInfo) -> Callable[[InputPort, OutputPort], None]:
         cap.drop()  # hold nothing until a record must wait
         states: dict[Any, Any] = {}
-        waiting = _InTimeOrder()
+        waiting = InTimeOrder()
 
         def per_key() -> list[tuple[Any, Any]]:
             """The state for a snapshot: ``(key, state)`` (nothing may be stashed then)."""
@@ -574,7 +579,7 @@ def keyed_process(
 
     def ctor(cap: Capability, info: OperatorInfo) -> Callable[[InputPort, OutputPort], None]:
         states: dict[Any, Any] = {}
-        waiting = _InTimeOrder()  # records waiting for earlier times
+        waiting = InTimeOrder()  # records waiting for earlier times
         timers = EventTimers()
         ctx = KeyedContext(name, states, timers)
 

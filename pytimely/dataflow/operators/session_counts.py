@@ -488,13 +488,13 @@ class SessionCounts:
                 # one; a released older session leaves the latest in place.
                 latest = self.slot_of.lookup(keys) == done
                 if not latest.all():
-                    for k, i in zip(keys, done.tolist()):
-                        rest = self.older.get(k)
-                        if rest is not None and i in rest:
-                            rest.remove(i)
-                            if not rest:
-                                del self.older[k]
-                                self.has_older[self.slot_of.get(k)] = False
+                    for j in np.flatnonzero(~latest).tolist():  # the older ones only
+                        k = keys[j]
+                        rest = self.older[k]
+                        rest.remove(int(done[j]))
+                        if not rest:
+                            del self.older[k]
+                            self.has_older[self.slot_of.get(k)] = False
                     keys = [k for k, m in zip(keys, latest.tolist()) if m]
             self.slot_of.forget(keys)
             emit(held[0], results)

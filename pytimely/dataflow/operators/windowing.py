@@ -31,6 +31,9 @@ distinct pending emission time ``E`` (minted from a received message with ``dela
 dropped when ``E`` is emitted; interest is ``IF_CAPABILITY``, so an idle windowing operator
 holds nothing and is never woken.  State of an emitted window or session is deleted with its
 token: memory is bounded by the live (key, window) pairs (see :meth:`Windowed.state_size`).
+``window_count(pt.Session(gap))`` with timestamps as event times also holds one capability per
+time whose batches wait for an earlier time to complete (it counts in timestamp order; see
+:func:`_session_count_logic`), dropped once they are counted.
 
 **Columnar path.**  When ``key`` is a column *name* (a ``str``), batches are numpy structured
 arrays or Arrow record batches and ``window_count`` / ``window_fold`` aggregate vectorized:
@@ -59,6 +62,7 @@ from ..channels import Exchange, Pact
 from ..columnar import column, select
 from ..stream import Stream
 from .generic import OperatorBuilder
+from .keyed import InTimeOrder
 from .map import map_batch
 from .session_counts import SessionCounts
 
@@ -641,21 +645,60 @@ def _session_logic(
 _VECTOR_GROUP = 16  # keys sharing an event time worth one vectorized SessionCounts step
 
 
+def _drained_first(
+    op: str, name: str, waiting: InTimeOrder, per_key: Callable[[], list]
+) -> Callable[[], list]:
+    """``per_key`` for a snapshot, refused (naming the operator) while batches are stashed:
+    a snapshot is taken at a completed epoch, when nothing waits for an earlier time."""
+
+    def source() -> list:
+        waiting.check_drained(op, name)
+        return per_key()
+
+    return source
+
+
 def _session_count_logic(
-    op: str, key: Any, event_time: Any, lateness: int, state: SessionCounts
+    op: str,
+    key: Any,
+    event_time: Any,
+    lateness: int,
+    state: SessionCounts,
+    waiting: InTimeOrder,
 ) -> Callable:
     """Session counts: a batch is counted per key (``Counter``, in C) and applied to the
-    column-wise :class:`SessionCounts` one event time at a time."""
+    column-wise :class:`SessionCounts` one event time at a time.
+
+    With timestamps as event times, batches are applied in timestamp order (``waiting``
+    stashes a batch, with a capability retained at its time, until every earlier time is
+    complete).  Workers' inputs are not in step: a worker ahead in time would otherwise open
+    sessions that a lagging worker's records then arrive *before*, and every such record takes
+    the slow one-key path of :meth:`SessionCounts.add` (2% to a fifth of them in a 2-worker
+    run of ``bench/windows.py``, growing with the skew).  In order, every key takes the
+    vectorized paths.  The stash adds no latency to results: a session holding a record at
+    ``t`` is emitted at ``E > t``, once the frontier has passed ``E - 1 >= t``, and by then
+    the record has been applied."""
+
+    def count_at(send: Capability | CapabilityRef, t: int, batch: list, _out: Any) -> None:
+        _check_time(op, t)
+        counts = Counter(_split_keys(op, key, batch, False)[0])
+        state.add_counts_at(send, t, list(counts), list(counts.values()))
 
     def logic(inp: InputPort, out: OutputPort, late_out: OutputPort) -> None:
+        if event_time is None:  # one event time per batch: applied in time order
+            frontier = inp.frontier
+            while waiting.times and not frontier.less_than(waiting.times[0]):
+                t, held, batches = waiting.pop_first()
+                for batch in batches:
+                    count_at(held, t, batch, None)
+                held.drop()
+            waiting.admit(inp, count_at, None)
+            state.release(frontier, lambda token, results: out.session(token).give_batch(results))
+            return
         for ref, batch in inp:
             t = ref.time
             _check_time(op, t)
             keys = _split_keys(op, key, batch, False)[0]
-            if event_time is None:  # one event time for the whole batch
-                counts = Counter(keys)
-                state.add_counts_at(ref, t, list(counts), list(counts.values()))
-                continue
             times = _event_times(op, event_time, batch)
             floor = t - lateness  # on time iff x >= t - lateness
             late = [r for r, x in zip(batch, times) if x < floor]
@@ -808,6 +851,7 @@ def _build(
 ) -> Windowed:
     _check_windower(op, windower)
     lateness = _check_lateness(op, lateness)
+    state_source: Callable[[], list] | None = None  # for snapshots; else ``state.per_key``
     if isinstance(key, str):
         if not isinstance(windower, Sliding):
             raise TypeError(
@@ -835,7 +879,9 @@ def _build(
         pact = Exchange(_first) if key is None else Exchange(key)
         if isinstance(windower, Session) and kind.name == "count":
             state = SessionCounts(windower.gap, lateness)
-            logic = _session_count_logic(op, key, event_time, lateness, state)
+            waiting = InTimeOrder()
+            logic = _session_count_logic(op, key, event_time, lateness, state, waiting)
+            state_source = _drained_first(op, name, waiting, state.per_key)
         elif isinstance(windower, Session):
             state = _Sessions(windower.gap, lateness)
             logic = _session_logic(op, windower, kind, key, event_time, lateness, state)
@@ -849,7 +895,7 @@ def _build(
     builder.new_output()
 
     def ctor(caps: list[Capability], info: OperatorInfo) -> Callable[..., None]:
-        restored = snapshot.attach(info, state.per_key)
+        restored = snapshot.attach(info, state_source or state.per_key)
         if restored:
             if isinstance(state, (_Sessions, SessionCounts)):
                 state.restore(caps[0], restored)
