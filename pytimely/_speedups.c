@@ -44,6 +44,7 @@ enum {
     T_STR32 = 'S',   /* str, UTF-8: 4-byte length */
     T_BYTES8 = 'b',
     T_BYTES32 = 'B',
+    T_TUPLE8 = 'r',  /* tuple of < 256 items (a record): 1-byte count, then the items */
     T_TUPLE = 't',   /* 4-byte count, then the items */
     T_LIST = 'l',
 };
@@ -54,43 +55,145 @@ enum {
  * (offered by the split) and those it decoded.  A word decoded from a peer is then the very
  * str object this worker already holds for it, as sys.intern would give: no allocation, its
  * hash already cached, and the consumer's dict lookups match it by identity instead of
- * comparing bytes with a second object.  A slot holds one reference; a newcomer replaces
- * it, so the table never holds more than STR_CACHE_SLOTS strings of at most STR_CACHE_MAX
- * bytes. */
-#define STR_CACHE_SLOTS (1 << 15)
+ * comparing bytes with a second object.
+ *
+ * The table is STR_CACHE_WAYS-way set associative: a vocabulary of 10,000 words in a
+ * direct-mapped table of 32,768 slots sees a quarter of its words share a slot with another
+ * and evict each other at every turn (in 8,192 sets of 4, about 1 % do).  An entry keeps the
+ * text of a string of up to 16 bytes as two zero-padded 8-byte words beside the reference,
+ * so that a lookup compares integers instead of calling memcmp on the str object.  An entry
+ * holds one reference; a newcomer takes the first way of its set and pushes the others one
+ * way down (the last is dropped), so the table never holds more than
+ * STR_CACHE_WAYS * STR_CACHE_SETS strings of at most STR_CACHE_MAX bytes. */
+#define STR_CACHE_SETS (1 << 13)
+#define STR_CACHE_WAYS 4
 #define STR_CACHE_MAX 32
-static PyObject *str_cache[STR_CACHE_SLOTS];
+#define ASCII_HIGH_BITS 0x8080808080808080ull
 
-/* The slot of the n bytes at p, or NULL if they are not short ASCII. */
-static inline PyObject **
-str_cache_slot(const unsigned char *p, Py_ssize_t n)
+typedef struct {
+    PyObject *str;
+    uint64_t w0, w1; /* the text if at most 16 bytes, zero-padded; else 0 */
+} StrEntry;
+
+static StrEntry str_cache[STR_CACHE_SETS][STR_CACHE_WAYS];
+
+/* Where a text belongs in the table, and its words. */
+typedef struct {
+    StrEntry *set;
+    uint64_t w0, w1;
+} StrKey;
+
+static inline uint64_t
+load_u64(const unsigned char *p)
+{
+    uint64_t v;
+    memcpy(&v, p, 8);
+    return v;
+}
+
+/* The key of the n bytes at p; 0 if they are not short ASCII.  `readable` is how many bytes
+ * from p may be read (at least n): with 16 of them a string of up to 16 bytes is loaded as two
+ * 8-byte words, the bytes past n masked off, instead of byte by byte.  Every caller must find
+ * the same key for the same text, so the masked loads are used only where they give what the
+ * zero-padded copy gives (a little-endian machine). */
+static inline int
+str_cache_key(const unsigned char *p, Py_ssize_t n, Py_ssize_t readable, StrKey *key)
 {
     if (n > STR_CACHE_MAX)
-        return NULL;
-    uint32_t h = 2166136261u; /* FNV-1a */
-    for (Py_ssize_t i = 0; i < n; i++) {
-        if (p[i] >= 0x80)
-            return NULL;
-        h = (h ^ p[i]) * 16777619u;
+        return 0;
+    uint64_t h;
+    if (n <= 16) {
+        uint64_t w0, w1;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+        if (readable >= 16) {
+            w0 = load_u64(p);
+            w1 = load_u64(p + 8);
+            if (n < 8) {
+                w0 &= (n ? ~0ull >> (64 - 8 * n) : 0);
+                w1 = 0;
+            }
+            else if (n < 16) {
+                w1 &= (n > 8 ? ~0ull >> (128 - 8 * n) : 0);
+            }
+        }
+        else
+#endif
+        {
+            unsigned char words[16] = {0};
+            memcpy(words, p, n);
+            w0 = load_u64(words);
+            w1 = load_u64(words + 8);
+        }
+        if ((w0 | w1) & ASCII_HIGH_BITS)
+            return 0;
+        key->w0 = w0;
+        key->w1 = w1;
+        h = (w0 * 0x9E3779B97F4A7C15ull) ^ (w1 * 0xC2B2AE3D27D4EB4Full) ^ (uint64_t)n;
+        h = (h ^ (h >> 29)) * 0x94D049BB133111EBull;
+        h >>= 40;
     }
-    return &str_cache[(h ^ (h >> 15)) & (STR_CACHE_SLOTS - 1)];
+    else {
+        h = 2166136261u; /* FNV-1a */
+        for (Py_ssize_t i = 0; i < n; i++) {
+            if (p[i] >= 0x80)
+                return 0;
+            h = (uint32_t)((h ^ p[i]) * 16777619u);
+        }
+        key->w0 = key->w1 = 0;
+        h ^= h >> 15;
+    }
+    key->set = str_cache[h & (STR_CACHE_SETS - 1)];
+    return 1;
 }
 
 static inline int
-str_equals(PyObject *s, const unsigned char *p, Py_ssize_t n)
+str_entry_holds(const StrEntry *e, const StrKey *key, const unsigned char *p, Py_ssize_t n)
 {
-    return PyUnicode_GET_LENGTH(s) == n && memcmp(PyUnicode_DATA(s), p, n) == 0;
+    return e->str != NULL && e->w0 == key->w0 && e->w1 == key->w1 &&
+           PyUnicode_GET_LENGTH(e->str) == n &&
+           (n <= 16 || memcmp(PyUnicode_DATA(e->str), p, n) == 0);
 }
 
-/* Make `key` (an exact str whose hash is computed) the cached object for its text. */
-static void
-str_cache_offer(PyObject *key)
+/* The entry holding the n bytes at p (whose key is `key`), or NULL. */
+static inline StrEntry *
+str_cache_find(const StrKey *key, const unsigned char *p, Py_ssize_t n)
 {
-    if (!PyUnicode_IS_COMPACT_ASCII(key))
+    for (int way = 0; way < STR_CACHE_WAYS; way++) {
+        if (str_entry_holds(&key->set[way], key, p, n))
+            return &key->set[way];
+    }
+    return NULL;
+}
+
+/* Add `s` (an exact ASCII str whose text is not in the table and whose hash is computed). */
+static void
+str_cache_put(const StrKey *key, PyObject *s)
+{
+    StrEntry *set = key->set;
+    PyObject *dropped = set[STR_CACHE_WAYS - 1].str;
+    memmove(set + 1, set, (STR_CACHE_WAYS - 1) * sizeof(StrEntry));
+    set[0].str = Py_NewRef(s);
+    set[0].w0 = key->w0;
+    set[0].w1 = key->w1;
+    Py_XDECREF(dropped); /* a str: releasing it runs no Python code */
+}
+
+/* Make `s` (an exact str whose hash is computed) the cached object for its text. */
+static void
+str_cache_offer(PyObject *s)
+{
+    if (!PyUnicode_IS_COMPACT_ASCII(s))
         return;
-    PyObject **slot = str_cache_slot(PyUnicode_DATA(key), PyUnicode_GET_LENGTH(key));
-    if (slot != NULL && *slot != key)
-        Py_XSETREF(*slot, Py_NewRef(key));
+    const unsigned char *p = PyUnicode_DATA(s);
+    Py_ssize_t n = PyUnicode_GET_LENGTH(s);
+    StrKey key;
+    if (!str_cache_key(p, n, n, &key))
+        return;
+    StrEntry *e = str_cache_find(&key, p, n);
+    if (e == NULL)
+        str_cache_put(&key, s);
+    else if (e->str != s)
+        Py_SETREF(e->str, Py_NewRef(s));
 }
 
 /* ---- split ------------------------------------------------------------------------------ */
@@ -491,9 +594,15 @@ encode_value(Buffer *b, PyObject *obj, int depth)
             return 1;
         if (reserve(b, 5))
             return -1;
-        b->data[b->size++] = is_tuple ? T_TUPLE : T_LIST;
-        put_u32(b->data + b->size, (uint32_t)n);
-        b->size += 4;
+        if (is_tuple && n < 256) { /* a record: a 1-byte count */
+            b->data[b->size++] = T_TUPLE8;
+            b->data[b->size++] = (char)n;
+        }
+        else {
+            b->data[b->size++] = is_tuple ? T_TUPLE : T_LIST;
+            put_u32(b->data + b->size, (uint32_t)n);
+            b->size += 4;
+        }
         for (Py_ssize_t i = 0; i < n; i++) {
             /* A list holds only exact atoms and containers here: nothing runs Python code
              * while it is encoded, so its size cannot change under us. */
@@ -552,32 +661,117 @@ malformed(const char *what)
     return NULL;
 }
 
+/* The str of the n UTF-8 bytes at p (`readable` bytes may be read from p). */
 static PyObject *
-decode_str(const unsigned char *p, Py_ssize_t n)
+decode_str(const unsigned char *p, Py_ssize_t n, Py_ssize_t readable)
 {
-    PyObject **slot = str_cache_slot(p, n);
-    if (slot == NULL) {
+    StrKey key;
+    int cacheable = str_cache_key(p, n, readable, &key);
+    if (cacheable) {
+        StrEntry *e = str_cache_find(&key, p, n);
+        if (e != NULL)
+            return Py_NewRef(e->str);
+    }
+    else {
         const unsigned char *q = p, *end = p + n;
         while (q < end && *q < 0x80)
             q++;
         if (q != end)
             return PyUnicode_DecodeUTF8((const char *)p, n, "surrogatepass");
     }
-    else if (*slot != NULL && str_equals(*slot, p, n)) {
-        return Py_NewRef(*slot);
-    }
     PyObject *s = PyUnicode_New(n, 127); /* ASCII: one allocation and a copy */
     if (s == NULL)
         return NULL;
     memcpy(PyUnicode_DATA(s), p, n);
-    if (slot != NULL) {
+    if (cacheable) {
         if (PyObject_Hash(s) == -1) { /* cannot fail for a str; cached on it from now on */
             Py_DECREF(s);
             return NULL;
         }
-        Py_XSETREF(*slot, Py_NewRef(s));
+        str_cache_put(&key, s);
     }
     return s;
+}
+
+static PyObject *decode_value(Reader *r, int depth);
+
+/* The next value: the atoms records are mostly made of (a short str, an int below 256) are
+ * read here, without the switch of decode_value. */
+static inline PyObject *
+decode_item(Reader *r, int depth)
+{
+    Py_ssize_t avail = r->end - r->p;
+    if (avail >= 2) {
+        unsigned char tag = r->p[0];
+        if (tag == T_STR8) {
+            Py_ssize_t n = r->p[1];
+            if (avail - 2 >= n) {
+                const unsigned char *p = r->p + 2;
+                r->p = p + n;
+                return decode_str(p, n, r->end - p);
+            }
+        }
+        else if (tag == T_UINT8) {
+            long v = r->p[1];
+            r->p += 2;
+            return PyLong_FromLong(v);
+        }
+    }
+    return decode_value(r, depth);
+}
+
+/* A tuple of the next n values (the caller checked that n bytes remain and the depth).  A
+ * tuple that holds no tracked container is untracked by the garbage collector at once
+ * (CPython does the same lazily, at its first collection), so that decoding a batch of
+ * (str, int) records does not make every young-generation collection walk them. */
+static PyObject *
+decode_tuple(Reader *r, Py_ssize_t n, int depth)
+{
+    PyObject *out = PyTuple_New(n);
+    if (out == NULL)
+        return NULL;
+    int atomic = 1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = decode_item(r, depth);
+        if (item == NULL) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        if (PyList_CheckExact(item) || (PyTuple_CheckExact(item) && PyObject_GC_IsTracked(item)))
+            atomic = 0;
+        PyTuple_SET_ITEM(out, i, item);
+    }
+    if (atomic && n > 0)
+        PyObject_GC_UnTrack(out);
+    return out;
+}
+
+/* A list of the next n values (the caller checked that n bytes remain and the depth); its
+ * small tuples (records) are read without the switch of decode_value. */
+static PyObject *
+decode_list(Reader *r, Py_ssize_t n, int depth)
+{
+    PyObject *out = PyList_New(n);
+    if (out == NULL)
+        return NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item;
+        if (r->end - r->p >= 2 && r->p[0] == T_TUPLE8 && depth < MAX_DEPTH &&
+            r->p[1] <= r->end - r->p - 2) {
+            Py_ssize_t size = r->p[1];
+            r->p += 2;
+            item = decode_tuple(r, size, depth + 1);
+        }
+        else {
+            item = decode_item(r, depth);
+        }
+        if (item == NULL) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        PyList_SET_ITEM(out, i, item);
+    }
+    return out;
 }
 
 static PyObject *
@@ -649,39 +843,29 @@ decode_value(Reader *r, int depth)
         const unsigned char *p = r->p;
         r->p += n;
         if (tag == T_STR8 || tag == T_STR32)
-            return decode_str(p, n);
+            return decode_str(p, n, r->end - p);
         return PyBytes_FromStringAndSize((const char *)p, n);
     }
+    case T_TUPLE8:
     case T_TUPLE:
     case T_LIST: {
         if (depth >= MAX_DEPTH)
             return malformed("nested too deeply");
-        if (avail < 4)
-            return malformed("truncated count");
-        Py_ssize_t n = get_u32(r->p);
-        r->p += 4;
+        Py_ssize_t n;
+        if (tag == T_TUPLE8) {
+            if (avail < 1)
+                return malformed("truncated count");
+            n = *r->p++;
+        }
+        else {
+            if (avail < 4)
+                return malformed("truncated count");
+            n = get_u32(r->p);
+            r->p += 4;
+        }
         if (n > r->end - r->p) /* every item takes at least one byte */
             return malformed("count beyond the payload");
-        PyObject *out = tag == T_TUPLE ? PyTuple_New(n) : PyList_New(n);
-        if (out == NULL)
-            return NULL;
-        int atomic = 1;
-        for (Py_ssize_t i = 0; i < n; i++) {
-            PyObject *item = decode_value(r, depth + 1);
-            if (item == NULL) {
-                Py_DECREF(out);
-                return NULL;
-            }
-            if (PyTuple_CheckExact(item) || PyList_CheckExact(item))
-                atomic = 0;
-            if (tag == T_TUPLE)
-                PyTuple_SET_ITEM(out, i, item);
-            else
-                PyList_SET_ITEM(out, i, item);
-        }
-        if (tag == T_TUPLE && atomic && n > 0 && PyObject_GC_IsTracked(out))
-            PyObject_GC_UnTrack(out);
-        return out;
+        return tag == T_LIST ? decode_list(r, n, depth + 1) : decode_tuple(r, n, depth + 1);
     }
     default:
         PyErr_Format(PyExc_ValueError, "malformed records-codec payload: unknown tag %d",

@@ -15,6 +15,7 @@ Format (all integers little-endian)::
              | 'f' f64                               float (IEEE-754 bits)
              | 's' u8 utf8       | 'S' u32 utf8      str (length in bytes, then UTF-8)
              | 'b' u8 data       | 'B' u32 data      bytes
+             | 'r' u8 value*                         tuple of < 256 items (a record)
              | 't' u32 value*    | 'l' u32 value*    tuple, list (count, then the items)
 
 The first byte tells a codec payload from a pickle (protocol 5 starts with ``0x80``), which is
@@ -97,13 +98,16 @@ def _decode_value(view: memoryview, at: int, depth: int) -> tuple[Any, int]:
             raise IndexError
         raw = bytes(view[at : at + n])
         return (raw.decode("utf-8", "surrogatepass") if tag in "sS" else raw), at + n
-    if tag in "tl":
+    if tag in "rtl":
         if depth >= _MAX_DEPTH:
             raise ValueError("malformed records-codec payload: nested too deeply")
-        n, at = _U32.unpack_from(view, at)[0], at + 4
+        if tag == "r":
+            n, at = view[at], at + 1
+        else:
+            n, at = _U32.unpack_from(view, at)[0], at + 4
         items = []
         for _ in range(n):
             item, at = _decode_value(view, at, depth + 1)
             items.append(item)
-        return (tuple(items) if tag == "t" else items), at
+        return (items if tag == "l" else tuple(items)), at
     raise ValueError(f"malformed records-codec payload: unknown tag {ord(tag)}")
