@@ -240,6 +240,58 @@ def test_malformed_codec_payloads_raise_value_error_on_both_decoders(cut):
                 codec.decode(payload + b"N")
 
 
+@compiled_only
+def test_a_record_tuple_is_written_with_a_one_byte_count_and_both_decoders_read_it():
+    data = codec.encode([("word", 1)])
+    assert data == bytes([codec.MAGIC]) + b"l\x01\x00\x00\x00" + b"r\x02" + b"s\x04word" + b"j\x01"
+    assert codec.encode([(0,) * 300])[6:7] == b"t"  # 256 items or more: the 4-byte count
+    for speedups in (_native.speedups, None):
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(_native, "speedups", speedups)
+            assert codec.decode(data) == [("word", 1)]
+
+
+def test_malformed_record_payloads_raise_value_error_on_both_decoders():
+    payload = bytes([codec.MAGIC]) + b"l\x01\x00\x00\x00r\x02s\x04wordj\x05"
+    for speedups in {_native.speedups, None}:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(_native, "speedups", speedups)
+            assert codec.decode(payload) == [("word", 5)]
+            for cut in range(1, len(payload)):
+                with pytest.raises(ValueError, match="malformed records-codec payload"):
+                    codec.decode(payload[:cut])
+
+
+@compiled_only
+def test_decoded_words_of_a_large_vocabulary_come_back_as_the_same_objects():
+    # The decoder's string cache keeps (nearly) every word of a 10,000-word vocabulary, so
+    # decoding the words again gives the very objects of the first time (a consumer's dict
+    # then matches them by identity); a direct-mapped cache lost a quarter of them.
+    words = [f"k{i}" for i in range(10_000)]
+    data = codec.encode(words)
+    first, second = codec.decode(data), codec.decode(data)
+    assert first == second == words
+    assert sum(a is b for a, b in zip(first, second)) >= 0.9 * len(words)
+
+
+@compiled_only
+def test_a_word_is_the_same_object_wherever_it_sits_in_the_payload():
+    # Up to 16 bytes a word is hashed from two 8-byte loads where 16 bytes can be read, and
+    # from a zero-padded copy at the end of a payload: both must find the same cache entry.
+    # Words that differ only by trailing NULs or by length stay apart.
+    for n in range(33):
+        word = "".join(chr(97 + (3 * i + n) % 26) for i in range(n))
+        at_end = codec.decode(codec.encode([1, word]))[1]
+        in_middle = codec.decode(codec.encode([word, "x" * 20]))[0]
+        assert at_end == in_middle == word and at_end is in_middle
+    assert codec.decode(codec.encode(["ab", "ab\x00", "ab\x00\x00", "a"])) == [
+        "ab",
+        "ab\x00",
+        "ab\x00\x00",
+        "a",
+    ]
+
+
 # ============================================================================================
 # Many workers, either path, and one of each
 
