@@ -514,7 +514,7 @@ get_u64(const unsigned char *p)
 }
 
 /* A length-prefixed blob: the 1-byte form below 256 bytes. */
-static int
+static inline int
 put_blob(Buffer *b, char short_tag, char long_tag, const char *data, Py_ssize_t n)
 {
     if (n > (Py_ssize_t)UINT32_MAX)
@@ -548,7 +548,14 @@ encode_value(Buffer *b, PyObject *obj, int depth)
     }
     if (PyUnicode_CheckExact(obj)) {
         Py_ssize_t n;
-        const char *utf8 = PyUnicode_AsUTF8AndSize(obj, &n);
+        const char *utf8;
+        if (PyUnicode_IS_COMPACT_ASCII(obj)) { /* its text is its UTF-8 */
+            utf8 = (const char *)PyUnicode_DATA(obj);
+            n = PyUnicode_GET_LENGTH(obj);
+        }
+        else {
+            utf8 = PyUnicode_AsUTF8AndSize(obj, &n);
+        }
         if (utf8 == NULL) { /* lone surrogates: pickle keeps them */
             PyErr_Clear();
             return 1;
@@ -652,6 +659,8 @@ encode(PyObject *self, PyObject *obj)
 typedef struct {
     const unsigned char *p;
     const unsigned char *end;
+    const unsigned char *ahead_at; /* the text whose cache key `ahead` holds, or NULL */
+    StrKey ahead;
 } Reader;
 
 static PyObject *
@@ -663,10 +672,17 @@ malformed(const char *what)
 
 /* The str of the n UTF-8 bytes at p (`readable` bytes may be read from p). */
 static PyObject *
-decode_str(const unsigned char *p, Py_ssize_t n, Py_ssize_t readable)
+decode_str(Reader *r, const unsigned char *p, Py_ssize_t n)
 {
     StrKey key;
-    int cacheable = str_cache_key(p, n, readable, &key);
+    int cacheable;
+    if (p == r->ahead_at) {
+        key = r->ahead;
+        cacheable = 1;
+    }
+    else {
+        cacheable = str_cache_key(p, n, r->end - p, &key);
+    }
     if (cacheable) {
         StrEntry *e = str_cache_find(&key, p, n);
         if (e != NULL)
@@ -708,7 +724,7 @@ decode_item(Reader *r, int depth)
             if (avail - 2 >= n) {
                 const unsigned char *p = r->p + 2;
                 r->p = p + n;
-                return decode_str(p, n, r->end - p);
+                return decode_str(r, p, n);
             }
         }
         else if (tag == T_UINT8) {
@@ -746,6 +762,53 @@ decode_tuple(Reader *r, Py_ssize_t n, int depth)
     return out;
 }
 
+/* The size of the atom at p (tag included) if it is one of fixed size, else 0. */
+static inline Py_ssize_t
+fixed_atom_size(unsigned char tag)
+{
+    switch (tag) {
+    case T_NONE:
+    case T_TRUE:
+    case T_FALSE:
+        return 1;
+    case T_UINT8:
+        return 2;
+    case T_UINT16:
+        return 3;
+    case T_INT32:
+        return 5;
+    case T_INT64:
+    case T_FLOAT:
+        return 9;
+    default:
+        return 0;
+    }
+}
+
+/* If the value at r->p is a record (short str, fixed-size atom) and the next one starts with a
+ * short str too, compute that str's cache key now and ask the CPU to fetch its set, so that
+ * the set is in cache when the next record is decoded (the table is larger than the caches
+ * and a lookup would otherwise wait for memory). */
+static inline void
+look_ahead(Reader *r)
+{
+    const unsigned char *p = r->p, *end = r->end;
+    if (end - p < 4 || p[0] != T_TUPLE8 || p[1] != 2 || p[2] != T_STR8)
+        return;
+    const unsigned char *atom = p + 4 + p[3];
+    if (end - atom < 1)
+        return;
+    Py_ssize_t size = fixed_atom_size(atom[0]);
+    const unsigned char *next = atom + size;
+    if (size == 0 || end - next < 4 || next[0] != T_TUPLE8 || next[2] != T_STR8)
+        return;
+    const unsigned char *text = next + 4;
+    if (next[3] > end - text || !str_cache_key(text, next[3], end - text, &r->ahead))
+        return;
+    r->ahead_at = text;
+    __builtin_prefetch(r->ahead.set);
+}
+
 /* A list of the next n values (the caller checked that n bytes remain and the depth); its
  * small tuples (records) are read without the switch of decode_value. */
 static PyObject *
@@ -756,6 +819,7 @@ decode_list(Reader *r, Py_ssize_t n, int depth)
         return NULL;
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *item;
+        look_ahead(r);
         if (r->end - r->p >= 2 && r->p[0] == T_TUPLE8 && depth < MAX_DEPTH &&
             r->p[1] <= r->end - r->p - 2) {
             Py_ssize_t size = r->p[1];
@@ -843,7 +907,7 @@ decode_value(Reader *r, int depth)
         const unsigned char *p = r->p;
         r->p += n;
         if (tag == T_STR8 || tag == T_STR32)
-            return decode_str(p, n, r->end - p);
+            return decode_str(r, p, n);
         return PyBytes_FromStringAndSize((const char *)p, n);
     }
     case T_TUPLE8:
@@ -880,7 +944,8 @@ decode(PyObject *self, PyObject *arg)
     Py_buffer view;
     if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0)
         return NULL;
-    Reader r = {(const unsigned char *)view.buf, (const unsigned char *)view.buf + view.len};
+    Reader r = {(const unsigned char *)view.buf, (const unsigned char *)view.buf + view.len,
+                NULL};
     PyObject *out = NULL;
     if (view.len < 1 || r.p[0] != MAGIC) {
         malformed("not a records-codec payload");

@@ -292,6 +292,21 @@ def test_a_word_is_the_same_object_wherever_it_sits_in_the_payload():
     ]
 
 
+@compiled_only
+def test_records_of_words_and_atoms_decode_exactly_wherever_the_payload_ends():
+    # The decoder reads ahead into the next (str, atom) record; every atom kind after a word,
+    # other record shapes in between, and every suffix so that each record ends a payload once.
+    atoms = [None, True, False, 7, 300, -5, 1 << 40, 2.5, "x", b"y", (1,), [2]]
+    words = ["", "a", "abcdefgh", "abcdefghi", "x" * 16, "y" * 17, "\u00fcn\u00ef"]
+    records = (
+        [(w, a) for a in atoms for w in words] + [(w,) for w in words] + [(w, 1, 2) for w in words]
+    )
+    for start in range(len(records)):
+        part = records[start:] + records[:start]
+        assert _shape(codec.decode(codec.encode(part))) == _shape(part)
+        assert _shape(codec.decode(codec.encode(part[:start]))) == _shape(part[:start])
+
+
 # ============================================================================================
 # Many workers, either path, and one of each
 
