@@ -59,7 +59,7 @@ enum {
  *
  * The table is STR_CACHE_WAYS-way set associative: a vocabulary of 10,000 words in a
  * direct-mapped table of 32,768 slots sees a quarter of its words share a slot with another
- * and evict each other at every turn (in 8,192 sets of 4, about 1 % do).  An entry keeps the
+ * and evict each other at every turn (in 8,192 sets of 4, about 4 % do).  An entry keeps the
  * text of a string of up to 16 bytes as two zero-padded 8-byte words beside the reference,
  * so that a lookup compares integers instead of calling memcmp on the str object.  An entry
  * holds one reference; a newcomer takes the first way of its set and pushes the others one
