@@ -39,8 +39,8 @@ their classes, whose methods time and count in the frames that run, consume and 
 
 from __future__ import annotations
 
-import functools
 import time
+import types
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -570,7 +570,10 @@ class OperatorCore:
     def attach(self, activate: Callable[[int], None], index: int) -> None:
         """See ``Operate.attach``; ``index`` is ours already (reserved at construction)."""
         assert index == self.index
-        self.activate = functools.partial(activate, index)
+        # A method object binding ``index`` as the one argument: calling it runs no Python
+        # frame, like ``functools.partial``, at a third of the memory (a partial also holds an
+        # args tuple and a keywords dict; with a million operators that is 130 MB).
+        self.activate = types.MethodType(activate, index)
 
     def bind_frontiers(self, antichains: list[MutableAntichain]) -> bool:
         """Read input frontiers from the scope's tracker (see ``Operate``): no copies."""
