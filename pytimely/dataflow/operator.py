@@ -237,6 +237,21 @@ class CountingInputPort(InputPort):
         return queue
 
 
+class _Tap:
+    """What :meth:`Tee.add` returns: ``tap(wrap)`` replaces one consumer by ``wrap(consumer)``.
+    (An object, not a closure: every edge of every dataflow keeps one, and a closure with its
+    cells costs three times the memory.)"""
+
+    __slots__ = ("tee", "slot")
+
+    def __init__(self, tee: Tee, slot: int) -> None:
+        self.tee = tee
+        self.slot = slot
+
+    def __call__(self, wrap: Callable[[Any], Any]) -> None:
+        self.tee.replace(self.slot, wrap)
+
+
 class Tee:
     """The fan-out point of an output: every consumer receives every batch."""
 
@@ -248,13 +263,12 @@ class Tee:
     def add(self, push: Callable[[Any, Any], None]) -> Callable[[Any], None]:
         """Make ``push`` a consumer; returns its *tap*: ``tap(wrap)`` replaces the consumer by
         ``wrap(push)`` (how logging observes one edge without a test on every push)."""
-        slot = len(self.consumers)
         self.consumers.append(push)
+        return _Tap(self, len(self.consumers) - 1)
 
-        def tap(wrap: Callable[[Any], Any]) -> None:
-            self.consumers[slot] = wrap(self.consumers[slot])
-
-        return tap
+    def replace(self, slot: int, wrap: Callable[[Any], Any]) -> None:
+        """Replace consumer ``slot`` by ``wrap(consumer)``."""
+        self.consumers[slot] = wrap(self.consumers[slot])
 
     def push(self, t: Any, batch: Any) -> None:
         consumers = self.consumers

@@ -61,6 +61,11 @@ class SharedProgress:
         self.internals = [ChangeBatch() for _ in range(outputs)]
         self.produceds = [ChangeBatch() for _ in range(outputs)]
 
+    def release_frontiers(self) -> None:
+        """Free the frontier batches of a child that reads its input frontiers from the
+        scope's tracker (``bind_frontiers`` returned true): the scope never writes them."""
+        self.frontiers = []
+
 
 class Operate(Protocol):
     """A child of a scope, as progress tracking sees it: the whole scope–child interface
