@@ -229,7 +229,17 @@ class InTimeOrder:
         held, batches = self.pending.pop(t)
         return t, held, batches
 
-    def admit(self, inp: InputPort, apply: Callable[..., None], out: OutputPort) -> None:
+    def apply_ready(self, frontier: Any, apply: Callable[..., None], out: Any) -> None:
+        """Apply, earliest first, the batches of every waiting time ``frontier`` no longer
+        precedes (``apply(capability, t, batch, out)``), dropping each time's capability."""
+        times = self.times
+        while times and not frontier.less_than(times[0]):
+            t, held, batches = self.pop_first()
+            for batch in batches:
+                apply(held, t, batch, out)
+            held.drop()
+
+    def admit(self, inp: InputPort, apply: Callable[..., None], out: Any) -> None:
         """Every batch of ``inp``: applied at once (``apply(ref, t, batch, out)``) if no
         earlier time can still arrive and none is waiting, else stashed under its time."""
         frontier, times, pending = inp.frontier, self.times, self.pending
@@ -329,12 +339,7 @@ def stateful_map(
             out.give_batch(send, results)
 
         def logic(inp: InputPort, out: OutputPort) -> None:
-            frontier = inp.frontier
-            while waiting.times and not frontier.less_than(waiting.times[0]):
-                t, held, batches = waiting.pop_first()
-                for batch in batches:
-                    apply(held, t, batch, out)
-                held.drop()
+            waiting.apply_ready(inp.frontier, apply, out)
             waiting.admit(inp, apply, out)
             if stats is not None:
                 stats.record(len(states), len(states), len(waiting))

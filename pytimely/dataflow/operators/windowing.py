@@ -687,11 +687,7 @@ def _session_count_logic(
     def logic(inp: InputPort, out: OutputPort, late_out: OutputPort) -> None:
         if event_time is None:  # one event time per batch: applied in time order
             frontier = inp.frontier
-            while waiting.times and not frontier.less_than(waiting.times[0]):
-                t, held, batches = waiting.pop_first()
-                for batch in batches:
-                    count_at(held, t, batch, None)
-                held.drop()
+            waiting.apply_ready(frontier, count_at, None)
             waiting.admit(inp, count_at, None)
             state.release(frontier, lambda token, results: out.session(token).give_batch(results))
             return
