@@ -131,6 +131,10 @@ class Worker:
         ``flow_timeout``: seconds an input may wait for a congested peer that acknowledges
         nothing before :meth:`wait_for_credit` raises."""
         self._freeze_gc = freeze_gc
+        # Objects each installed dataflow's build froze, and how many of those frozen objects
+        # belong to dataflows that completed since (see ``_release_frozen``).
+        self._frozen_by: dict[int, int] = {}
+        self._frozen_dead = 0
         self.strict = os.environ.get(STRICT_ENV, "") not in ("", "0") if strict is None else strict
         """Strict mode: every Exchange round-trips the first record of each batch through the
         codec and checks every key, even on one worker, so a record that cannot cross workers
@@ -203,8 +207,8 @@ class Worker:
         # Building allocates many long-lived objects and no garbage cycles; the cyclic
         # collector would rescan all of them again and again while we build, and then at every
         # full collection while the dataflow runs.  So: no collection during the build, and the
-        # finished graph is moved out of the collector's sight (``gc.freeze``) until a dataflow
-        # completes (``gc.unfreeze`` then lets completed graphs be reclaimed).
+        # finished graph is moved out of the collector's sight (``gc.freeze``); completed
+        # graphs are reclaimed in bulk (``_release_frozen``).
         collecting = gc.isenabled()
         gc.disable()
         try:
@@ -214,7 +218,9 @@ class Worker:
             if collecting:
                 gc.enable()
         if self._freeze_gc:
+            frozen = gc.get_freeze_count()
             gc.freeze()
+            self._frozen_by[index] = gc.get_freeze_count() - frozen
 
         # A dataflow asks to be stepped by adding its index to ``_active`` (cleared in place,
         # so the bound method stays valid).
@@ -230,6 +236,24 @@ class Worker:
         self.allocator.set_farewell({"dataflows": [self._names[i] for i in range(index + 1)]})
         _log.info("worker %d built dataflow %d (%r)", self.index, index, name)
         return result
+
+    def _release_frozen(self, index: int) -> None:
+        """Dataflow ``index`` completed: its graph, frozen since its build, is garbage.
+
+        Unfreezing at every completion would hand every live dataflow back to the collector
+        too, which then rescans them all at each full collection: a short dataflow such as a
+        barrier would undo the freeze for everything else.  So completed graphs stay frozen
+        until they make up half of the frozen objects; then everything is unfrozen, the garbage
+        collected and the survivors frozen again.  Invariant: the frozen garbage of completed
+        dataflows never exceeds the other frozen objects.
+        """
+        self._frozen_dead += self._frozen_by.pop(index, 0)
+        if 2 * self._frozen_dead > gc.get_freeze_count():
+            gc.unfreeze()
+            if gc.isenabled():  # a program that switched the collector off decides itself
+                gc.collect()
+                gc.freeze()
+            self._frozen_dead = 0
 
     def _check_same_graph(self, channel: int, index: int, name: str, subgraph: Any) -> None:
         mine = _fingerprint(subgraph)
@@ -392,8 +416,11 @@ class Worker:
                             index,
                             self._names[index],
                         )
+                        # A completed dataflow's inputs are closed: forget them, or they
+                        # would keep its whole graph alive.
+                        self._inputs = [h for h in self._inputs if not h.closed]
                         if self._freeze_gc:
-                            gc.unfreeze()  # let the collector reclaim the completed graph
+                            self._release_frozen(index)
             finally:
                 self._scheduling = False
             elapsed = _time.monotonic() - started
