@@ -59,6 +59,10 @@ FLOW_TIMEOUT = 300.0
 #: A step that schedules for longer than this many seconds is logged (``Worker.slow_step``).
 SLOW_STEP = 1.0
 
+#: Completed dataflows' graphs stay frozen (out of the cyclic collector's sight) until they
+#: hold more operators than this and than the live dataflows: then one collection reclaims them.
+FROZEN_GARBAGE_OPERATORS = 2_000
+
 _log = logging.getLogger(__name__)
 
 
@@ -131,9 +135,9 @@ class Worker:
         ``flow_timeout``: seconds an input may wait for a congested peer that acknowledges
         nothing before :meth:`wait_for_credit` raises."""
         self._freeze_gc = freeze_gc
-        # Objects each installed dataflow's build froze, and how many of those frozen objects
-        # belong to dataflows that completed since (see ``_release_frozen``).
-        self._frozen_by: dict[int, int] = {}
+        # Operators of each installed dataflow, and how many operators of completed dataflows
+        # are still frozen (see ``_release_frozen``).
+        self._operators_of: dict[int, int] = {}
         self._frozen_dead = 0
         self.strict = os.environ.get(STRICT_ENV, "") not in ("", "0") if strict is None else strict
         """Strict mode: every Exchange round-trips the first record of each batch through the
@@ -218,9 +222,8 @@ class Worker:
             if collecting:
                 gc.enable()
         if self._freeze_gc:
-            frozen = gc.get_freeze_count()
             gc.freeze()
-            self._frozen_by[index] = gc.get_freeze_count() - frozen
+            self._operators_of[index] = _count_operators(subgraph)
 
         # A dataflow asks to be stepped by adding its index to ``_active`` (cleared in place,
         # so the bound method stays valid).
@@ -243,12 +246,15 @@ class Worker:
         Unfreezing at every completion would hand every live dataflow back to the collector
         too, which then rescans them all at each full collection: a short dataflow such as a
         barrier would undo the freeze for everything else.  So completed graphs stay frozen
-        until they make up half of the frozen objects; then everything is unfrozen, the garbage
-        collected and the survivors frozen again.  Invariant: the frozen garbage of completed
-        dataflows never exceeds the other frozen objects.
+        until they hold more operators than the live ones (and more than
+        :data:`FROZEN_GARBAGE_OPERATORS`); then everything is unfrozen, the garbage collected
+        and the survivors frozen again.  Invariant: the operators of completed dataflows kept
+        frozen never exceed both bounds.  (Counted in operators, not objects:
+        ``gc.get_freeze_count`` walks every frozen object.)
         """
-        self._frozen_dead += self._frozen_by.pop(index, 0)
-        if 2 * self._frozen_dead > gc.get_freeze_count():
+        self._frozen_dead += self._operators_of.pop(index, 0)
+        live = sum(self._operators_of.values())
+        if self._frozen_dead > max(live, FROZEN_GARBAGE_OPERATORS):
             gc.unfreeze()
             if gc.isenabled():  # a program that switched the collector off decides itself
                 gc.collect()
@@ -721,6 +727,19 @@ def _count(n: int) -> str:
 
 def _verdict_error(verdict: Verdict) -> Exception:
     return GraphError(verdict.message) if verdict.kind == "graph" else StuckError(verdict.message)
+
+
+def _count_operators(subgraph: Any) -> int:
+    """The children of a scope and of its nested scopes (nested scopes included)."""
+    from .progress.subgraph import Subgraph
+
+    count = 0
+    for child in subgraph.children:
+        if child is not None:
+            count += 1
+            if isinstance(child, Subgraph):
+                count += _count_operators(child)
+    return count
 
 
 def _fingerprint(subgraph: Any) -> str:

@@ -8,6 +8,7 @@ import pytest
 
 import pytimely as pt
 from pytimely.dataflow.operator import OperatorCore
+from pytimely.worker import FROZEN_GARBAGE_OPERATORS
 
 
 @pytest.fixture(autouse=True)
@@ -52,12 +53,12 @@ def _operators_alive() -> int:
 
 @pytest.mark.parametrize("freeze_gc", [False, True])
 def test_completed_graphs_are_reclaimed(freeze_gc: bool) -> None:
-    """Forty dataflows of 52 operators built and run to completion one after the other: their
+    """Eighty dataflows of 52 operators built and run to completion one after the other: their
     graphs are reclaimed (the worker used to keep every input handle, and with it every graph)."""
     worker = pt.Worker(freeze_gc=freeze_gc)
     before = _operators_alive()
     frozen = []
-    for _ in range(40):
+    for _ in range(80):
         inp, _probe = worker.dataflow(_chain(50))
         inp.send(1)
         inp.close()
@@ -65,9 +66,13 @@ def test_completed_graphs_are_reclaimed(freeze_gc: bool) -> None:
         frozen.append(gc.get_freeze_count())
     del inp, _probe
     if freeze_gc:
-        # Frozen garbage never exceeds the rest of what is frozen: a bound, not a growth.
-        assert max(frozen) < 2 * frozen[0] + 3 * 2_000
-        gc.unfreeze()  # what is still frozen is the garbage of the last few graphs
+        # Completed graphs are let go in bulk once they hold more than FROZEN_GARBAGE_OPERATORS
+        # operators: the frozen count grows by one graph per dataflow, then falls back.
+        per_graph = frozen[5] - frozen[4]
+        graphs = FROZEN_GARBAGE_OPERATORS // 52 + 2
+        assert max(frozen) < frozen[0] + graphs * per_graph
+        assert any(b < a - per_graph for a, b in zip(frozen, frozen[1:]))
+        gc.unfreeze()  # what is still frozen is the garbage of the last graphs
     assert _operators_alive() - before == 0
 
 
