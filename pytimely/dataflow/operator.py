@@ -129,9 +129,9 @@ class InputPort:
         """The name of the operator this input belongs to (for error messages)."""
         return self.op.name
 
-    def frontier_elements(self) -> list[Any]:
-        """The frontier's elements, unsorted and without a copy: the live list, valid until
-        the frontier next changes (do not mutate it).  For operators that compare it with
+    def frontier_elements(self) -> tuple[Any, ...]:
+        """The frontier's elements, unsorted and without a copy: the live tuple, replaced
+        (never mutated) when the frontier next changes.  For operators that compare it with
         what they last saw on every activation (probe, capture)."""
         return self._frontier.frontier_list()
 
