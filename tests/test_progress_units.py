@@ -496,7 +496,7 @@ class TestMutableAntichain:
         assert sorted(ch) == [(P(2, 1), -1), (P(2, 2), 1)]
         ch = m.update_iter([(P(0, 0), 1)])
         assert sorted(ch) == [(P(0, 0), 1), (P(2, 2), -1)]
-        assert m.frontier_list() == [P(0, 0)]
+        assert m.frontier_list() == (P(0, 0),)
 
     def test_int_less_equal_less_than(self):
         m = MutableAntichain.from_elem(3)

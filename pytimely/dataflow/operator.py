@@ -103,6 +103,11 @@ class Frontier:
         return f"Frontier({self.elements()!r})"
 
 
+_UNBOUND_FRONTIER = MutableAntichain()
+"""The frontier every input reads until its scope is built and binds it to the tracker's live
+antichain (``InputPort.bind_frontier``): empty, shared, and never updated."""
+
+
 class InputPort:
     """An operator input: a FIFO of ``(time, batch)`` messages plus the input frontier."""
 
@@ -112,7 +117,7 @@ class InputPort:
         self.op = op
         self.index = index
         self.queue: list[tuple[Any, Any]] = []
-        self._frontier = MutableAntichain()
+        self._frontier = _UNBOUND_FRONTIER
         self.consumed = op.shared.consumeds[index]
         # Records and batches taken by the logic, counted only by ``CountingInputPort``
         # (see ``OperatorCore.observe``).
@@ -129,9 +134,9 @@ class InputPort:
         """The name of the operator this input belongs to (for error messages)."""
         return self.op.name
 
-    def frontier_elements(self) -> list[Any]:
-        """The frontier's elements, unsorted and without a copy: the live list, valid until
-        the frontier next changes (do not mutate it).  For operators that compare it with
+    def frontier_elements(self) -> tuple[Any, ...]:
+        """The frontier's elements, unsorted and without a copy: the live tuple, replaced
+        (never mutated) when the frontier next changes.  For operators that compare it with
         what they last saw on every activation (probe, capture)."""
         return self._frontier.frontier_list()
 
@@ -139,10 +144,6 @@ class InputPort:
         """Read this input's frontier from ``frontier`` (the scope tracker's live antichain)
         from now on (see ``Operate.bind_frontiers``)."""
         self._frontier = frontier
-
-    def apply_frontier_changes(self, changes: Iterable[tuple[Any, int]]) -> None:
-        """Apply frontier changes handed over by the scope (an unbound input)."""
-        self._frontier.update_iter(changes)
 
     def push(self, t: Any, batch: Any) -> None:
         """Deliver a message (called by channels) and wake the operator."""
@@ -506,7 +507,6 @@ class OperatorCore:
         "activate",
         "_on_built",
         "invocations",
-        "_copied_frontiers",
         "time_total",
         "time_max",
         "_record_schedule",
@@ -531,7 +531,8 @@ class OperatorCore:
         self.address = scope.path + (self.index,)
         self.inputs = inputs
         self.outputs = outputs
-        self.shared = SharedProgress(inputs, outputs)
+        # No frontier batches: the scope binds our inputs to its tracker (``bind_frontiers``).
+        self.shared = SharedProgress(inputs, outputs, frontier_copies=False)
         self.summary_rows = summary_rows
         self._interest = interest
         self.input_ports = [InputPort(self, i) for i in range(inputs)]
@@ -545,9 +546,6 @@ class OperatorCore:
         self.activate: Callable[[], None] = _not_attached
         self._on_built: Callable[[], None] | None = None
         self.invocations = 0
-        # ``(port, changes)`` for the inputs whose frontier changes the scope copies into
-        # ``shared.frontiers``; empty once ``bind_frontiers`` bound them to the tracker.
-        self._copied_frontiers = list(zip(self.input_ports, self.shared.frontiers))
         # Kept only once observed (``observe``, ``log_schedules``).
         self.time_total = 0.0
         self.time_max = 0.0
@@ -593,7 +591,6 @@ class OperatorCore:
         """Read input frontiers from the scope's tracker (see ``Operate``): no copies."""
         for port, frontier in zip(self.input_ports, antichains):
             port.bind_frontier(frontier)
-        self._copied_frontiers = ()
         return True
 
     def built(self) -> None:
@@ -641,13 +638,11 @@ class OperatorCore:
     def schedule(self) -> bool:
         """See :meth:`Operate.schedule`: run the logic once; never incomplete.
 
-        Applies the input frontier changes first; afterwards invalidates this invocation's
-        capability refs and flushes the outputs.  Without logic, input is discarded (counted).
+        The input frontiers need no updating (they are the tracker's live antichains, see
+        ``bind_frontiers``); afterwards invalidates this invocation's capability refs and
+        flushes the outputs.  Without logic, input is discarded (counted).
         """
         self.invocations += 1
-        for port, changes in self._copied_frontiers:
-            if changes:
-                port.apply_frontier_changes(changes.drain())
         logic = self._logic
         if logic is not None:
             try:
@@ -680,9 +675,6 @@ class ObservedOperatorCore(OperatorCore):
     def schedule(self) -> bool:
         start = _clock()
         self.invocations += 1
-        for inp, changes in self._copied_frontiers:
-            if changes:
-                inp.apply_frontier_changes(changes.drain())
         logic = self._logic
         if logic is not None:
             try:

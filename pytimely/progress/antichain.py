@@ -169,6 +169,12 @@ class MutableAntichain(_Minima):
 
     Invariant: ``frontier()`` equals the minimal elements of ``{t : count_for(t) > 0}``.
 
+    Memory: most frontiers of a large dataflow hold a single time for their whole life (an
+    operator's input and output frontiers, its initial capability), so the counts are held in
+    two slots, ``_time`` and ``_count`` (``_count == 0``: no time at all), until a second
+    distinct time arrives; only then is a dict made, and it is dropped again once it empties.
+    The frontier is a tuple (shared ``()`` when empty).  ``_counts`` is that dict or ``None``.
+
     >>> m = MutableAntichain()
     >>> m.update_iter([(1, +1)])
     [(1, 1)]
@@ -178,11 +184,13 @@ class MutableAntichain(_Minima):
     [2]
     """
 
-    __slots__ = ("_counts", "_heap")  # and _elements: the frontier
+    __slots__ = ("_counts", "_heap", "_time", "_count")  # and _elements: the frontier
 
     def __init__(self) -> None:
-        self._counts: dict[Any, int] = {}
-        self._elements: list[Any] = []
+        self._counts: dict[Any, int] | None = None
+        self._time: Any = None
+        self._count = 0
+        self._elements: tuple[Any, ...] = ()  # type: ignore[assignment]
         # Integer path only: a min-heap holding (at least) every time with a positive count,
         # plus stale entries removed lazily; ``None`` until first needed (or after the general
         # path changed counts), then rebuilt once.  Makes retracting the frontier element
@@ -194,9 +202,45 @@ class MutableAntichain(_Minima):
     def from_elem(cls, t: Any) -> MutableAntichain:
         """A frontier at ``t`` alone: ``t`` with count 1."""
         m = cls()
-        m._counts[t] = 1
-        m._elements.append(t)
+        m._time = t
+        m._count = 1
+        m._elements = (t,)
         return m
+
+    def _counts_dict(self) -> dict[Any, int]:
+        """The counts as a dict, made from the single time if there is none yet (the caller
+        is about to hold more than one time, or to change counts off the single-time path)."""
+        counts = self._counts
+        if counts is None:
+            counts = self._counts = {self._time: self._count} if self._count else {}
+            self._time = None
+            self._count = 0
+            self._heap = None
+        return counts
+
+    def _forget_counts(self) -> None:
+        """The dict of counts emptied: back to the single-time form, holding nothing (and no
+        heap, whose entries would not cover a time added to the single-time form)."""
+        self._counts = None
+        self._heap = None
+
+    def _update_single(self, t: Any, d: int) -> tuple[tuple[Any, int], ...]:
+        """``update_one`` while the counts hold at most the one time ``_time`` and ``t`` is
+        that time (or there is none): the frontier is ``(t,)`` exactly when its count is
+        positive."""
+        before = self._count
+        c = before + d
+        self._time = t
+        self._count = c
+        if before > 0:
+            if c > 0:
+                return ()
+            self._elements = ()
+            return ((t, -1),)
+        if c > 0:
+            self._elements = (t,)
+            return ((t, 1),)
+        return ()
 
     def update_one(self, t: Any, d: int) -> tuple[tuple[Any, int], ...] | list[tuple[Any, int]]:
         """Apply one count change; return the frontier changes it causes.
@@ -205,11 +249,17 @@ class MutableAntichain(_Minima):
         element is retracted.
         """
         counts = self._counts
+        if counts is None:
+            if not self._count or t == self._time:
+                return self._update_single(t, d)
+            counts = self._counts_dict()
         c = counts.get(t, 0) + d
         if c:
             counts[t] = c
         elif t in counts:
             del counts[t]
+            if not counts:
+                self._forget_counts()
         else:
             return ()
         frontier = self._elements
@@ -224,10 +274,10 @@ class MutableAntichain(_Minima):
                     f = frontier[0]
                     if f <= t or c <= 0:
                         return ()
-                    self._elements = [t]
+                    self._elements = (t,)
                     return ((f, -1), (t, 1))
                 if c > 0:
-                    self._elements = [t]
+                    self._elements = (t,)
                     return ((t, 1),)
                 return ()
             if c > 0 or not frontier or frontier[0] != t:
@@ -236,7 +286,7 @@ class MutableAntichain(_Minima):
                 # The only time left: nothing can replace it, and a heap of stale entries
                 # is not worth keeping (the common case of a frontier that just advances).
                 self._heap = None
-                self._elements = []
+                self._elements = ()
                 return ((t, -1),)
             heap = self._heap
             if heap is None:
@@ -246,9 +296,9 @@ class MutableAntichain(_Minima):
                 heapq.heappop(heap)
             m = heap[0] if heap else None
             if m is None:
-                self._elements = []
+                self._elements = ()
                 return ((t, -1),)
-            self._elements = [m]
+            self._elements = (m,)
             return ((t, -1), (m, 1))
         self._heap = None
         if d > 0:
@@ -261,7 +311,6 @@ class MutableAntichain(_Minima):
 
     def update_iter(self, updates: Iterable[tuple[Any, int]]) -> list[tuple[Any, int]]:
         """Apply count changes; return the resulting frontier changes (each ±1)."""
-        counts = self._counts
         frontier = self._elements
         if type(updates) is list and updates and type(updates[0][0]) is int:
             # Integer times: apply one by one on the scan-free path.  The concatenated
@@ -275,6 +324,7 @@ class MutableAntichain(_Minima):
                 if d:
                     out.extend(one(t, d))
             return out
+        counts = self._counts_dict()
         rebuild = False
         self._heap = None  # counts change off the integer path: rebuild the heap when needed
         for t, d in updates:
@@ -302,28 +352,35 @@ class MutableAntichain(_Minima):
                 # Matters only if t is itself in the frontier.
                 if t in frontier:
                     rebuild = True
+        if not counts:
+            self._forget_counts()
         if not rebuild:
             return []
         return self._rebuild()
 
     def _rebuild(self) -> list[tuple[Any, int]]:
         old = self._elements
-        positive = [t for t, c in self._counts.items() if c > 0]
+        counts = self._counts
+        if counts is None:
+            positive = [self._time] if self._count > 0 else []
+        else:
+            positive = [t for t, c in counts.items() if c > 0]
         if not positive:
-            new: list[Any] = []
+            new: tuple[Any, ...] = ()
         elif type(positive[0]) is int:
-            new = [min(positive)]
+            new = (min(positive),)
         else:
             positive.sort()
-            new = []
+            minimal: list[Any] = []
             for t in positive:
                 # Sorted by a total order extending the partial order: t can only be
                 # dominated by elements already kept.
-                for e in new:
+                for e in minimal:
                     if less_equal(e, t):
                         break
                 else:
-                    new.append(t)
+                    minimal.append(t)
+            new = tuple(minimal)
         self._elements = new
         if old == new:
             return []
@@ -335,17 +392,23 @@ class MutableAntichain(_Minima):
         a._elements = list(self._elements)
         return a
 
-    def frontier_list(self) -> list[Any]:
-        """The frontier elements (no copy semantics promised; do not mutate)."""
+    def frontier_list(self) -> tuple[Any, ...]:
+        """The frontier elements: the live tuple, replaced (never mutated) on every change."""
         return self._elements
 
     def count_for(self, t: Any) -> int:
         """The accumulated count of ``t`` itself (0 if absent), frontier or not."""
-        return self._counts.get(t, 0)
+        counts = self._counts
+        if counts is None:
+            return self._count if self._count and self._time == t else 0
+        return counts.get(t, 0)
 
     def counts(self) -> dict[Any, int]:
         """A copy of the non-zero counts."""
-        return dict(self._counts)
+        counts = self._counts
+        if counts is None:
+            return {self._time: self._count} if self._count else {}
+        return dict(counts)
 
     def __iter__(self) -> Iterator[Any]:
         return iter(sorted(self._elements))

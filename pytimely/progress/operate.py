@@ -51,20 +51,28 @@ class FrontierInterest(enum.IntEnum):
 
 
 class SharedProgress:
-    """The four count batches a child and its scope share (see the module docstring)."""
+    """The four count batches a child and its scope share (see the module docstring).
+
+    Each field is a tuple with one :class:`ChangeBatch` per port, fixed at construction (the
+    scope keeps references to the batches).  ``frontier_copies=False`` makes no frontier
+    batches at all, for a child that will read its input frontiers from the scope's tracker
+    (``Operate.bind_frontiers`` returns true): the scope never writes them.
+    """
 
     __slots__ = ("frontiers", "consumeds", "internals", "produceds")
 
-    def __init__(self, inputs: int, outputs: int) -> None:
-        self.frontiers = [ChangeBatch() for _ in range(inputs)]
-        self.consumeds = [ChangeBatch() for _ in range(inputs)]
-        self.internals = [ChangeBatch() for _ in range(outputs)]
-        self.produceds = [ChangeBatch() for _ in range(outputs)]
+    def __init__(self, inputs: int, outputs: int, frontier_copies: bool = True) -> None:
+        self.frontiers: tuple[ChangeBatch, ...] = (
+            tuple([ChangeBatch() for _ in range(inputs)]) if frontier_copies else ()
+        )
+        self.consumeds = tuple([ChangeBatch() for _ in range(inputs)])
+        self.internals = tuple([ChangeBatch() for _ in range(outputs)])
+        self.produceds = tuple([ChangeBatch() for _ in range(outputs)])
 
     def release_frontiers(self) -> None:
         """Free the frontier batches of a child that reads its input frontiers from the
         scope's tracker (``bind_frontiers`` returned true): the scope never writes them."""
-        self.frontiers = []
+        self.frontiers = ()
 
 
 class Operate(Protocol):

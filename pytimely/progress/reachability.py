@@ -276,6 +276,24 @@ def _find_cycle(succ: dict[tuple, list[tuple]]) -> list[tuple] | None:
     return None
 
 
+def _shared_projections(
+    nlocs: int, projections: dict[int, list[tuple[int, Any]]]
+) -> list[tuple[tuple[int, Any], ...]]:
+    """Per location, its ``(scope output, summary)`` pairs as a tuple (``()`` for none), equal
+    tuples shared: along a chain of operators every location projects onto the scope's outputs
+    by the same summaries, so one tuple serves them all.  A summary that cannot be hashed just
+    keeps its own tuple."""
+    out: list[tuple[tuple[int, Any], ...]] = [()] * nlocs
+    shared: dict[tuple[tuple[int, Any], ...], tuple[tuple[int, Any], ...]] = {}
+    for loc, pairs in projections.items():
+        key = tuple(pairs)
+        try:
+            out[loc] = shared.setdefault(key, key)
+        except TypeError:
+            out[loc] = key
+    return out
+
+
 class Tracker:
     """Pointstamp counts of one scope (summed over all workers' reports) and their frontiers.
 
@@ -304,18 +322,18 @@ class Tracker:
         self.node_inputs = [nodes[i][0] for i in range(n)]
         self.node_outputs = [nodes[i][1] for i in range(n)]
         # Dense location numbering: per node its targets, then its sources.
-        target_loc: list[list[int]] = []
-        source_loc: list[list[int]] = []
+        target_loc: list[tuple[int, ...]] = []
+        source_loc: list[tuple[int, ...]] = []
         loc_node: list[int] = []
         loc_port: list[int] = []
         loc_is_source: list[bool] = []
         for i in range(n):
             ins, outs = nodes[i][0], nodes[i][1]
-            target_loc.append(list(range(len(loc_node), len(loc_node) + ins)))
+            target_loc.append(tuple(range(len(loc_node), len(loc_node) + ins)))
             loc_node.extend([i] * ins)
             loc_port.extend(range(ins))
             loc_is_source.extend([False] * ins)
-            source_loc.append(list(range(len(loc_node), len(loc_node) + outs)))
+            source_loc.append(tuple(range(len(loc_node), len(loc_node) + outs)))
             loc_node.extend([i] * outs)
             loc_port.extend(range(outs))
             loc_is_source.extend([True] * outs)
@@ -346,13 +364,15 @@ class Tracker:
                     for summary in cell:
                         forward[tl].append((sl, summary))
                         backward[sl].append((tl, summary))
-        self._forward = forward
+        # Tuples once complete: a location's successors never change, and a tuple is half
+        # the memory of a list (a million operators are a common size).
+        self._forward: list[tuple[Any, ...]] = [tuple(f) for f in forward]
         # Summaries from each location to each scope output (node 0's targets), computed
         # backwards.  Locations of node 0's sources (scope inputs) give the scope summary and
         # are excluded from the projection: the parent's frontier is not our capability.
         n_scope_outputs = nodes[0][0] if n else 0
         n_scope_inputs = nodes[0][1] if n else 0
-        to_outputs: list[list[tuple[int, Any]]] = [[] for _ in range(nlocs)]
+        projections: dict[int, list[tuple[int, Any]]] = {}
         self.scope_summary: list[list[Antichain]] = [
             [Antichain() for _ in range(n_scope_outputs)] for _ in range(n_scope_inputs)
         ]
@@ -362,8 +382,8 @@ class Tracker:
                 if loc_node[loc] == 0 and loc_is_source[loc]:
                     self.scope_summary[loc_port[loc]][q] = a
                 else:
-                    to_outputs[loc].extend((q, s) for s in a)
-        self._to_outputs = to_outputs
+                    projections.setdefault(loc, []).extend((q, s) for s in a)
+        self._to_outputs = _shared_projections(nlocs, projections)
         self._pointstamps: list[MutableAntichain | None] = [None] * nlocs
         self._implications: list[MutableAntichain | None] = [None] * nlocs
         # Every input's frontier exists from the start (operators bind to them anyway), so

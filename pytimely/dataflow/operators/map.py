@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from ...naming import operator_name
 from ..channels import Pipeline
 from ..stream import Stream
-from .generic import forward_batches, sink
+from .generic import BatchTransform, forward_batches, sink
 
 if TYPE_CHECKING:
     from ..operator import InputPort
@@ -23,15 +23,42 @@ if TYPE_CHECKING:
 __all__ = ["map", "flat_map", "filter", "inspect", "inspect_batch", "inspect_time", "map_batch"]
 
 
-def _stateless(stream: Stream, name: str, transform: Callable[[Any], Any]) -> Stream:
+def _stateless(
+    stream: Stream, name: str, transform: Callable[[Any], Any] | BatchTransform
+) -> Stream:
     """``transform(batch) -> batch`` applied to every batch, keeping its time."""
     return forward_batches(stream, Pipeline, name, transform)
+
+
+class _MapRecords(BatchTransform):
+    """``[f(x) for x in batch]``."""
+
+    __slots__ = ("_f",)
+
+    def __init__(self, f: Callable[[Any], Any]) -> None:
+        self._f = f
+
+    def apply(self, batch: Any) -> list[Any]:
+        return list(_map_each(self._f, batch))
+
+
+class _FilterRecords(BatchTransform):
+    """``[x for x in batch if predicate(x)]``."""
+
+    __slots__ = ("_predicate",)
+
+    def __init__(self, predicate: Callable[[Any], bool]) -> None:
+        self._predicate = predicate
+
+    def apply(self, batch: Any) -> list[Any]:
+        predicate = self._predicate
+        return [x for x in batch if predicate(x)]
 
 
 def map(stream: Stream, f: Callable[[Any], Any], name: str | None = None) -> Stream:
     """``f(record)`` for every record."""
     name = operator_name(name, "Map", f)
-    return _stateless(stream, name, lambda batch: list(_map_each(f, batch)))
+    return _stateless(stream, name, _MapRecords(f))
 
 
 def map_batch(stream: Stream, f: Callable[[Any], Any], name: str | None = None) -> Stream:
@@ -49,7 +76,7 @@ def flat_map(stream: Stream, f: Callable[[Any], Iterable[Any]], name: str | None
 def filter(stream: Stream, predicate: Callable[[Any], bool], name: str | None = None) -> Stream:
     """The records for which ``predicate`` is true."""
     name = operator_name(name, "Filter", predicate)
-    return _stateless(stream, name, lambda batch: [x for x in batch if predicate(x)])
+    return _stateless(stream, name, _FilterRecords(predicate))
 
 
 def inspect(stream: Stream, f: Callable[[Any], Any], name: str | None = None) -> Stream:

@@ -56,7 +56,7 @@ def probe_with(stream: Stream, handle: ProbeHandle, name: str = "Probe") -> Stre
     mirror = handle._frontier
     t0 = stream.scope.domain.minimum()
     mirror.update_iter([(t0, 1)])
-    state = {"shown": [t0]}
+    state = {"shown": (t0,)}
 
     def logic(inp: InputPort) -> None:
         for _ in inp.drain_batches():
@@ -65,7 +65,7 @@ def probe_with(stream: Stream, handle: ProbeHandle, name: str = "Probe") -> Stre
         shown = state["shown"]
         if now != shown:
             mirror.update_iter(frontier_changes(shown, now))
-            state["shown"] = list(now)
+            state["shown"] = tuple(now)
 
     sink(stream, Pipeline, name, logic, interest=FrontierInterest.ALWAYS)
     return stream
