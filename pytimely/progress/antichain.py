@@ -50,15 +50,16 @@ def _sorted(elements: list[Any]) -> list[Any]:
 
 
 class _Minima:
-    """What :class:`Antichain` and :class:`MutableAntichain` share: a list ``_elements`` of
-    mutually incomparable times, and the comparisons every frontier check makes.
+    """What :class:`Antichain` and :class:`MutableAntichain` share: ``_elements``, mutually
+    incomparable times (a list in an Antichain, a tuple replaced on every change in a
+    MutableAntichain), and the comparisons every frontier check makes.
 
     Defined once for both classes and inherited, so a check costs no extra call.
     """
 
     __slots__ = ("_elements",)
 
-    _elements: list[Any]
+    _elements: list[Any] | tuple[Any, ...]
 
     def less_equal(self, t: Any) -> bool:
         """Some element is ``<= t``: ``t`` may still appear (it is at or beyond the frontier)."""
