@@ -225,8 +225,9 @@ class BatchTransform:
             forward(t, apply(batch))
 
 
-class _CallTransform(BatchTransform):
-    """``transform(batch)``, for a plain callable."""
+class _CallTransform:
+    """``transform(batch)`` forwarded, for a plain callable (its ``run`` calls the callable
+    directly: a BatchTransform's ``apply`` would add a frame per batch)."""
 
     __slots__ = ("_transform",)
 
