@@ -73,6 +73,12 @@ enum {
 typedef struct {
     PyObject *str;
     uint64_t w0, w1; /* the text if at most 16 bytes, zero-padded; else 0 */
+    /* The record (str, atom) the decoder made last for this str and a one-byte atom (None,
+     * True, False or an int below 256, see decode_record), or NULL; `atom` is its tag and
+     * byte.  Tuples are immutable, so equal records decoded again may be this very object:
+     * a batch of (word, 1) pairs then costs a reference per record, not a tuple. */
+    PyObject *record;
+    unsigned atom;
 } StrEntry;
 
 static StrEntry str_cache[STR_CACHE_SETS][STR_CACHE_WAYS];
@@ -171,11 +177,16 @@ str_cache_put(const StrKey *key, PyObject *s)
 {
     StrEntry *set = key->set;
     PyObject *dropped = set[STR_CACHE_WAYS - 1].str;
+    PyObject *dropped_record = set[STR_CACHE_WAYS - 1].record;
     memmove(set + 1, set, (STR_CACHE_WAYS - 1) * sizeof(StrEntry));
     set[0].str = Py_NewRef(s);
     set[0].w0 = key->w0;
     set[0].w1 = key->w1;
-    Py_XDECREF(dropped); /* a str: releasing it runs no Python code */
+    set[0].record = NULL;
+    set[0].atom = 0;
+    /* A str, and a tuple of a str and an atom: releasing them runs no Python code. */
+    Py_XDECREF(dropped);
+    Py_XDECREF(dropped_record);
 }
 
 /* Make `s` (an exact str whose hash is computed) the cached object for its text. */
@@ -192,8 +203,10 @@ str_cache_offer(PyObject *s)
     StrEntry *e = str_cache_find(&key, p, n);
     if (e == NULL)
         str_cache_put(&key, s);
-    else if (e->str != s)
+    else if (e->str != s) {
         Py_SETREF(e->str, Py_NewRef(s));
+        Py_CLEAR(e->record); /* it holds the str replaced */
+    }
 }
 
 /* ---- split ------------------------------------------------------------------------------ */
@@ -809,6 +822,39 @@ look_ahead(Reader *r)
     __builtin_prefetch(r->ahead.set);
 }
 
+/* A record of two items whose first is a short str (at r->p, the tuple's header read; the
+ * caller checked the depth): if the second is a one-byte atom, the tuple decoded last for the
+ * same str and atom (see StrEntry.record), else a new tuple. */
+static PyObject *
+decode_record(Reader *r, int depth)
+{
+    const unsigned char *p = r->p;
+    Py_ssize_t n = p[1];
+    const unsigned char *text = p + 2, *atom = text + n;
+    if (r->end - atom < 2 || !(atom[0] == T_UINT8 || fixed_atom_size(atom[0]) == 1))
+        return decode_tuple(r, 2, depth);
+    unsigned key_atom = ((unsigned)atom[0] << 8) | (atom[0] == T_UINT8 ? atom[1] : 0);
+    StrKey key;
+    if (text == r->ahead_at)
+        key = r->ahead;
+    else if (!str_cache_key(text, n, r->end - text, &key))
+        return decode_tuple(r, 2, depth);
+    StrEntry *e = str_cache_find(&key, text, n);
+    if (e != NULL && e->record != NULL && e->atom == key_atom) {
+        r->p = atom + (atom[0] == T_UINT8 ? 2 : 1);
+        return Py_NewRef(e->record);
+    }
+    PyObject *record = decode_tuple(r, 2, depth); /* puts the str in the cache if new */
+    if (record == NULL)
+        return NULL;
+    e = str_cache_find(&key, text, n);
+    if (e != NULL && e->str == PyTuple_GET_ITEM(record, 0)) {
+        Py_XSETREF(e->record, Py_NewRef(record));
+        e->atom = key_atom;
+    }
+    return record;
+}
+
 /* A list of the next n values (the caller checked that n bytes remain and the depth); its
  * small tuples (records) are read without the switch of decode_value. */
 static PyObject *
@@ -824,7 +870,11 @@ decode_list(Reader *r, Py_ssize_t n, int depth)
             r->p[1] <= r->end - r->p - 2) {
             Py_ssize_t size = r->p[1];
             r->p += 2;
-            item = decode_tuple(r, size, depth + 1);
+            if (size == 2 && r->end - r->p >= 2 && r->p[0] == T_STR8 &&
+                r->p[1] <= r->end - r->p - 2)
+                item = decode_record(r, depth + 1);
+            else
+                item = decode_tuple(r, size, depth + 1);
         }
         else {
             item = decode_item(r, depth);

@@ -369,3 +369,23 @@ def test_a_large_codec_frame_read_into_its_own_buffer_decodes():
     kind, source, channel, payload, bufs = FrameReader(stream.readinto).read_frame()
     assert (source, channel) == (1, 9) and isinstance(payload, bytearray)
     assert deserialize(payload, bufs) == (3, part)
+
+
+@compiled_only
+def test_equal_word_and_small_atom_records_decode_as_one_tuple_and_stay_right():
+    # A record (short str, one-byte atom) decoded again is the tuple decoded last for the same
+    # str and atom (tuples are immutable); any other second item, or a different atom, is a
+    # tuple of its own with the right value, also after the word's cache entry was evicted.
+    batch = [("w", 1), ("w", 1), ("w", 2), ("w", None), ("w", True), ("w", 1), ("w", 300)]
+    first = codec.decode(codec.encode(batch))
+    assert first == batch
+    assert [type(b) for _a, b in first] == [int, int, int, type(None), bool, int, int]
+    assert first[0] is first[1] and first[1] is not first[2] and first[2] is not first[5]
+    assert codec.decode(codec.encode([("w", 1)]))[0] is first[5]
+    # Flood the string cache (and with it the records it holds), then decode again.
+    codec.decode(codec.encode([(f"flood{i}", 1) for i in range(200_000)]))
+    again = codec.decode(codec.encode(batch))
+    assert again == batch and again[0] is again[1]
+    # A record at the very end of a payload (its atom the last byte) decodes right too.
+    for tail in (("end", None), ("end", 7)):
+        assert codec.decode(codec.encode([tail]))[0] == tail
