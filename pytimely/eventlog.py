@@ -18,14 +18,13 @@ since logging started on this worker) and ``worker`` (its index):
 * :class:`ScheduleEvent` -- an operator was scheduled: when it started and how long it ran
   (timely logs a start and a stop event; here events reach listeners only at the end of a
   step, when every start has its stop, so one event carries both, in the place of the start);
-* :class:`MessagesEvent` -- what a channel carried: records, batches and, for batches that
-  cross to another worker, bytes, summed (one event per batch would cost more than the push
-  it describes) and stamped at the end of the step.  Batches that stay on this worker are
-  logged as sent on their edge (an edge carries every batch its source output sends: the
-  output's own counts), one event per invocation of the source operator that sent on it (per
-  step, for an edge out of a scope's input or a nested scope); those that cross are logged as
-  sent by one worker and received by the other, one event per channel, direction and peer
-  per step that used it;
+* :class:`MessagesEvent` -- what a channel carried during one step: records, batches and, for
+  batches that cross to another worker, bytes.  One event per channel (per direction and peer
+  for ones crossing workers) per step that used it, stamped at the end of the step, summing
+  its batches -- one per batch would cost more than the push it describes.  Batches that stay
+  on this worker are logged as sent on their edge (an edge carries every batch its source
+  output sends: the output's own counts); those that cross are logged as sent by one worker
+  and received by the other;
 * :class:`ProgressEvent` -- a scope's progress batch sent or received;
 * :class:`CapabilityEvent` -- an operator's capability count changed at a time.
 
@@ -44,6 +43,7 @@ from __future__ import annotations
 
 import time as _time
 from collections.abc import Callable, Iterator, Sequence
+from itertools import chain
 from typing import Any, NamedTuple, overload
 
 from .dataflow.operator import OperatorCore
@@ -190,9 +190,8 @@ class _EdgeCounter:
 
 
 class _Reported:
-    """What ``EventLog.flush`` turns into MessagesEvents for a wrapped edge (operators log
-    their outputs' edges themselves, see ``OperatorCore.log_schedules``): a ``counter`` (an
-    :class:`_EdgeCounter`: anything with running ``records`` and ``batches``), the
+    """What ``EventLog.flush`` turns into MessagesEvents: a ``counter`` (an operator's output
+    port or an :class:`_EdgeCounter`: anything with running ``records`` and ``batches``), the
     ``channels`` (edges) it feeds, and the totals at its last report."""
 
     __slots__ = ("counter", "channels", "records", "batches")
@@ -246,11 +245,12 @@ class EventLog:
         self._operators: dict[tuple[int, ...], _OperatorFigures] = {}
         self._channels: dict[int, dict[int, list[int]]] = {}  # channel -> peer -> [recs, bytes]
         self._counted_outputs: set[tuple[tuple[int, ...], tuple[int, int]]] = set()
-        # What ``flush`` turns into MessagesEvents (an operator reports its own outputs after
-        # each invocation, see ``_observe_operator``): the wrapped edges pushed to in the
-        # step (maybe several times: only the first finds anything new; never replaced: the
-        # closures append to it); and the traffic crossing workers by
+        # What ``flush`` turns into MessagesEvents: per operator id, its outputs (reported
+        # when it ran in the step: its id is in ``schedules``); the wrapped edges pushed to in
+        # the step (maybe several times: only the first finds anything new; never replaced:
+        # the closures append to it); and the traffic crossing workers by
         # ``(channel, is_send, peer)`` as ``[records, batches, bytes]``.
+        self._outputs_by_id: list[tuple[_Reported, ...]] = []
         self._to_report: list[_Reported] = []
         self._reported: list[_Reported] = []  # all of them
         self._crossed: dict[tuple[int, bool, int], list[int]] = {}
@@ -282,7 +282,7 @@ class EventLog:
         step's message counts last."""
         schedules, events, sent = self.schedules, self.events, self.sent
         end = self.now()
-        if self._to_report or self._crossed:
+        if schedules or self._to_report or self._crossed:
             self._record_messages(end)
         if events or schedules or sent:
             delivered = EventBatch(
@@ -295,15 +295,16 @@ class EventLog:
                 listener(delivered)
 
     def _record_messages(self, now: float) -> None:
-        """One MessagesEvent per wrapped edge pushed to and per channel, direction and peer
-        crossed since the last flush, stamped ``now`` (operators log their outputs' edges
-        themselves, after each invocation that sent)."""
+        """One MessagesEvent per edge pushed to and per channel, direction and peer crossed
+        since the last flush, stamped ``now``."""
         worker = self.worker
         position = len(self.schedules)
         extend = self.events.extend
         sent = self.sent.extend
         to_report = self._to_report
-        for reported in to_report:
+        ran = dict.fromkeys(self.schedules[0::3])  # the operators that ran, by id
+        outputs = chain.from_iterable(map(self._outputs_by_id.__getitem__, ran))
+        for reported in chain(outputs, to_report):
             counter = reported.counter
             batches = counter.batches
             if batches != reported.batches:
@@ -350,6 +351,7 @@ class EventLog:
                 len(self._operators), child.name, address, (child.inputs, child.outputs)
             )
             self._operators[address] = figures
+            self._outputs_by_id.append(())
             if self.recording:
                 self.record(
                     OperatesEvent, self.now(), figures.id, address, child.name, *figures.ports
@@ -409,8 +411,8 @@ class EventLog:
     ) -> None:
         """Observe an operator (``OperatorCore.observe``): its invocations are timed, its
         ports count (so no edge of its needs a wrapper), and once recording it logs its
-        invocations and, after each one that sent, one MessagesEvent per edge each output
-        feeds (the edges filled in by ``edge``)."""
+        invocations; ``flush`` reports its outputs, one MessagesEvent per edge each feeds
+        (filled in by ``edge``), after every step it ran in."""
         core.observe()
         invocations_before = core.invocations
         figures.timing = lambda: (
@@ -422,11 +424,12 @@ class EventLog:
         figures.inputs = [port.counts for port in core.input_ports]
         figures.outputs = [port.counts for port in ports]
         figures.output_edges = [[] for _ in ports]
+        outputs = tuple(_Reported(port, edges) for port, edges in zip(ports, figures.output_edges))
+        self._reported.extend(outputs)
+        self._outputs_by_id[figures.id] = outputs
 
         def start_logging() -> None:
-            for port, edges in zip(ports, figures.output_edges):
-                port.log_sends_to(edges)
-            core.log_schedules(self.schedules.extend, figures.id, capabilities, self.sent.extend)
+            core.log_schedules(self.schedules.extend, figures.id, capabilities)
 
         if self.recording:
             start_logging()

@@ -31,8 +31,7 @@ Observation (statistics and logging, :mod:`pytimely.eventlog`): once
 :meth:`OperatorCore.observe` is called, every invocation is timed (``time_total``,
 ``time_max``), each input port also counts the records and batches the logic takes from it,
 and each output port the records and batches it sends, in their ``records`` / ``batches``
-attributes; :meth:`OperatorCore.log_schedules` then hands every invocation, and what each
-invocation's outputs sent on each edge, to the event log.
+attributes; :meth:`OperatorCore.log_schedules` then hands every invocation to the event log.
 Until then nothing is paid: the operator and its ports are switched to observed variants of
 their classes, whose methods time and count in the frames that run, consume and send anyway
 (no wrapper, no test on the unobserved path).
@@ -295,9 +294,6 @@ class OutputPort:
         "_buf",
         "records",
         "batches",
-        "log_edges",
-        "logged_records",
-        "logged_batches",
     )
 
     def __init__(self, op: OperatorCore, index: int) -> None:
@@ -308,14 +304,9 @@ class OutputPort:
         self.tee = Tee()
         self._buf_time: Any = None
         self._buf: list[Any] | None = None
-        # Records and batches sent, counted only by ``CountingOutputPort``; while the
-        # operator logs its invocations (``OperatorCore.log_schedules``), the edges this output
-        # feeds and the counts when they were last logged.
+        # Records and batches sent, counted only by ``CountingOutputPort``.
         self.records = 0
         self.batches = 0
-        self.log_edges: list[Any] = _NO_EDGES
-        self.logged_records = 0
-        self.logged_batches = 0
 
     @property
     def op_name(self) -> str:
@@ -400,17 +391,6 @@ class OutputPort:
         """``(records, batches)`` sent since :meth:`OperatorCore.observe` (each batch
         once, however many consumers it goes to)."""
         return self.records, self.batches
-
-    def log_sends_to(self, edges: list[Any]) -> None:
-        """Have the operator log what this output sends as sent on each of ``edges`` (a list
-        its owner may still extend), counting from now (see ``OperatorCore.log_schedules``)."""
-        self.log_edges = edges
-        self.forget_sends()
-
-    def forget_sends(self) -> None:
-        """Log nothing of what was sent so far."""
-        self.logged_records = self.records
-        self.logged_batches = self.batches
 
 
 class CountingOutputPort(OutputPort):
@@ -532,7 +512,6 @@ class OperatorCore:
         "_record_schedule",
         "_log_id",
         "_record_capabilities",
-        "_record_sent",
     )
 
     local = True
@@ -573,7 +552,6 @@ class OperatorCore:
         self._record_schedule: Callable[[tuple[int, float, float]], None] | None = None
         self._log_id = 0
         self._record_capabilities: Callable[[float], None] = _ignore_stop
-        self._record_sent: Callable[[tuple[Any, int, int]], None] = _ignore_sent
 
     def set_logic(self, logic: Callable[..., Any] | None, ports: tuple[Any, ...] = ()) -> None:
         """What ``schedule`` runs: ``logic(*ports)`` (``None``: discard input, counted)."""
@@ -648,23 +626,14 @@ class OperatorCore:
         record: Callable[[tuple[int, float, float]], None] | None,
         log_id: int = 0,
         capabilities: Callable[[float], None] | None = None,
-        record_sent: Callable[[tuple[Any, int, int]], None] | None = None,
     ) -> None:
         """Once observed, hand every invocation to ``record`` as ``(log_id, start, duration)``
         (``time.perf_counter`` seconds), and call ``capabilities(stop)`` after an invocation
         that changed capabilities (before the scope drains ``shared.internals``);
-        ``record=None`` stops it.
-
-        After an invocation in which an output sent anything, ``record_sent((edge, records,
-        batches))`` receives what it sent since it was last logged, once for each edge of its
-        ``log_edges`` (see ``OutputPort.log_sends_to``).  That is done here, where the ports
-        are at hand, rather than by the log after the step, which would have to look up every
-        operator that ran.
-        """
+        ``record=None`` stops it."""
         self._record_schedule = record
         self._log_id = log_id
         self._record_capabilities = capabilities if capabilities is not None else _ignore_stop
-        self._record_sent = record_sent if record_sent is not None else _ignore_sent
 
     def schedule(self) -> bool:
         """See :meth:`Operate.schedule`: run the logic once; never incomplete.
@@ -730,16 +699,6 @@ class ObservedOperatorCore(OperatorCore):
             record((self._log_id, start, elapsed))
             if any(self.shared.internals):
                 self._record_capabilities(start + elapsed)
-            for out in self.output_ports:  # see ``log_schedules``
-                batches = out.batches
-                if batches != out.logged_batches:
-                    records = out.records
-                    for edge in out.log_edges:
-                        self._record_sent(
-                            (edge, records - out.logged_records, batches - out.logged_batches)
-                        )
-                    out.logged_records = records
-                    out.logged_batches = batches
         return False
 
 
@@ -748,13 +707,6 @@ _clock = time.perf_counter
 
 def _ignore_stop(stop: float) -> None:
     """No capability changes are logged."""
-
-
-_NO_EDGES: list[Any] = []  # shared, never extended: ``log_sends_to`` replaces it
-
-
-def _ignore_sent(sent: tuple[Any, int, int]) -> None:
-    """No message counts are logged."""
 
 
 def _not_attached() -> None:
