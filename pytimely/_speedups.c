@@ -1,5 +1,6 @@
-/* Compiled fast paths of the exchange: splitting a batch by destination worker and encoding
- * the common record shapes without pickle.  Optional: pytimely/_native.py loads this module
+/* Compiled fast paths of the exchange (splitting a batch by destination worker, encoding the
+ * common record shapes without pickle) and of observed operators (timing and logging their
+ * invocations).  Optional: pytimely/_native.py loads this module
  * if it was built, and every function here has a pure-Python equivalent that is used
  * otherwise (and that the tests run too).
  *
@@ -22,10 +23,16 @@
  *     atomic are untracked by the garbage collector at once (CPython does the same lazily,
  *     at their first collection), so that decoding a batch of (str, int) records does not
  *     make every young-generation collection walk them.
+ *
+ * InvocationClock(outputs)
+ *     start(), stop(), log_to(...), log_edges(...), total, longest: the clock of an observed
+ *     operator, as pytimely/dataflow/invocation.py describes it.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 #include <string.h>
 
 #define MAGIC 0xC5
@@ -1012,6 +1019,312 @@ decode(PyObject *self, PyObject *arg)
     return out;
 }
 
+/* ---- invocation clock ------------------------------------------------------------------- */
+
+/* The observation of one operator (pytimely/dataflow/invocation.py has the pure-Python class
+ * with the same behaviour and documentation): times its invocations and, while logging,
+ * records each one and what its outputs sent since the last one, without a Python frame.
+ *
+ * What an invocation reads is kept in the object itself (one PortLog per output, the counts
+ * last logged as C integers, the edges as a tuple): a chain of a thousand operators has more
+ * state than the caches hold, and every separate object read is a miss. */
+typedef struct {
+    PyObject *port;
+    PyObject *edges; /* tuple */
+    long long records, batches; /* the port's counts when last logged */
+} PortLog;
+
+typedef struct {
+    PyObject_VAR_HEAD /* ob_size: the number of outputs */
+    double start;
+    double total;
+    double longest;
+    PyObject *schedules; /* list, or NULL when not logging */
+    PyObject *log_id;
+    PyObject *internals; /* tuple of dicts (the operator's capability changes per output) */
+    PyObject *sent;      /* list */
+    PortLog ports[1];
+} InvocationClock;
+
+static PyObject *str_records, *str_batches;
+#if !defined(__linux__)
+static PyObject *perf_counter;
+#endif
+
+/* time.perf_counter(), the same double. */
+static inline int
+clock_now(double *out)
+{
+#if defined(__linux__)
+    /* What CPython's time.perf_counter reads on Linux, converted as it converts. */
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    int64_t ns = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+    *out = (double)ns / 1e9;
+    return 0;
+#else
+    PyObject *t = PyObject_CallNoArgs(perf_counter);
+    if (t == NULL)
+        return -1;
+    *out = PyFloat_AsDouble(t);
+    Py_DECREF(t);
+    return PyErr_Occurred() ? -1 : 0;
+#endif
+}
+
+static int
+iclock_traverse(InvocationClock *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->schedules);
+    Py_VISIT(self->log_id);
+    Py_VISIT(self->internals);
+    Py_VISIT(self->sent);
+    for (Py_ssize_t i = 0; i < Py_SIZE(self); i++) {
+        Py_VISIT(self->ports[i].port);
+        Py_VISIT(self->ports[i].edges);
+    }
+    return 0;
+}
+
+static int
+iclock_clear(InvocationClock *self)
+{
+    Py_CLEAR(self->schedules);
+    Py_CLEAR(self->log_id);
+    Py_CLEAR(self->internals);
+    Py_CLEAR(self->sent);
+    for (Py_ssize_t i = 0; i < Py_SIZE(self); i++) {
+        Py_CLEAR(self->ports[i].port);
+        Py_CLEAR(self->ports[i].edges);
+    }
+    return 0;
+}
+
+static void
+iclock_dealloc(InvocationClock *self)
+{
+    PyObject_GC_UnTrack(self);
+    iclock_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *
+iclock_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    Py_ssize_t outputs;
+    if ((kwargs != NULL && PyDict_GET_SIZE(kwargs)) ||
+        !PyArg_ParseTuple(args, "n:InvocationClock", &outputs))
+        return NULL;
+    if (outputs < 0) {
+        PyErr_SetString(PyExc_ValueError, "InvocationClock(outputs): outputs must be >= 0");
+        return NULL;
+    }
+    return type->tp_alloc(type, outputs); /* zeroed */
+}
+
+static PyObject *
+iclock_start(InvocationClock *self, PyObject *unused)
+{
+    if (clock_now(&self->start) < 0)
+        return NULL;
+    if (self->schedules != NULL) {
+        /* What stop() will read: fetched while the logic runs. */
+        for (Py_ssize_t i = 0; i < Py_SIZE(self); i++)
+            __builtin_prefetch(self->ports[i].edges);
+    }
+    Py_RETURN_NONE;
+}
+
+static inline int
+append3(PyObject *list, PyObject *a, PyObject *b, PyObject *c)
+{
+    return PyList_Append(list, a) < 0 || PyList_Append(list, b) < 0 || PyList_Append(list, c) < 0
+               ? -1
+               : 0;
+}
+
+/* The port's count `name` as a C integer (-1 with an exception set if it is not one). */
+static inline long long
+port_count(PyObject *port, PyObject *name)
+{
+    PyObject *n = PyObject_GetAttr(port, name);
+    if (n == NULL)
+        return -1;
+    long long v = PyLong_AsLongLong(n);
+    Py_DECREF(n);
+    return v;
+}
+
+/* Log what output `log` sent since it was last logged, on each of its edges. */
+static int
+iclock_log_sends(InvocationClock *self, PortLog *log)
+{
+    long long batches = port_count(log->port, str_batches);
+    if (batches == -1 && PyErr_Occurred())
+        return -1;
+    if (batches == log->batches)
+        return 0;
+    long long records = port_count(log->port, str_records);
+    if (records == -1 && PyErr_Occurred())
+        return -1;
+    PyObject *dr = PyLong_FromLongLong(records - log->records);
+    PyObject *db = PyLong_FromLongLong(batches - log->batches);
+    int failed = dr == NULL || db == NULL;
+    for (Py_ssize_t e = 0; !failed && e < PyTuple_GET_SIZE(log->edges); e++)
+        failed = append3(self->sent, PyTuple_GET_ITEM(log->edges, e), dr, db) < 0;
+    Py_XDECREF(dr);
+    Py_XDECREF(db);
+    if (failed)
+        return -1;
+    log->records = records;
+    log->batches = batches;
+    return 0;
+}
+
+static PyObject *
+iclock_stop(InvocationClock *self, PyObject *unused)
+{
+    double now;
+    if (clock_now(&now) < 0)
+        return NULL;
+    double start = self->start, elapsed = now - start;
+    self->total += elapsed;
+    if (elapsed > self->longest)
+        self->longest = elapsed;
+    if (self->schedules == NULL)
+        Py_RETURN_NONE;
+    PyObject *s = PyFloat_FromDouble(start), *d = PyFloat_FromDouble(elapsed);
+    int failed = s == NULL || d == NULL || append3(self->schedules, self->log_id, s, d) < 0;
+    Py_XDECREF(s);
+    Py_XDECREF(d);
+    if (failed)
+        return NULL;
+    for (Py_ssize_t i = 0; i < Py_SIZE(self); i++) {
+        if (iclock_log_sends(self, &self->ports[i]) < 0)
+            return NULL;
+    }
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(self->internals); i++) {
+        PyObject *changes = PyTuple_GET_ITEM(self->internals, i);
+        if (PyDict_Check(changes) && PyDict_GET_SIZE(changes))
+            return PyFloat_FromDouble(start + elapsed);
+    }
+    Py_RETURN_NONE;
+}
+
+static int
+check_edges(PyObject *edges)
+{
+    if (PyTuple_CheckExact(edges))
+        return 0;
+    PyErr_SetString(PyExc_TypeError, "an output's edges must be a tuple");
+    return -1;
+}
+
+static PyObject *
+iclock_log_to(InvocationClock *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs == 1 && args[0] == Py_None) {
+        iclock_clear(self);
+        Py_RETURN_NONE;
+    }
+    Py_ssize_t n = Py_SIZE(self);
+    if (nargs != 6 || !PyList_CheckExact(args[0]) || !PyTuple_CheckExact(args[2]) ||
+        !PyList_CheckExact(args[3]) || !PyTuple_CheckExact(args[4]) ||
+        !PyTuple_CheckExact(args[5]) || PyTuple_GET_SIZE(args[4]) != n ||
+        PyTuple_GET_SIZE(args[5]) != n) {
+        PyErr_SetString(PyExc_TypeError,
+                        "log_to(schedules: list, log_id, internals: tuple, sent: list, ports: "
+                        "tuple, edges: tuple of tuples, one per output) or log_to(None)");
+        return NULL;
+    }
+    long long *counts = PyMem_Malloc(sizeof(long long) * 2 * (n ? n : 1));
+    if (counts == NULL)
+        return PyErr_NoMemory();
+    for (Py_ssize_t i = 0; i < n; i++) { /* count from now on */
+        PyObject *port = PyTuple_GET_ITEM(args[4], i);
+        if (check_edges(PyTuple_GET_ITEM(args[5], i)) < 0 ||
+            ((counts[2 * i] = port_count(port, str_records)) == -1 && PyErr_Occurred()) ||
+            ((counts[2 * i + 1] = port_count(port, str_batches)) == -1 && PyErr_Occurred())) {
+            PyMem_Free(counts);
+            return NULL;
+        }
+    }
+    iclock_clear(self);
+    self->schedules = Py_NewRef(args[0]);
+    self->log_id = Py_NewRef(args[1]);
+    self->internals = Py_NewRef(args[2]);
+    self->sent = Py_NewRef(args[3]);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        self->ports[i].port = Py_NewRef(PyTuple_GET_ITEM(args[4], i));
+        self->ports[i].edges = Py_NewRef(PyTuple_GET_ITEM(args[5], i));
+        self->ports[i].records = counts[2 * i];
+        self->ports[i].batches = counts[2 * i + 1];
+    }
+    PyMem_Free(counts);
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+iclock_log_edges(InvocationClock *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    Py_ssize_t i;
+    if (nargs != 2 || (i = PyLong_AsSsize_t(args[0])) < 0 || i >= Py_SIZE(self)) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_TypeError, "log_edges(output: int, edges: tuple)");
+        return NULL;
+    }
+    if (check_edges(args[1]) < 0)
+        return NULL;
+    if (self->schedules != NULL)
+        Py_XSETREF(self->ports[i].edges, Py_NewRef(args[1]));
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef iclock_methods[] = {
+    {"start", (PyCFunction)iclock_start, METH_NOARGS, "start(): an invocation begins."},
+    {"stop", (PyCFunction)iclock_stop, METH_NOARGS,
+     "stop(): the invocation ended; its stop time if it changed capabilities while logging, "
+     "else None."},
+    {"log_to", (PyCFunction)(void (*)(void))iclock_log_to, METH_FASTCALL,
+     "log_to(schedules, log_id, internals, sent, ports, edges), or log_to(None) to stop."},
+    {"log_edges", (PyCFunction)(void (*)(void))iclock_log_edges, METH_FASTCALL,
+     "log_edges(output, edges): while logging, log output's sends on these edges."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyObject *
+iclock_total(InvocationClock *self, void *unused)
+{
+    return PyFloat_FromDouble(self->total);
+}
+
+static PyObject *
+iclock_longest(InvocationClock *self, void *unused)
+{
+    return PyFloat_FromDouble(self->longest);
+}
+
+static PyGetSetDef iclock_getset[] = {
+    {"total", (getter)iclock_total, NULL, "seconds spent in invocations", NULL},
+    {"longest", (getter)iclock_longest, NULL, "the longest invocation, in seconds", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject InvocationClockType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "pytimely._speedups.InvocationClock",
+    .tp_basicsize = offsetof(InvocationClock, ports),
+    .tp_itemsize = sizeof(PortLog),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "Times an operator's invocations and logs them (pytimely/dataflow/invocation.py).",
+    .tp_new = iclock_new,
+    .tp_dealloc = (destructor)iclock_dealloc,
+    .tp_traverse = (traverseproc)iclock_traverse,
+    .tp_clear = (inquiry)iclock_clear,
+    .tp_methods = iclock_methods,
+    .tp_getset = iclock_getset,
+};
+
 /* ---- module ----------------------------------------------------------------------------- */
 
 static PyMethodDef methods[] = {
@@ -1029,13 +1342,27 @@ static struct PyModuleDef module = {
 PyMODINIT_FUNC
 PyInit__speedups(void)
 {
-    if (PyType_Ready(&RouteCacheType) < 0)
+    if (PyType_Ready(&RouteCacheType) < 0 || PyType_Ready(&InvocationClockType) < 0)
         return NULL;
+    str_records = PyUnicode_InternFromString("records");
+    str_batches = PyUnicode_InternFromString("batches");
+    if (str_records == NULL || str_batches == NULL)
+        return NULL;
+#if !defined(__linux__)
+    PyObject *time_module = PyImport_ImportModule("time");
+    if (time_module == NULL)
+        return NULL;
+    perf_counter = PyObject_GetAttrString(time_module, "perf_counter");
+    Py_DECREF(time_module);
+    if (perf_counter == NULL)
+        return NULL;
+#endif
     PyObject *m = PyModule_Create(&module);
     if (m == NULL)
         return NULL;
     if (PyModule_AddIntConstant(m, "MAGIC", MAGIC) < 0 ||
-        PyModule_AddObjectRef(m, "RouteCache", (PyObject *)&RouteCacheType) < 0) {
+        PyModule_AddObjectRef(m, "RouteCache", (PyObject *)&RouteCacheType) < 0 ||
+        PyModule_AddObjectRef(m, "InvocationClock", (PyObject *)&InvocationClockType) < 0) {
         Py_DECREF(m);
         return NULL;
     }

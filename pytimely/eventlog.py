@@ -18,13 +18,14 @@ since logging started on this worker) and ``worker`` (its index):
 * :class:`ScheduleEvent` -- an operator was scheduled: when it started and how long it ran
   (timely logs a start and a stop event; here events reach listeners only at the end of a
   step, when every start has its stop, so one event carries both, in the place of the start);
-* :class:`MessagesEvent` -- what a channel carried during one step: records, batches and, for
-  batches that cross to another worker, bytes.  One event per channel (per direction and peer
-  for ones crossing workers) per step that used it, stamped at the end of the step, summing
-  its batches -- one per batch would cost more than the push it describes.  Batches that stay
-  on this worker are logged as sent on their edge (an edge carries every batch its source
-  output sends: the output's own counts); those that cross are logged as sent by one worker
-  and received by the other;
+* :class:`MessagesEvent` -- what a channel carried: records, batches and, for batches that
+  cross to another worker, bytes, summed (one event per batch would cost more than the push
+  it describes) and stamped at the end of the step.  Batches that stay on this worker are
+  logged as sent on their edge (an edge carries every batch its source output sends: the
+  output's own counts), one event per invocation of the source operator that sent on it (per
+  step, for an edge out of a scope's input or a nested scope); those that cross are logged as
+  sent by one worker and received by the other, one event per channel, direction and peer
+  per step that used it;
 * :class:`ProgressEvent` -- a scope's progress batch sent or received;
 * :class:`CapabilityEvent` -- an operator's capability count changed at a time.
 
@@ -43,7 +44,6 @@ from __future__ import annotations
 
 import time as _time
 from collections.abc import Callable, Iterator, Sequence
-from itertools import chain
 from typing import Any, NamedTuple, overload
 
 from .dataflow.operator import OperatorCore
@@ -152,12 +152,23 @@ class _OperatorFigures:
     returns ``(invocations, seconds in total, longest seconds)``, each of ``inputs`` /
     ``outputs`` ``(records, batches)``.  For an operator they read the totals it keeps itself
     (``OperatorCore.observe``: its own and its ports' counters), and ``output_edges`` lists,
-    per output, the edges it feeds (as MessagesEvent channels); for a nested scope
+    per output, the edges it feeds (as MessagesEvent channels; ``log_edges(output, edges)``
+    tells the operator of a new one, see ``OperatorCore.log_edges``); for a nested scope
     (``output_edges is None``) the totals live in the closures that count them
     (``EventLog.scheduler`` and ``edge``), ``inputs`` and ``outputs`` being the counts of the
     edges into and out of it."""
 
-    __slots__ = ("id", "name", "address", "ports", "timing", "inputs", "outputs", "output_edges")
+    __slots__ = (
+        "id",
+        "name",
+        "address",
+        "ports",
+        "timing",
+        "inputs",
+        "outputs",
+        "output_edges",
+        "log_edges",
+    )
 
     def __init__(
         self, id: int, name: str, address: tuple[int, ...], ports: tuple[int, int]
@@ -170,10 +181,15 @@ class _OperatorFigures:
         self.inputs: list[Callable[[], tuple[int, int]]] = []
         self.outputs: list[Callable[[], tuple[int, int]]] = []
         self.output_edges: list[list[Any]] | None = None
+        self.log_edges: Callable[[int, list[Any]], None] = _no_edges_logged
 
 
 def _never_scheduled() -> tuple[int, float, float]:
     return 0, 0.0, 0.0
+
+
+def _no_edges_logged(output: int, edges: list[Any]) -> None:
+    """A nested scope's edges are wrapped and counted, not logged by an operator."""
 
 
 class _EdgeCounter:
@@ -190,9 +206,10 @@ class _EdgeCounter:
 
 
 class _Reported:
-    """What ``EventLog.flush`` turns into MessagesEvents: a ``counter`` (an operator's output
-    port or an :class:`_EdgeCounter`: anything with running ``records`` and ``batches``), the
-    ``channels`` (edges) it feeds, and the totals at its last report."""
+    """What ``EventLog.flush`` turns into MessagesEvents for a wrapped edge (an operator's
+    clock logs its outputs' edges itself): a ``counter`` (an :class:`_EdgeCounter`: anything
+    with running ``records`` and ``batches``), the ``channels`` (edges) it feeds, and the
+    totals at its last report."""
 
     __slots__ = ("counter", "channels", "records", "batches")
 
@@ -245,12 +262,11 @@ class EventLog:
         self._operators: dict[tuple[int, ...], _OperatorFigures] = {}
         self._channels: dict[int, dict[int, list[int]]] = {}  # channel -> peer -> [recs, bytes]
         self._counted_outputs: set[tuple[tuple[int, ...], tuple[int, int]]] = set()
-        # What ``flush`` turns into MessagesEvents: per operator id, its outputs (reported
-        # when it ran in the step: its id is in ``schedules``); the wrapped edges pushed to in
-        # the step (maybe several times: only the first finds anything new; never replaced:
-        # the closures append to it); and the traffic crossing workers by
+        # What ``flush`` turns into MessagesEvents (an operator's clock logs its outputs'
+        # edges after each invocation, see ``OperatorCore.log_schedules``): the wrapped edges
+        # pushed to in the step (maybe several times: only the first finds anything new; never
+        # replaced: the closures append to it); and the traffic crossing workers by
         # ``(channel, is_send, peer)`` as ``[records, batches, bytes]``.
-        self._outputs_by_id: list[tuple[_Reported, ...]] = []
         self._to_report: list[_Reported] = []
         self._reported: list[_Reported] = []  # all of them
         self._crossed: dict[tuple[int, bool, int], list[int]] = {}
@@ -282,7 +298,7 @@ class EventLog:
         step's message counts last."""
         schedules, events, sent = self.schedules, self.events, self.sent
         end = self.now()
-        if schedules or self._to_report or self._crossed:
+        if self._to_report or self._crossed:
             self._record_messages(end)
         if events or schedules or sent:
             delivered = EventBatch(
@@ -295,16 +311,15 @@ class EventLog:
                 listener(delivered)
 
     def _record_messages(self, now: float) -> None:
-        """One MessagesEvent per edge pushed to and per channel, direction and peer crossed
-        since the last flush, stamped ``now``."""
+        """One MessagesEvent per wrapped edge pushed to and per channel, direction and peer
+        crossed since the last flush, stamped ``now`` (operators' edges are logged by their
+        clocks)."""
         worker = self.worker
         position = len(self.schedules)
         extend = self.events.extend
         sent = self.sent.extend
         to_report = self._to_report
-        ran = dict.fromkeys(self.schedules[0::3])  # the operators that ran, by id
-        outputs = chain.from_iterable(map(self._outputs_by_id.__getitem__, ran))
-        for reported in chain(outputs, to_report):
+        for reported in to_report:
             counter = reported.counter
             batches = counter.batches
             if batches != reported.batches:
@@ -351,7 +366,6 @@ class EventLog:
                 len(self._operators), child.name, address, (child.inputs, child.outputs)
             )
             self._operators[address] = figures
-            self._outputs_by_id.append(())
             if self.recording:
                 self.record(
                     OperatesEvent, self.now(), figures.id, address, child.name, *figures.ports
@@ -411,25 +425,20 @@ class EventLog:
     ) -> None:
         """Observe an operator (``OperatorCore.observe``): its invocations are timed, its
         ports count (so no edge of its needs a wrapper), and once recording it logs its
-        invocations; ``flush`` reports its outputs, one MessagesEvent per edge each feeds
-        (filled in by ``edge``), after every step it ran in."""
+        invocations and, after each one that sent, one MessagesEvent per edge each output
+        feeds (the edges filled in by ``edge``)."""
         core.observe()
         invocations_before = core.invocations
-        figures.timing = lambda: (
-            core.invocations - invocations_before,
-            core.time_total,
-            core.time_max,
-        )
+        figures.timing = lambda: (core.invocations - invocations_before, *core.timing())
         ports = core.output_ports
         figures.inputs = [port.counts for port in core.input_ports]
         figures.outputs = [port.counts for port in ports]
-        figures.output_edges = [[] for _ in ports]
-        outputs = tuple(_Reported(port, edges) for port, edges in zip(ports, figures.output_edges))
-        self._reported.extend(outputs)
-        self._outputs_by_id[figures.id] = outputs
+        edges: list[list[Any]] = [[] for _ in ports]
+        figures.output_edges = edges
+        figures.log_edges = core.log_edges
 
         def start_logging() -> None:
-            core.log_schedules(self.schedules.extend, figures.id, capabilities)
+            core.log_schedules(self.schedules, figures.id, capabilities, self.sent, edges)
 
         if self.recording:
             start_logging()
@@ -454,7 +463,9 @@ class EventLog:
         sender = self._operators.get(scope + (source[0],)) if source[0] else None
         receiver = self._operators.get(scope + (target[0],)) if target[0] else None
         if sender is not None and sender.output_edges is not None:
-            sender.output_edges[source[1]].append(channel)
+            edges = sender.output_edges[source[1]]
+            edges.append(channel)
+            sender.log_edges(source[1], edges)  # if the operator logs already
             if receiver is not None and receiver.output_edges is None:  # into a nested scope
                 receiver.inputs.append(sender.outputs[source[1]])
             return push

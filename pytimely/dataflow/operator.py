@@ -28,10 +28,11 @@ Counting invariants (what makes frontiers correct):
 All of it is drained by the scope after the logic returns, as one atomic batch.
 
 Observation (statistics and logging, :mod:`pytimely.eventlog`): once
-:meth:`OperatorCore.observe` is called, every invocation is timed (``time_total``,
-``time_max``), each input port also counts the records and batches the logic takes from it,
-and each output port the records and batches it sends, in their ``records`` / ``batches``
-attributes; :meth:`OperatorCore.log_schedules` then hands every invocation to the event log.
+:meth:`OperatorCore.observe` is called, every invocation is timed (by the operator's
+``clock``, see :mod:`pytimely.dataflow.invocation`), each input port also counts the records
+and batches the logic takes from it, and each output port the records and batches it sends,
+in their ``records`` / ``batches`` attributes; :meth:`OperatorCore.log_schedules` then has
+the clock log every invocation, and what its outputs sent on each edge, for the event log.
 Until then nothing is paid: the operator and its ports are switched to observed variants of
 their classes, whose methods time and count in the frames that run, consume and send anyway
 (no wrapper, no test on the unobserved path).
@@ -39,7 +40,6 @@ their classes, whose methods time and count in the frames that run, consume and 
 
 from __future__ import annotations
 
-import time
 import types
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
@@ -47,6 +47,7 @@ from typing import TYPE_CHECKING, Any
 from ..progress.antichain import MutableAntichain
 from ..progress.operate import FrontierInterest, SharedProgress
 from .capability import Capability, CapabilityRef, invalidate, send_time
+from .invocation import invocation_clock
 
 if TYPE_CHECKING:
     from ..progress.change_batch import ChangeBatch
@@ -507,10 +508,7 @@ class OperatorCore:
         "activate",
         "_on_built",
         "invocations",
-        "time_total",
-        "time_max",
-        "_record_schedule",
-        "_log_id",
+        "clock",
         "_record_capabilities",
     )
 
@@ -546,11 +544,8 @@ class OperatorCore:
         self.activate: Callable[[], None] = _not_attached
         self._on_built: Callable[[], None] | None = None
         self.invocations = 0
-        # Kept only once observed (``observe``, ``log_schedules``).
-        self.time_total = 0.0
-        self.time_max = 0.0
-        self._record_schedule: Callable[[tuple[int, float, float]], None] | None = None
-        self._log_id = 0
+        # Only once observed (``observe``, ``log_schedules``).
+        self.clock: Any = None
         self._record_capabilities: Callable[[float], None] = _ignore_stop
 
     def set_logic(self, logic: Callable[..., Any] | None, ports: tuple[Any, ...] = ()) -> None:
@@ -616,6 +611,8 @@ class OperatorCore:
         observed variants, in place, so whoever holds them sees the change; a scheduler must
         look ``schedule`` up again).  Idempotent."""
         self.__class__ = ObservedOperatorCore
+        if self.clock is None:
+            self.clock = invocation_clock(self.outputs)
         for port in self.input_ports:
             port.__class__ = CountingInputPort
         for out in self.output_ports:
@@ -623,17 +620,42 @@ class OperatorCore:
 
     def log_schedules(
         self,
-        record: Callable[[tuple[int, float, float]], None] | None,
+        schedules: list[Any] | None,
         log_id: int = 0,
         capabilities: Callable[[float], None] | None = None,
+        sent: list[Any] | None = None,
+        edges: Iterable[Iterable[Any]] = (),
     ) -> None:
-        """Once observed, hand every invocation to ``record`` as ``(log_id, start, duration)``
-        (``time.perf_counter`` seconds), and call ``capabilities(stop)`` after an invocation
-        that changed capabilities (before the scope drains ``shared.internals``);
-        ``record=None`` stops it."""
-        self._record_schedule = record
-        self._log_id = log_id
+        """Once observed, log every invocation: ``log_id, start, duration`` go to
+        ``schedules`` (``time.perf_counter`` seconds), and after an invocation in which an
+        output sent anything, ``edge, records, batches`` (what it sent since it was last
+        logged) go to ``sent`` for each of its edges in ``edges`` (one collection per output;
+        see :meth:`log_edges`); ``capabilities(stop)`` is called after an invocation that
+        changed capabilities (before the scope drains ``shared.internals``).
+        ``schedules=None`` stops it."""
+        if schedules is None:
+            self.clock.log_to(None)
+            self._record_capabilities = _ignore_stop
+            return
+        self.clock.log_to(
+            schedules,
+            log_id,
+            self.shared.internals,
+            sent,
+            tuple(self.output_ports),
+            tuple(tuple(e) for e in edges),
+        )
         self._record_capabilities = capabilities if capabilities is not None else _ignore_stop
+
+    def log_edges(self, output: int, edges: Iterable[Any]) -> None:
+        """While logging (:meth:`log_schedules`), log what ``output`` sends on ``edges``."""
+        if self.clock is not None:
+            self.clock.log_edges(output, tuple(edges))
+
+    def timing(self) -> tuple[float, float]:
+        """``(seconds in invocations, longest invocation)`` since :meth:`observe`."""
+        clock = self.clock
+        return (clock.total, clock.longest) if clock is not None else (0.0, 0.0)
 
     def schedule(self) -> bool:
         """See :meth:`Operate.schedule`: run the logic once; never incomplete.
@@ -673,7 +695,8 @@ class ObservedOperatorCore(OperatorCore):
     __slots__ = ()
 
     def schedule(self) -> bool:
-        start = _clock()
+        clock = self.clock
+        clock.start()
         self.invocations += 1
         logic = self._logic
         if logic is not None:
@@ -690,19 +713,10 @@ class ObservedOperatorCore(OperatorCore):
             for inp in self.input_ports:
                 for _ in inp.drain_batches():
                     pass
-        elapsed = _clock() - start
-        self.time_total += elapsed
-        if elapsed > self.time_max:
-            self.time_max = elapsed
-        record = self._record_schedule
-        if record is not None:
-            record((self._log_id, start, elapsed))
-            if any(self.shared.internals):
-                self._record_capabilities(start + elapsed)
+        stopped = clock.stop()
+        if stopped is not None:  # logging, and capabilities changed
+            self._record_capabilities(stopped)
         return False
-
-
-_clock = time.perf_counter
 
 
 def _ignore_stop(stop: float) -> None:
