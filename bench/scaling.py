@@ -13,6 +13,10 @@ workload:
 * ``speedup`` = wall(1 worker) / wall(2 processes);
 * ``ok``: the answer matches one computed without pytimely.
 
+With ``--repeat N`` (default 3) the two configurations run alternately N times (1 worker, 2
+processes, 1 worker, ...) and each figure is the median over the runs; ``runs`` lists every
+run's efficiency and speedup, so that the spread a shared machine adds is in the report.
+
 Workloads (issue 13), over words drawn from a 10,000-word vocabulary in batches of 1,000:
 
 * ``keyed_count``: ``map(w -> (w, 1))`` then ``aggregate`` (a per-record fold, exchanged by word);
@@ -25,7 +29,8 @@ Workloads (issue 13), over words drawn from a 10,000-word vocabulary in batches 
 * ``cpu_map``: a per-record map doing about 5 us of arithmetic, then the batch count.
 
     python bench/scaling.py [--words 4000000] [--heavy-words 400000] [--edges 100000]
-                            [--workloads keyed_count,batch_count,components,cpu_map] [--quick]
+                            [--workloads keyed_count,batch_count,components,cpu_map]
+                            [--repeat 3] [--quick]
 
 Prints JSON (and writes it to ``--out`` if given).
 """
@@ -35,6 +40,7 @@ from __future__ import annotations
 import argparse
 import collections
 import json
+import statistics
 import sys
 import time
 from collections.abc import Callable
@@ -363,6 +369,7 @@ def merged(name: str, answers: list[Any]) -> Any:
 
 
 def summarize(name: str, one: list, two: list, args: argparse.Namespace) -> dict[str, Any]:
+    """One run's figures for workload ``name``: ``one`` and ``two`` are its workers' results."""
     cpu1, cpu2 = one[0]["cpu_s"], sum(r["cpu_s"] for r in two)
     wall1, wall2 = one[0]["wall_s"], max(r["wall_s"] for r in two)
     want = expected(name, args)
@@ -377,6 +384,25 @@ def summarize(name: str, one: list, two: list, args: argparse.Namespace) -> dict
         "speedup": round(wall1 / wall2, 3),
         "ok": merged(name, [one[0]["answer"]]) == want
         and merged(name, [r["answer"] for r in two]) == want,
+    }
+
+
+def median_of(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The runs of one workload as one report: each figure the median over the runs (the
+    per-process CPU times of the run whose summed CPU time is the median), every run's
+    efficiency and speedup under ``runs``, and ``ok`` if every run's answer was right."""
+    middle = sorted(runs, key=lambda r: r["2"]["cpu_s"])[(len(runs) - 1) // 2]
+    return {
+        "1": {side: statistics.median(r["1"][side] for r in runs) for side in ("wall_s", "cpu_s")},
+        "2": {
+            "wall_s": statistics.median(r["2"]["wall_s"] for r in runs),
+            "cpu_s": statistics.median(r["2"]["cpu_s"] for r in runs),
+            "cpu_per_process_s": middle["2"]["cpu_per_process_s"],
+        },
+        "cpu_efficiency": statistics.median(r["cpu_efficiency"] for r in runs),
+        "speedup": statistics.median(r["speedup"] for r in runs),
+        "runs": [{"cpu_efficiency": r["cpu_efficiency"], "speedup": r["speedup"]} for r in runs],
+        "ok": all(r["ok"] for r in runs),
     }
 
 
@@ -396,6 +422,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     )
     ap.add_argument("--batch", type=int, default=1_000)
     ap.add_argument("--workloads", default=",".join(WORKLOADS))
+    ap.add_argument(
+        "--repeat",
+        type=int,
+        default=3,
+        help="run both configurations this many times, alternately; report medians",
+    )
     ap.add_argument("--timeout", type=float, default=600.0)
     ap.add_argument("--quick", action="store_true", help="tiny sizes: a smoke test")
     ap.add_argument("--out", help="also write the JSON to this file")
@@ -404,9 +436,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     unknown = set(args.workloads) - set(WORKLOADS)
     if unknown:
         ap.error(f"unknown workloads {sorted(unknown)}; choose from {','.join(WORKLOADS)}")
+    if args.repeat < 1:
+        ap.error("--repeat must be at least 1")
     if args.quick:
         args.words, args.heavy_words, args.edges, args.batch = 40_000, 4_000, 2_000, 500
-    one, two = run(1, args), run(2, args)
+    runs: dict[str, list[dict[str, Any]]] = {name: [] for name in args.workloads}
+    for _ in range(args.repeat):
+        one, two = run(1, args), run(2, args)
+        for name in args.workloads:
+            runs[name].append(summarize(name, one[name], two[name], args))
     out = {
         "benchmark": "scaling",
         "python": sys.version.split()[0],
@@ -415,7 +453,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "edges": args.edges,
         "batch": args.batch,
         "vocabulary": VOCAB,
-        "workloads": {name: summarize(name, one[name], two[name], args) for name in args.workloads},
+        "repeat": args.repeat,
+        "workloads": {name: median_of(runs[name]) for name in args.workloads},
     }
     text = json.dumps(out, indent=1)
     if args.out:

@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 SCRIPT = Path(__file__).resolve().parent.parent / "bench" / "scaling.py"
 WORKLOADS = {"keyed_count", "batch_count", "components", "cpu_map"}
 
@@ -18,7 +20,7 @@ WORKLOADS = {"keyed_count", "batch_count", "components", "cpu_map"}
 def test_quick_run_reports_every_workload_with_correct_answers(tmp_path: Path) -> None:
     out = tmp_path / "scaling.json"
     done = subprocess.run(
-        [sys.executable, str(SCRIPT), "--quick", "--out", str(out)],
+        [sys.executable, str(SCRIPT), "--quick", "--repeat", "2", "--out", str(out)],
         capture_output=True,
         text=True,
         timeout=120,
@@ -30,7 +32,10 @@ def test_quick_run_reports_every_workload_with_correct_answers(tmp_path: Path) -
     assert set(report["workloads"]) == WORKLOADS
     for name, figures in report["workloads"].items():
         assert figures["ok"] is True, name
-        assert set(figures) == {"1", "2", "cpu_efficiency", "speedup", "ok"}
+        assert set(figures) == {"1", "2", "cpu_efficiency", "speedup", "runs", "ok"}
+        assert len(figures["runs"]) == 2  # --repeat 2: the median of two runs
+        efficiencies = sorted(run["cpu_efficiency"] for run in figures["runs"])
+        assert figures["cpu_efficiency"] == pytest.approx(sum(efficiencies) / 2)
         assert len(figures["2"]["cpu_per_process_s"]) == 2
         for side in ("1", "2"):
             assert figures[side]["wall_s"] >= 0 and figures[side]["cpu_s"] >= 0
