@@ -1,4 +1,4 @@
-"""The seed-003 experiment: D dataflows of INPUT -> REGION{STASH -> FILTER x (L-1)} -> PROBE.
+"""Many mostly idle dataflows: D of INPUT -> REGION{STASH -> FILTER x (L-1)} -> PROBE.
 
 STASH buffers records per time under a retained capability and releases them when its input
 frontier passes; FILTER keeps every record.  Round r: one record at time r into input r mod D,
