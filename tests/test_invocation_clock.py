@@ -119,3 +119,44 @@ def test_an_operators_edge_is_logged_once_per_invocation_that_sent_on_it():
     map_runs = [e for e in events if isinstance(e, ScheduleEvent) and e.id == map_op]
     assert len(map_runs) >= 3
     assert all(m.time >= max(r.stop for r in map_runs[: i + 1]) for i, m in enumerate(on_map_edge))
+
+
+def _logged_run() -> tuple[list[tuple[str, int]], dict]:
+    """A small dataflow run with every event logged: the (kind, count) of its events and its
+    operator statistics without the timings."""
+    worker = pt.Worker()
+    events = []
+    worker.log_to(events.extend)
+
+    def build(scope):
+        inp, stream = scope.new_input()
+        counted = stream.map(lambda x: (x % 3, 1)).aggregate(lambda k, v, a: a + v, lambda k, a: a)
+        return inp, counted.probe()
+
+    inp, probe = worker.dataflow(build)
+    for r in range(4):
+        inp.send_batch(list(range(r * 10, r * 10 + 10)))
+        inp.advance_to(r + 1)
+        worker.step_while(lambda: probe.less_than(inp.time), timeout=20)
+    kinds = sorted({type(e).__name__ for e in events})
+    messages = sorted(
+        (str(e.channel), e.records, e.batches) for e in events if isinstance(e, MessagesEvent)
+    )
+    stats = {
+        op["name"]: (op["invocations"], op["records_in"], op["records_out"])
+        for op in worker.statistics()["operators"]
+    }
+    return [(k, sum(type(e).__name__ == k for e in events)) for k in kinds], {
+        "messages": messages,
+        "stats": stats,
+    }
+
+
+def test_without_the_extension_operators_log_the_same_events(monkeypatch):
+    if _native.speedups is None:
+        pytest.skip("the compiled extension is switched off: one path only")
+    compiled = _logged_run()
+    monkeypatch.setattr(_native, "speedups", None)
+    pure = _logged_run()
+    assert pure == compiled
+    assert dict(compiled[0])["MessagesEvent"] >= 8  # map and aggregate edges, four rounds
