@@ -54,9 +54,7 @@ class InvocationClock:
         "_log_id",
         "_internals",
         "_sent",
-        "_ports",
-        "_edges",
-        "_logged",
+        "_outputs",
     )
 
     def __init__(self, outputs: int) -> None:
@@ -67,9 +65,8 @@ class InvocationClock:
         self._log_id: Any = None
         self._internals: tuple[dict[Any, int], ...] = ()
         self._sent: list[Any] = []
-        self._ports: tuple[Any, ...] = ()
-        self._edges: list[tuple[Any, ...]] = [() for _ in range(outputs)]
-        self._logged: list[int] = []
+        # Per output, while logging: [port, its edges, records and batches when last logged].
+        self._outputs: list[list[Any]] = [[None, (), 0, 0] for _ in range(outputs)]
 
     def start(self) -> None:
         """An invocation begins."""
@@ -87,16 +84,15 @@ class InvocationClock:
         if schedules is None:
             return None
         schedules.extend((self._log_id, start, elapsed))
-        logged = self._logged
-        for i, port in enumerate(self._ports):
+        for output in self._outputs:
+            port = output[0]
             batches = port.batches
-            if batches != logged[2 * i + 1]:
+            if batches != output[3]:
                 records = port.records
-                sent = (records - logged[2 * i], batches - logged[2 * i + 1])
-                for edge in self._edges[i]:
-                    self._sent.extend((edge, *sent))
-                logged[2 * i] = records
-                logged[2 * i + 1] = batches
+                for edge in output[1]:
+                    self._sent.extend((edge, records - output[2], batches - output[3]))
+                output[2] = records
+                output[3] = batches
         return start + elapsed if any(self._internals) else None
 
     def log_to(
@@ -113,20 +109,20 @@ class InvocationClock:
         if schedules is None:
             self._schedules = None
             return
-        if sent is None or not len(ports) == len(edges) == len(self._edges):
+        if sent is None or not len(ports) == len(edges) == len(self._outputs):
             raise TypeError("log_to needs the sent list and one tuple of edges per output")
         self._log_id = log_id
         self._internals = internals
         self._sent = sent
-        self._ports = ports
-        self._edges = [tuple(e) for e in edges]
-        self._logged = [n for port in ports for n in (port.records, port.batches)]
+        self._outputs = [
+            [port, tuple(e), port.records, port.batches] for port, e in zip(ports, edges)
+        ]
         self._schedules = schedules
 
     def log_edges(self, output: int, edges: tuple[Any, ...]) -> None:
         """While logging, log what port ``output`` sends on ``edges`` from now on."""
         if self._schedules is not None:
-            self._edges[output] = tuple(edges)
+            self._outputs[output][1] = tuple(edges)
 
 
 def invocation_clock(outputs: int) -> Any:
