@@ -99,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     sub = parser.add_subparsers(dest="command", required=True)
     rp = sub.add_parser("replay", help="inspect or replay a capture file")
-    rp.add_argument("file")
+    rp.add_argument("file", help="a capture file (written by capture_into or FileWriter)")
     rp.add_argument("--inspect", action="store_true", help="print events/records per time")
     rp.add_argument("--no-progress", action="store_true", help="no progress bar")
     sub.add_parser(
@@ -111,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     gp = sub.add_parser(
         "graph", help="draw the dataflow graph a script builds (without running it)"
     )
-    gp.add_argument("script")
+    gp.add_argument("script", help="the Python script that builds the dataflow")
     gp.add_argument("-o", "--output", help="out.svg|png|html|dot|json|mmd (default: SCRIPT.svg)")
     gp.add_argument(
         "--function",
