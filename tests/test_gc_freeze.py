@@ -82,3 +82,36 @@ def test_no_freezing_when_switched_off() -> None:
     assert gc.get_freeze_count() == 0
     inp.close()
     worker.run()
+
+
+def test_a_completed_dataflows_operator_state_is_freed_at_once() -> None:
+    # The graph of a completed dataflow may stay frozen until enough completed graphs pile up
+    # (FROZEN_GARBAGE_OPERATORS), but what its logic holds, often the bulk of the memory, must
+    # not wait for that: it is freed by reference counting when the dataflow completes.
+    import weakref
+
+    class State(dict):
+        """An operator's state (a dict subclass, so that it can be weakly referenced)."""
+
+    worker = pt.Worker()
+    alive = []
+
+    def build(scope):
+        inp, stream = scope.new_input()
+        state = State()
+        alive.append(weakref.ref(state))
+
+        def remember(x):
+            state[x] = x  # the logic holds the state
+            return x
+
+        return inp, stream.map(remember).probe()
+
+    for _ in range(3):
+        inp, probe = worker.dataflow(build)
+        inp.send_batch(list(range(100)))
+        inp.close()
+        worker.step_while(lambda: not probe.done(), timeout=20)
+        worker.step()  # removed as completed
+    assert gc.get_freeze_count() > 0  # the completed graphs are still frozen...
+    assert [ref() is None for ref in alive] == [True, True, True]  # ...but their state is gone

@@ -558,6 +558,20 @@ class OperatorCore:
         (``Operate.built``): the first moment data may flow downstream."""
         self._on_built = callback
 
+    def retire(self) -> None:
+        """See :meth:`Operate.retire`: drop the logic, and with it whatever state the logic
+        holds, anything still queued and the pushes downstream.  The graph is a web of cycles
+        that may stay frozen out of the collector's sight a while
+        (``Worker._release_frozen``); the state, often the bulk of the memory, is then freed
+        at once by reference counting."""
+        self._logic = None
+        self._ports = ()
+        self._on_built = None
+        for port in self.input_ports:
+            port.queue = []
+        for out in self.output_ports:  # the pushes downstream (fused transforms among them)
+            out.tee.consumers.clear()
+
     def identity_reaches(self, i: int, o: int) -> bool:
         """Input ``i`` reaches output ``o`` with the identity summary (so a message's own
         capability is valid there)."""

@@ -87,7 +87,8 @@ class Operate(Protocol):
     3. ``bind_frontiers(antichains)`` — the scope offers the live frontier of each input;
     4. ``initial_internals()`` — the initial capabilities, counted without exchange;
     5. ``built()`` — the whole scope is built and counted (data may flow);
-    6. ``schedule()`` — then repeatedly, with counts traded through ``shared``.
+    6. ``schedule()`` — then repeatedly, with counts traded through ``shared``;
+    7. ``retire()`` — once, when the scope retires the child for good.
     """
 
     name: str
@@ -131,4 +132,10 @@ class Operate(Protocol):
     def schedule(self) -> bool:
         """Do some work; return ``True`` if the child is *incomplete* (must not be retired
         even if it holds nothing and its inputs are finished)."""
+        ...
+
+    def retire(self) -> None:
+        """The scope retired this child: it holds nothing, its inputs are finished and its
+        last counts were drained, and it will never be called again.  Let go of what it
+        holds (the scope may be kept out of the garbage collector's sight a while longer)."""
         ...

@@ -284,6 +284,10 @@ class Subgraph:
     # ----------------------------------------------------------------------------------------
     # Scheduling.
 
+    def retire(self) -> None:
+        """See :meth:`Operate.retire`: a scope retires once all its children have, each of
+        which let go of its own state then; nothing is left to release here."""
+
     def schedule(self) -> bool:
         """One invocation: the atomic steps of the module docstring, in order.
 
@@ -441,6 +445,7 @@ class Subgraph:
                 # Retire: the child can never be asked to do anything again.  (Its final
                 # reports were just extracted.)
                 if not self._pending_counts(child):
+                    child.retire()
                     children[index] = None
                     schedulers[index] = _retired
                     self._live -= 1
