@@ -181,15 +181,11 @@ class _OperatorFigures:
         self.inputs: list[Callable[[], tuple[int, int]]] = []
         self.outputs: list[Callable[[], tuple[int, int]]] = []
         self.output_edges: list[list[Any]] | None = None
-        self.log_edges: Callable[[int, list[Any]], None] = _no_edges_logged
+        self.log_edges: Callable[[int, list[Any]], None] | None = None  # an operator's
 
 
 def _never_scheduled() -> tuple[int, float, float]:
     return 0, 0.0, 0.0
-
-
-def _no_edges_logged(output: int, edges: list[Any]) -> None:
-    """A nested scope's edges are wrapped and counted, not logged by an operator."""
 
 
 class _EdgeCounter:
@@ -465,7 +461,8 @@ class EventLog:
         if sender is not None and sender.output_edges is not None:
             edges = sender.output_edges[source[1]]
             edges.append(channel)
-            sender.log_edges(source[1], edges)  # if the operator logs already
+            if sender.log_edges is not None:  # (None only for a nested scope)
+                sender.log_edges(source[1], edges)  # taken into account if it logs already
             if receiver is not None and receiver.output_edges is None:  # into a nested scope
                 receiver.inputs.append(sender.outputs[source[1]])
             return push

@@ -634,7 +634,7 @@ class OperatorCore:
 
     def log_schedules(
         self,
-        schedules: list[Any] | None,
+        schedules: list[Any],
         log_id: int = 0,
         capabilities: Callable[[float], None] | None = None,
         sent: list[Any] | None = None,
@@ -645,12 +645,7 @@ class OperatorCore:
         output sent anything, ``edge, records, batches`` (what it sent since it was last
         logged) go to ``sent`` for each of its edges in ``edges`` (one collection per output;
         see :meth:`log_edges`); ``capabilities(stop)`` is called after an invocation that
-        changed capabilities (before the scope drains ``shared.internals``).
-        ``schedules=None`` stops it."""
-        if schedules is None:
-            self.clock.log_to(None)
-            self._record_capabilities = _ignore_stop
-            return
+        changed capabilities (before the scope drains ``shared.internals``)."""
         self.clock.log_to(
             schedules,
             log_id,

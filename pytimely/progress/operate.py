@@ -69,11 +69,6 @@ class SharedProgress:
         self.internals = tuple([ChangeBatch() for _ in range(outputs)])
         self.produceds = tuple([ChangeBatch() for _ in range(outputs)])
 
-    def release_frontiers(self) -> None:
-        """Free the frontier batches of a child that reads its input frontiers from the
-        scope's tracker (``bind_frontiers`` returned true): the scope never writes them."""
-        self.frontiers = ()
-
 
 class Operate(Protocol):
     """A child of a scope, as progress tracking sees it: the whole scope–child interface

@@ -152,8 +152,6 @@ class Subgraph:
             self._reads_tracker[i] = child.bind_frontiers(
                 [tracker.implication(loc) for loc in tracker.target_loc[i]]
             )
-            if self._reads_tracker[i]:
-                child.shared.release_frontiers()
         # What step 5 calls to run child i: its ``schedule``, or an observer's replacement.
         self._schedulers = [_retired if c is None else c.schedule for c in children]
         # Where child i's counts go after each invocation, fixed once (the batches of its
