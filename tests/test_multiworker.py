@@ -550,3 +550,30 @@ def test_a_peer_is_notified_while_this_worker_works_at_the_same_time():
 
     waited = pt.execute(work, workers=2, timeout=60)[1]
     assert waited < busy / 2, f"worker 1 was notified {waited:.2f} s after sending"
+
+
+def test_worker_processes_print_whole_lines_even_unbuffered(tmp_path):
+    # Under ``python -u`` / PYTHONUNBUFFERED, print writes its text and its newline in two
+    # system calls: three worker processes printing at once into one pipe would run their
+    # lines into each other ("hello 2hello 1").
+    import subprocess
+    import sys
+
+    script = tmp_path / "chatty.py"
+    script.write_text(
+        "import pytimely as pt\n"
+        "def work(worker):\n"
+        "    for i in range(3000):\n"
+        "        print(f'line {worker.index} {i}')\n"
+        "pt.execute(work, workers=3, timeout=60)\n"
+    )
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert len(lines) == 9000
+    assert all(len(line.split()) == 3 for line in lines), [
+        line for line in lines if len(line.split()) != 3
+    ][:3]

@@ -537,6 +537,20 @@ def _failure(
 # --- the child side ---------------------------------------------------------------------------
 
 
+def _whole_lines(stream: Any) -> None:
+    """Make ``stream`` write each line in one piece.  The worker processes share the parent's
+    terminal or pipe; unbuffered (``python -u``, ``PYTHONUNBUFFERED``), ``print`` writes its
+    text and its newline separately, and the lines of workers printing at once run into each
+    other.  Line buffering hands the whole line to the system in one write."""
+    reconfigure = getattr(stream, "reconfigure", None)
+    if reconfigure is None:  # replaced by the program: its business
+        return
+    try:
+        reconfigure(line_buffering=True, write_through=False)
+    except (ValueError, OSError):  # closed, or not a text stream after all
+        pass
+
+
 def _worker_main(
     index: int,
     processes: int,
@@ -551,6 +565,8 @@ def _worker_main(
     diagnose: tuple[int, str, Callable[[Any], str] | None] | None = None,
     inherited_asks: Sequence[int] = (),
 ) -> None:
+    _whole_lines(sys.stdout)
+    _whole_lines(sys.stderr)
     for other in inherited:  # the parent's ends of the pipes, inherited through fork
         other.close()
     for fd in inherited_asks:  # likewise the parent's ends of the diagnosis pipes
