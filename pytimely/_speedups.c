@@ -86,6 +86,7 @@ typedef struct {
      * a batch of (word, 1) pairs then costs a reference per record, not a tuple. */
     PyObject *record;
     unsigned atom;
+    uint32_t len; /* the str's length: a lookup compares it without reading the str object */
 } StrEntry;
 
 static StrEntry str_cache[STR_CACHE_SETS][STR_CACHE_WAYS];
@@ -162,8 +163,7 @@ str_cache_key(const unsigned char *p, Py_ssize_t n, Py_ssize_t readable, StrKey 
 static inline int
 str_entry_holds(const StrEntry *e, const StrKey *key, const unsigned char *p, Py_ssize_t n)
 {
-    return e->str != NULL && e->w0 == key->w0 && e->w1 == key->w1 &&
-           PyUnicode_GET_LENGTH(e->str) == n &&
+    return e->str != NULL && e->w0 == key->w0 && e->w1 == key->w1 && e->len == (uint32_t)n &&
            (n <= 16 || memcmp(PyUnicode_DATA(e->str), p, n) == 0);
 }
 
@@ -191,6 +191,7 @@ str_cache_put(const StrKey *key, PyObject *s)
     set[0].w1 = key->w1;
     set[0].record = NULL;
     set[0].atom = 0;
+    set[0].len = (uint32_t)PyUnicode_GET_LENGTH(s);
     /* A str, and a tuple of a str and an atom: releasing them runs no Python code. */
     Py_XDECREF(dropped);
     Py_XDECREF(dropped_record);
@@ -805,28 +806,55 @@ fixed_atom_size(unsigned char tag)
     }
 }
 
-/* If the value at r->p is a record (short str, fixed-size atom) and the next one starts with a
- * short str too, compute that str's cache key now and ask the CPU to fetch its set, so that
- * the set is in cache when the next record is decoded (the table is larger than the caches
- * and a lookup would otherwise wait for memory). */
-static inline void
-look_ahead(Reader *r)
+/* Decoding a list of records waits on memory: the string table is larger than the caches, and
+ * each record needs one of its sets and the tuple last decoded for its str.  decode_list
+ * therefore reads records in runs of up to SCAN_RUN ahead of decoding them: the first pass
+ * parses each record (a short ASCII str and a fixed-size atom), computes its str's key and
+ * asks the CPU for its set; the second looks the sets up and asks for the cached tuples.  The
+ * loads of a pass are independent of each other, so the CPU overlaps their misses instead of
+ * taking them one record at a time; decoding the run then finds both in cache.  The passes
+ * only read and prefetch: decoding looks everything up again, so a record's decoding may
+ * change the table (a new str, an evicted tuple) without a later record trusting stale
+ * pointers. */
+#define SCAN_RUN 64
+
+typedef struct {
+    const unsigned char *text; /* the record's str bytes */
+    Py_ssize_t n;              /* their number */
+    StrKey key;
+} Scanned;
+
+/* Scan up to `max` consecutive records from p (see above); returns how many. */
+static Py_ssize_t
+scan_records(const unsigned char *p, const unsigned char *end, Py_ssize_t max, Scanned *out)
 {
-    const unsigned char *p = r->p, *end = r->end;
-    if (end - p < 4 || p[0] != T_TUPLE8 || p[1] != 2 || p[2] != T_STR8)
-        return;
-    const unsigned char *atom = p + 4 + p[3];
-    if (end - atom < 1)
-        return;
-    Py_ssize_t size = fixed_atom_size(atom[0]);
-    const unsigned char *next = atom + size;
-    if (size == 0 || end - next < 4 || next[0] != T_TUPLE8 || next[2] != T_STR8)
-        return;
-    const unsigned char *text = next + 4;
-    if (next[3] > end - text || !str_cache_key(text, next[3], end - text, &r->ahead))
-        return;
-    r->ahead_at = text;
-    __builtin_prefetch(r->ahead.set);
+    Py_ssize_t k = 0;
+    while (k < max) {
+        if (end - p < 5 || p[0] != T_TUPLE8 || p[1] != 2 || p[2] != T_STR8)
+            break;
+        Py_ssize_t n = p[3];
+        const unsigned char *text = p + 4;
+        if (n >= end - text) /* the atom's tag must follow */
+            break;
+        const unsigned char *atom = text + n;
+        Py_ssize_t size = fixed_atom_size(atom[0]);
+        if (size == 0 || size > end - atom || !str_cache_key(text, n, end - text, &out[k].key))
+            break;
+        const char *set = (const char *)out[k].key.set;
+        __builtin_prefetch(set);
+        __builtin_prefetch(set + 64);
+        __builtin_prefetch(set + 128);
+        out[k].text = text;
+        out[k].n = n;
+        k++;
+        p = atom + size;
+    }
+    for (Py_ssize_t i = 0; i < k; i++) {
+        StrEntry *e = str_cache_find(&out[i].key, out[i].text, out[i].n);
+        if (e != NULL && e->record != NULL)
+            __builtin_prefetch(e->record, 1);
+    }
+    return k;
 }
 
 /* A record of two items whose first is a short str (at r->p, the tuple's header read; the
@@ -870,9 +898,25 @@ decode_list(Reader *r, Py_ssize_t n, int depth)
     PyObject *out = PyList_New(n);
     if (out == NULL)
         return NULL;
+    Scanned run[SCAN_RUN];
+    Py_ssize_t run_len = 0, run_at = 0; /* scanned records, and the next one to decode */
+    Py_ssize_t unscanned = 0; /* items to decode without scanning: the last scan found none */
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *item;
-        look_ahead(r);
+        if (run_at == run_len && unscanned-- <= 0) {
+            Py_ssize_t left = n - i;
+            run_len = scan_records(r->p, r->end, left < SCAN_RUN ? left : SCAN_RUN, run);
+            run_at = 0;
+            unscanned = run_len ? 0 : SCAN_RUN;
+        }
+        if (run_at < run_len && run[run_at].text == r->p + 4) {
+            r->ahead = run[run_at].key; /* decode_record and decode_str take it from here */
+            r->ahead_at = run[run_at].text;
+            run_at++;
+        }
+        else {
+            run_len = run_at = 0;
+        }
         if (r->end - r->p >= 2 && r->p[0] == T_TUPLE8 && depth < MAX_DEPTH &&
             r->p[1] <= r->end - r->p - 2) {
             Py_ssize_t size = r->p[1];

@@ -307,6 +307,18 @@ def test_records_of_words_and_atoms_decode_exactly_wherever_the_payload_ends():
         assert _shape(codec.decode(codec.encode(part[:start]))) == _shape(part[:start])
 
 
+@compiled_only
+def test_records_decode_exactly_while_decoding_them_evicts_what_was_read_ahead():
+    # The decoder looks up the records of a run before decoding them; decoding one may put a
+    # new str in the table and evict what the lookahead found for a later record of the run.
+    # 60,000 distinct words (more than the table holds) in runs of repeats and new words, with
+    # atoms that change, must still decode to exactly the records sent.
+    records = [(f"e{(i * 7919) % 60_000}", (i // 3) % 4) for i in range(240_000)]
+    records[::97] = [(f"e{i}", None) for i in range(len(records[::97]))]
+    assert codec.decode(codec.encode(records)) == records
+    assert codec.decode(codec.encode(records[::-1])) == records[::-1]
+
+
 # ============================================================================================
 # Many workers, either path, and one of each
 
