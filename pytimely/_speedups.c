@@ -4,14 +4,16 @@
  * if it was built, and every function here has a pure-Python equivalent that is used
  * otherwise (and that the tests run too).
  *
- * RouteCache().split(batch, memo, peers, key_index, keys) -> list of `peers` lists, or None
+ * RouteCache().split(batch, memo, peers, key_index, keys[, me]) -> `peers` lists, or None
  *     The records of the list `batch`, one list per destination worker, record order kept.
  *     A record's key is `keys[i]` if `keys` is a list, else the record itself
- *     (key_index < 0), else `record[key_index]` of an exact tuple or list record.  Its
- *     destination is `memo[key]` (a dict lookup, so equal keys find one entry whatever their
- *     type, as in pytimely/communication/routing.py), cached per key object.  None means
+ *     (key_index < 0), else `record[key_index]` of an exact tuple or list record.  The
+ *     destination of an exact ASCII str or 64-bit int key is computed here by the rule of
+ *     pytimely/communication/routing.py; any other key's is `memo[key]` (a dict lookup, so
+ *     equal keys find one entry whatever their type), cached per key object.  None means
  *     "not every key is known" (a miss, an unhashable key, a record that is not a tuple):
- *     the caller routes in Python.
+ *     the caller routes in Python.  `me`, this worker's index, lets the split offer the str
+ *     keys it keeps to the decoder (see OFFER_EVERY).
  *
  * encode(obj) -> bytes or None
  *     `obj` in the records codec (format in pytimely/communication/codec.py), or None if it
@@ -219,6 +221,104 @@ str_cache_offer(PyObject *s)
 
 /* ---- split ------------------------------------------------------------------------------ */
 
+/* The routes of the commonest keys, computed here as pytimely/communication/routing.py and
+ * hashing.py define them, without any table: an exact int that fits 64 bits goes to
+ * `key % peers` (Python's modulo: never negative); an exact str whose UTF-8 is its own storage
+ * (compact ASCII) to `mix(crc32(text) ^ STR_SALT) % peers`, crc32 being zlib's (reflected
+ * polynomial 0xEDB88320) and mix that of hashing.py.  Reading the key object is all it costs:
+ * a table of routes by key object (the RouteCache below) costs a probe that misses the caches
+ * once the keys are many, and a dict lookup and more for every key object it does not hold.
+ * Any other key returns -1 and takes the RouteCache path. */
+#define HASH_GOLDEN 0x9E3779B97F4A7C15ull
+#define HASH_STR_SALT 0x27D4EB2F165667C5ull
+
+/* crc32_table[k][i]: the CRC of byte i followed by k zero bytes ("slicing by 8", Kounavis and
+ * Berry, 2008): eight bytes cost eight independent lookups instead of a chain of eight. */
+static uint32_t crc32_table[8][256];
+
+static void
+crc32_init(void)
+{
+    for (uint32_t i = 0; i < 256; i++) {
+        uint32_t c = i;
+        for (int k = 0; k < 8; k++)
+            c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+        crc32_table[0][i] = c;
+    }
+    for (int k = 1; k < 8; k++)
+        for (int i = 0; i < 256; i++) {
+            uint32_t c = crc32_table[k - 1][i];
+            crc32_table[k][i] = (c >> 8) ^ crc32_table[0][c & 0xFF];
+        }
+}
+
+static inline uint32_t
+load_le32(const unsigned char *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static inline uint32_t
+crc32_of(const unsigned char *p, Py_ssize_t n)
+{
+    const uint32_t(*t)[256] = crc32_table;
+    uint32_t c = 0xFFFFFFFFu;
+    for (; n >= 8; p += 8, n -= 8) {
+        uint32_t lo = load_le32(p) ^ c, hi = load_le32(p + 4);
+        c = t[7][lo & 0xFF] ^ t[6][(lo >> 8) & 0xFF] ^ t[5][(lo >> 16) & 0xFF] ^ t[4][lo >> 24] ^
+            t[3][hi & 0xFF] ^ t[2][(hi >> 8) & 0xFF] ^ t[1][(hi >> 16) & 0xFF] ^ t[0][hi >> 24];
+    }
+    if (n >= 4) {
+        uint32_t lo = load_le32(p) ^ c;
+        c = t[3][lo & 0xFF] ^ t[2][(lo >> 8) & 0xFF] ^ t[1][(lo >> 16) & 0xFF] ^ t[0][lo >> 24];
+        p += 4;
+        n -= 4;
+    }
+    for (; n > 0; p++, n--)
+        c = t[0][(c ^ *p) & 0xFF] ^ (c >> 8);
+    return c ^ 0xFFFFFFFFu;
+}
+
+/* x % peers, without a division when peers is a power of two (two workers, most often). */
+static inline Py_ssize_t
+modulo_peers(uint64_t x, long peers)
+{
+    if ((peers & (peers - 1)) == 0)
+        return (Py_ssize_t)(x & (uint64_t)(peers - 1));
+    return (Py_ssize_t)(x % (uint64_t)peers);
+}
+
+static inline Py_ssize_t
+direct_route(PyObject *key, long peers)
+{
+    if (PyUnicode_CheckExact(key)) {
+        if (!PyUnicode_IS_COMPACT_ASCII(key))
+            return -1;
+        uint64_t x = (uint64_t)crc32_of(PyUnicode_DATA(key), PyUnicode_GET_LENGTH(key));
+        x = (x ^ HASH_STR_SALT) * HASH_GOLDEN;
+        x ^= x >> 32;
+        return modulo_peers(x, peers);
+    }
+    if (PyLong_CheckExact(key)) {
+        int overflow;
+        long long v = PyLong_AsLongLongAndOverflow(key, &overflow);
+        if (overflow || (v == -1 && PyErr_Occurred())) {
+            PyErr_Clear();
+            return -1;
+        }
+        long long r = v % peers;
+        return (Py_ssize_t)(r < 0 ? r + peers : r);
+    }
+    return -1;
+}
+
+/* Every OFFER_EVERY-th str key a split keeps on this worker is offered to the decoder's string
+ * table, so that records arriving from other workers with that key decode to this very object
+ * (equal keys that are one object compare by address in the operators' dicts).  Sampling keeps
+ * the cost (a probe of the table) off most records; a frequent key is offered soon enough. */
+#define OFFER_EVERY 16
+
+
 /* A RouteCache remembers, for the key *objects* it saw last, the worker the memo gave them: a
  * batch of words drawn from a vocabulary holds the same str objects again and again, and one
  * probe of a table indexed by the object's address is cheaper than a dict lookup (which must
@@ -253,6 +353,7 @@ typedef struct {
     int backoff;          /* windows to back off for next time */
     int idle_windows;     /* windows left before inserting again */
     Py_ssize_t size;      /* the table size to use when inserting */
+    unsigned offer_tick;  /* str keys kept here since the last offer (see OFFER_EVERY) */
 } RouteCache;
 
 static void
@@ -342,8 +443,6 @@ cache_route(RouteCache *self, PyObject *memo, PyObject *key, long peers)
         slot = &self->slots[cache_index(self, key)];
         Py_XSETREF(slot->key, key); /* the reference taken above */
         slot->dest = w;
-        if (PyUnicode_CheckExact(key)) /* hashed by the lookup */
-            str_cache_offer(key);
     }
     else {
         Py_DECREF(key);
@@ -378,11 +477,41 @@ cache_next_window(RouteCache *self)
     return cache_resize(self, CACHE_MIN_SLOTS);
 }
 
+/* A new empty list with room for `room` items: appending up to that many costs a store. */
+static PyObject *
+list_with_room(Py_ssize_t room)
+{
+    PyListObject *list = (PyListObject *)PyList_New(0);
+    if (list == NULL || room <= 0)
+        return (PyObject *)list;
+    list->ob_item = PyMem_New(PyObject *, room);
+    if (list->ob_item == NULL) {
+        Py_DECREF(list);
+        return PyErr_NoMemory();
+    }
+    list->allocated = room;
+    return (PyObject *)list;
+}
+
+/* Append `item` (taking a new reference) to `list`, a list made by list_with_room. */
+static inline int
+list_push(PyObject *list, PyObject *item)
+{
+    PyListObject *l = (PyListObject *)list;
+    Py_ssize_t n = Py_SIZE(l);
+    if (n < l->allocated) {
+        l->ob_item[n] = Py_NewRef(item);
+        Py_SET_SIZE(l, n + 1);
+        return 0;
+    }
+    return PyList_Append(list, item);
+}
+
 static PyObject *
 cache_split(RouteCache *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 5) {
-        PyErr_SetString(PyExc_TypeError, "split(batch, memo, peers, key_index, keys)");
+    if (nargs != 5 && nargs != 6) {
+        PyErr_SetString(PyExc_TypeError, "split(batch, memo, peers, key_index, keys[, me])");
         return NULL;
     }
     PyObject *batch = args[0], *memo = args[1], *keys = args[4];
@@ -396,6 +525,12 @@ cache_split(RouteCache *self, PyObject *const *args, Py_ssize_t nargs)
     Py_ssize_t key_index = PyLong_AsSsize_t(args[3]);
     if (key_index == -1 && PyErr_Occurred())
         return NULL;
+    Py_ssize_t me = -1;
+    if (nargs == 6) {
+        me = PyLong_AsSsize_t(args[5]);
+        if (me == -1 && PyErr_Occurred())
+            return NULL;
+    }
     if (peers < 1) {
         PyErr_SetString(PyExc_ValueError, "peers must be positive");
         return NULL;
@@ -410,8 +545,11 @@ cache_split(RouteCache *self, PyObject *const *args, Py_ssize_t nargs)
     PyObject *parts = PyList_New(peers);
     if (parts == NULL)
         return NULL;
+    /* Room for a fair share and a quarter more: most splits never grow a part. */
+    Py_ssize_t room = PyList_GET_SIZE(batch) / peers;
+    room += room / 4 + 8;
     for (long w = 0; w < peers; w++) {
-        PyObject *part = PyList_New(0);
+        PyObject *part = list_with_room(room);
         if (part == NULL)
             goto error;
         PyList_SET_ITEM(parts, w, part);
@@ -437,13 +575,23 @@ cache_split(RouteCache *self, PyObject *const *args, Py_ssize_t nargs)
         else {
             goto miss;
         }
+        Py_ssize_t w = direct_route(key, peers);
+        if (w >= 0) { /* no Python code ran: the batch is as it was */
+            if (w == me && PyUnicode_CheckExact(key) && ++self->offer_tick >= OFFER_EVERY) {
+                self->offer_tick = 0;
+                str_cache_offer(key);
+            }
+            if (list_push(PyList_GET_ITEM(parts, w), record) < 0)
+                goto error;
+            continue;
+        }
         Py_INCREF(record);
-        Py_ssize_t w = cache_route(self, memo, key, peers);
+        w = cache_route(self, memo, key, peers);
         if (w < 0) {
             Py_DECREF(record);
             goto miss;
         }
-        int failed = PyList_Append(PyList_GET_ITEM(parts, w), record);
+        int failed = list_push(PyList_GET_ITEM(parts, w), record);
         Py_DECREF(record);
         if (failed)
             goto error;
@@ -557,6 +705,37 @@ put_blob(Buffer *b, char short_tag, char long_tag, const char *data, Py_ssize_t 
     return 0;
 }
 
+/* The commonest record of a batch that crosses workers, a word and a count (an exact tuple of
+ * a compact ASCII str of under 256 bytes and an exact int below 256), written in one go, as
+ * encode_value would write it.  1: written; 0: not such a record (nothing written); -1: error
+ * (exception set). */
+static inline int
+encode_word_record(Buffer *b, PyObject *t)
+{
+    if (!PyTuple_CheckExact(t) || PyTuple_GET_SIZE(t) != 2)
+        return 0;
+    PyObject *s = PyTuple_GET_ITEM(t, 0), *v = PyTuple_GET_ITEM(t, 1);
+    if (!PyUnicode_CheckExact(s) || !PyUnicode_IS_COMPACT_ASCII(s) || !PyLong_CheckExact(v))
+        return 0;
+    Py_ssize_t n = PyUnicode_GET_LENGTH(s);
+    int overflow;
+    long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+    if (n > 255 || overflow || x < 0 || x > 255)
+        return 0;
+    if (reserve(b, n + 6))
+        return -1;
+    char *p = b->data + b->size;
+    p[0] = T_TUPLE8;
+    p[1] = 2;
+    p[2] = T_STR8;
+    p[3] = (char)n;
+    memcpy(p + 4, PyUnicode_DATA(s), n);
+    p[4 + n] = T_UINT8;
+    p[5 + n] = (char)x;
+    b->size += n + 6;
+    return 1;
+}
+
 /* 0: encoded; 1: not encodable (no exception set); -1: error (exception set). */
 static int
 encode_value(Buffer *b, PyObject *obj, int depth)
@@ -635,6 +814,13 @@ encode_value(Buffer *b, PyObject *obj, int depth)
             /* A list holds only exact atoms and containers here: nothing runs Python code
              * while it is encoded, so its size cannot change under us. */
             PyObject *item = is_tuple ? PyTuple_GET_ITEM(obj, i) : PyList_GET_ITEM(obj, i);
+            if (!is_tuple && depth + 1 < MAX_DEPTH) {
+                int written = encode_word_record(b, item);
+                if (written < 0)
+                    return -1;
+                if (written)
+                    continue;
+            }
             int r = encode_value(b, item, depth + 1);
             if (r)
                 return r;
@@ -1388,6 +1574,7 @@ PyInit__speedups(void)
 {
     if (PyType_Ready(&RouteCacheType) < 0 || PyType_Ready(&InvocationClockType) < 0)
         return NULL;
+    crc32_init();
     str_records = PyUnicode_InternFromString("records");
     str_batches = PyUnicode_InternFromString("batches");
     if (str_records == NULL || str_batches == NULL)

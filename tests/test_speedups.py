@@ -113,6 +113,24 @@ def test_compiled_split_equals_pure_split(keys, peers, form):
 
 
 @compiled_only
+def test_compiled_split_computes_str_and_int_routes_as_the_routing_rule():
+    # Exact ASCII strs and 64-bit ints are routed by the extension itself (a CRC-32 of the
+    # text, a modulo), without the memo: every length through the 8- and 4-byte steps of its
+    # CRC, ints at the edges of 64 bits and beyond, any number of peers, on any worker.
+    words = ["".join(chr(33 + (7 * i + n) % 94) for i in range(n)) for n in range(70)]
+    words += ["\x00", "a\x00", "\u00e9t\u00e9", "\U0001f600", "\x7f" * 9]
+    ints = [0, 1, -1, 7, -7, (1 << 63) - 1, -(1 << 63), 1 << 63, -(1 << 63) - 1, 1 << 90]
+    for peers in range(1, 10):
+        for me in (-1, 0, peers - 1):
+            router = _Router(itemgetter(0), None, peers, "c", me)
+            for keys in (words, ints):
+                parts = router.split([(k, 1) for k in keys])
+                assert sorted(k for part in parts for k, _ in part) == sorted(keys)
+                for w, part in enumerate(parts):
+                    assert all(route(k, peers) == w for k, _ in part)
+
+
+@compiled_only
 def test_compiled_split_stays_right_while_its_cache_grows_backs_off_and_resumes():
     # Recurring key objects (the cache hits), then new objects every record (it grows, then
     # stops inserting and backs off), then recurring ones again: 300,000 lookups, every
@@ -305,6 +323,26 @@ def test_records_of_words_and_atoms_decode_exactly_wherever_the_payload_ends():
         part = records[start:] + records[:start]
         assert _shape(codec.decode(codec.encode(part))) == _shape(part)
         assert _shape(codec.decode(codec.encode(part[:start]))) == _shape(part[:start])
+
+
+@compiled_only
+def test_word_and_count_records_in_a_list_are_written_as_anywhere_else():
+    # A list's (word, count) records take a shortcut in the encoder; the bytes must be those
+    # the general path writes for the same record inside a tuple (of 256 items, so that its
+    # header is as long as the list's).
+    records = [
+        ("", 0), ("a", 255), ("a" * 255, 1), ("a" * 256, 1), ("w", 256), ("w", -1),
+        ("w", True), ("\u00e9", 1), ("w", 1 << 70), ("w", 1.0), ("w", 1, 2), ("w",),
+    ]
+    for record in records:
+        in_list = _native.speedups.encode([record])
+        in_tuple = _native.speedups.encode((record,) + (None,) * 255)
+        if in_list is None or in_tuple is None:
+            assert in_list is in_tuple is None
+            continue
+        assert in_list[:2] == b"\xc5l" and in_tuple[:2] == b"\xc5t"
+        assert in_list[6:] == in_tuple[6 : len(in_list)] and in_tuple[len(in_list) :] == b"N" * 255
+        assert codec.decode(in_list) == [record]
 
 
 @compiled_only

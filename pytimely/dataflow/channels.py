@@ -128,7 +128,7 @@ class Exchange(Pact):
         deliver to ``push`` if there are other workers) into operator ``consumer``."""
         channel_name = f"exchange channel {channel} into operator {consumer!r}"
         router = (
-            _Router(self.key, self.column, worker.peers, channel_name)
+            _Router(self.key, self.column, worker.peers, channel_name, worker.index)
             if self.route is None
             else _RouteFunction(self.route, worker.peers)
         )
@@ -177,6 +177,7 @@ class _Router:
         "column",
         "peers",
         "channel_name",
+        "me",
         "_memo",
         "_routable",
         "_key_index",
@@ -193,11 +194,13 @@ class _Router:
         column: str | int | None,
         peers: int,
         channel_name: str,
+        me: int = -1,
     ) -> None:
         self.key = key
         self.column = column
         self.peers = peers
         self.channel_name = channel_name
+        self.me = me  # this worker's index, if known (the split offers its keys to the decoder)
         self._memo: dict[Any, int] = {}
         self._routable = set(ALWAYS_ROUTABLE)  # key types checked by type alone
         # The key is the record itself (-1), field i of a tuple record (``itemgetter(i)``: the
@@ -210,11 +213,12 @@ class _Router:
     def split(self, batch: Any) -> list[Any]:
         """``batch`` split into one part per worker, record order kept within each part.
 
-        A list batch whose keys the memo knows is split by the compiled extension in one C
-        loop (same memo, same lookups as :meth:`destinations`, so the same routes; the
-        extension caches each lookup per key object, keeping at most 65,536 keys alive); any
-        other batch, or one with a key the memo does not know yet, goes through
-        :meth:`destinations` and :func:`_split`, which also memoize the new keys.
+        A list batch is split by the compiled extension in one C loop when it can route every
+        key: exact ASCII ``str`` and 64-bit ``int`` keys by computing the routing rule itself
+        (the hash of :mod:`~pytimely.communication.hashing`, a modulo), other keys through the
+        memo (the same lookups as :meth:`destinations`, cached per key object, at most 65,536
+        keys kept alive).  Any other batch, or one with a key the memo does not know yet,
+        goes through :meth:`destinations` and :func:`_split`, which also memoize new keys.
         """
         speedups = _native.speedups
         if speedups is not None and type(batch) is list:
@@ -223,7 +227,7 @@ class _Router:
             index = self._key_index
             keys = None if index is not None else self._keys(batch)
             parts = self._route_cache.split(
-                batch, self._memo, self.peers, -1 if index is None else index, keys
+                batch, self._memo, self.peers, -1 if index is None else index, keys, self.me
             )
             if parts is not None:
                 return parts
