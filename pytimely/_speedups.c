@@ -507,6 +507,8 @@ list_push(PyObject *list, PyObject *item)
     return PyList_Append(list, item);
 }
 
+#define SPLIT_AHEAD 8
+
 static PyObject *
 cache_split(RouteCache *self, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -556,6 +558,12 @@ cache_split(RouteCache *self, PyObject *const *args, Py_ssize_t nargs)
     }
     /* The sizes are read at every step: a key's __eq__ (Python code) could change the lists. */
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(batch); i++) {
+        if (i + SPLIT_AHEAD < PyList_GET_SIZE(batch) && keys == Py_None && key_index >= 0) {
+            /* The key SPLIT_AHEAD records on: asked for now, in cache when its turn comes. */
+            PyObject *later = PyList_GET_ITEM(batch, i + SPLIT_AHEAD);
+            if (PyTuple_CheckExact(later) && key_index < PyTuple_GET_SIZE(later))
+                __builtin_prefetch(PyTuple_GET_ITEM(later, key_index));
+        }
         PyObject *record = PyList_GET_ITEM(batch, i);
         PyObject *key;
         if (keys != Py_None) {
