@@ -561,8 +561,13 @@ cache_split(RouteCache *self, PyObject *const *args, Py_ssize_t nargs)
         if (i + SPLIT_AHEAD < PyList_GET_SIZE(batch) && keys == Py_None && key_index >= 0) {
             /* The key SPLIT_AHEAD records on: asked for now, in cache when its turn comes. */
             PyObject *later = PyList_GET_ITEM(batch, i + SPLIT_AHEAD);
-            if (PyTuple_CheckExact(later) && key_index < PyTuple_GET_SIZE(later))
-                __builtin_prefetch(PyTuple_GET_ITEM(later, key_index));
+            if (PyTuple_CheckExact(later) && key_index < PyTuple_GET_SIZE(later)) {
+                /* Both lines a small object may straddle: a str's length, state and text
+                 * lie past its first 32 bytes. */
+                const char *object = (const char *)PyTuple_GET_ITEM(later, key_index);
+                __builtin_prefetch(object);
+                __builtin_prefetch(object + 48);
+            }
         }
         PyObject *record = PyList_GET_ITEM(batch, i);
         PyObject *key;
