@@ -97,6 +97,13 @@ class WorkerServices(Protocol):
         """Call ``activate()`` once, at the first step at least ``delay`` seconds from now."""
         ...
 
+    def before_flush(self, callback: Callable[[], None]) -> None:
+        """Call ``callback()`` once, just before this worker next transmits what it queued for
+        the other workers (at the end of every step, before it parks, and before a progress
+        batch leaves): for a channel that holds data back to send it in fewer, larger
+        messages.  Whatever the callback sends leaves in that transmission."""
+        ...
+
     def track_input(self, handle: Any) -> None:
         """``handle.close()`` when the worker's inputs are closed (:meth:`Worker.close_inputs`,
         what leaving :func:`pytimely.execute`'s function does)."""
@@ -173,6 +180,7 @@ class Worker:
         self._timer_seq = itertools.count()
         self._inputs: list[Any] = []
         self._step_observers: list[Callable[[], None]] = []
+        self._before_flush: list[Callable[[], None]] = []  # see before_flush
         self._eventlog: EventLog | None = None  # created by enable_statistics / log_to
         self._unlogged: set[int] = set()  # dataflows that host a log stream
         self.steps = 0
@@ -311,6 +319,7 @@ class Worker:
         allocator = self.allocator
 
         def send(target: int, batch: Any) -> None:
+            self._release_held()  # the data a channel held back goes first, as it would have
             allocator.send(channel, target, batch)
             allocator.flush()
 
@@ -328,6 +337,22 @@ class Worker:
         heapq.heappush(self._timers, (_time.monotonic() + delay, next(self._timer_seq), activate))
         self.allocator.wake()
 
+    def before_flush(self, callback: Callable[[], None]) -> None:
+        """See :class:`WorkerServices`."""
+        self._before_flush.append(callback)
+
+    def _release_held(self) -> None:
+        """Run the :meth:`before_flush` callbacks (each once)."""
+        while self._before_flush:
+            callbacks, self._before_flush = self._before_flush, []
+            for callback in callbacks:
+                callback()
+
+    def _flush(self) -> None:
+        """Transmit what this worker queued, the data channels held back included."""
+        self._release_held()
+        self.allocator.flush()
+
     def congested(self) -> bool:
         """See :class:`WorkerServices`."""
         return self.allocator.congested() is not None
@@ -336,9 +361,14 @@ class Worker:
         """See :class:`WorkerServices`.  Raises :class:`CommunicationError` naming the peer if
         its backlog did not shrink for ``flow_timeout`` seconds, and ``WorkerFailure`` if it
         failed meanwhile."""
+        if self._scheduling:
+            return
+        # What channels hold back is not in flight yet: sent now, it counts against the bound
+        # (an input feeding an exchange directly thus sends each batch as it comes).
+        self._release_held()
         allocator = self.allocator
         peer = allocator.congested()
-        if peer is None or self._scheduling:
+        if peer is None:
             return
         self.flow_waits += 1
         backlog = allocator.backlog()[peer]
@@ -396,7 +426,7 @@ class Worker:
             if self._timers:
                 due = max(0.0, self._timers[0][0] - _time.monotonic())
                 delay = due if delay is None else min(delay, due)
-            self.allocator.flush()
+            self._flush()
             parked = _time.monotonic()
             self.allocator.await_events(delay)
             self.parks += 1
@@ -438,7 +468,7 @@ class Worker:
                     elapsed,
                     active,
                 )
-        self.allocator.flush()
+        self._flush()
         for observe in self._step_observers:
             observe()
         return bool(self._dataflows)

@@ -27,6 +27,7 @@ MODULES = [
 RUN_ONLY = [
     "pytimely.dataflow.scope",
     "pytimely.dataflow.operators.generic",
+    "pytimely.communication.codec",
 ]
 
 # The methods users build dataflows with: each has an example.

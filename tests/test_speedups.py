@@ -331,8 +331,18 @@ def test_word_and_count_records_in_a_list_are_written_as_anywhere_else():
     # the general path writes for the same record inside a tuple (of 256 items, so that its
     # header is as long as the list's).
     records = [
-        ("", 0), ("a", 255), ("a" * 255, 1), ("a" * 256, 1), ("w", 256), ("w", -1),
-        ("w", True), ("\u00e9", 1), ("w", 1 << 70), ("w", 1.0), ("w", 1, 2), ("w",),
+        ("", 0),
+        ("a", 255),
+        ("a" * 255, 1),
+        ("a" * 256, 1),
+        ("w", 256),
+        ("w", -1),
+        ("w", True),
+        ("\u00e9", 1),
+        ("w", 1 << 70),
+        ("w", 1.0),
+        ("w", 1, 2),
+        ("w",),
     ]
     for record in records:
         in_list = _native.speedups.encode([record])

@@ -44,6 +44,7 @@ from typing import Any, Self
 
 from ..errors import CommunicationError
 from .flow import check_max_in_flight
+from .wire import deserialize
 
 __all__ = ["Allocator", "ThreadAllocator"]
 
@@ -62,6 +63,14 @@ class Allocator(ABC):
     @abstractmethod
     def send(self, channel: int, target: int, payload: object) -> None:
         """Queue ``payload`` for worker ``target`` (possibly this one) on ``channel``."""
+
+    def send_serialized(self, channel: int, target: int, data: bytes, stand_in: object) -> None:
+        """Queue for worker ``target`` (another worker) the payload whose serialization is
+        ``data`` (as :func:`~pytimely.communication.wire.serialize` would make it, with no
+        out-of-band buffers): for a sender that encoded it already.  Traffic observers see
+        ``stand_in``, an object of the payload's shape and length.  This default decodes
+        ``data`` and sends the payload."""
+        self.send(channel, target, deserialize(data, []))
 
     @abstractmethod
     def broadcast(self, channel: int, payload: object) -> None:

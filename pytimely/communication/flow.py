@@ -33,6 +33,10 @@ Who waits: only inputs, never operators
     acknowledgement means the data was handed to the dataflow, and data waits in memory on at
     most one side: a receiver holds at most about one bound per peer in its inbox.
 
+Data an exchange holds back to send it in fewer messages (at most 256 KB per channel, see
+``_ExchangePusher`` in :mod:`pytimely.dataflow.channels`) is counted when it is sent; an input
+that checks for credit has it sent first, so the bound it waits on includes it.
+
 Invariant: ``acked[peer] <= sent[peer]`` (an acknowledgement counts data that was sent), so a
 backlog is never negative; and a receiver never withholds an acknowledgement of a quarter of the
 bound or more past its next flush, so a sender whose peer keeps stepping is never stuck.

@@ -247,6 +247,17 @@ class TcpAllocator(Allocator):
         if not 0 <= target < self.peers:
             raise ValueError(f"worker {target} does not exist: there are {self.peers} workers")
         data, buffers = serialize(payload)
+        self._queue(channel, target, data, buffers, payload)
+
+    def send_serialized(self, channel: int, target: int, data: bytes, stand_in: object) -> None:
+        """See :meth:`Allocator.send_serialized`: queued as is, written by the next flush."""
+        if target == self.index or not 0 <= target < self.peers:
+            raise ValueError(f"send_serialized: worker {target} is not another worker")
+        self._queue(channel, target, data, [], stand_in)
+
+    def _queue(
+        self, channel: int, target: int, data: bytes, buffers: list[Any], payload: object
+    ) -> None:
         self._outgoing[target].extend(encode_data(channel, self.index, data, buffers))
         self._frames_queued[target] += 1
         nbytes = data_payload_bytes(data, buffers)
