@@ -350,7 +350,8 @@ class Worker:
 
     def _flush(self) -> None:
         """Transmit what this worker queued, the data channels held back included."""
-        self._release_held()
+        if self._before_flush:
+            self._release_held()
         self.allocator.flush()
 
     def congested(self) -> bool:
@@ -365,7 +366,8 @@ class Worker:
             return
         # What channels hold back is not in flight yet: sent now, it counts against the bound
         # (an input feeding an exchange directly thus sends each batch as it comes).
-        self._release_held()
+        if self._before_flush:
+            self._release_held()
         allocator = self.allocator
         peer = allocator.congested()
         if peer is None:
