@@ -56,6 +56,8 @@ enum {
     T_TUPLE8 = 'r',  /* tuple of < 256 items (a record): 1-byte count, then the items */
     T_TUPLE = 't',   /* 4-byte count, then the items */
     T_LIST = 'l',
+    T_WORDS = 'W',   /* list of word records (str of < 256 ASCII bytes, int in [0, 256)): u32
+                      * count, then per record its length byte, its text and its int byte */
 };
 
 /* ---- strings shared by the split and the decoder ------------------------------------------ */
@@ -749,6 +751,66 @@ encode_word_record(Buffer *b, PyObject *t)
     return 1;
 }
 
+/* The value of the exact int v if it lies in [0, 256), else -1 (no exception set). */
+static inline long
+small_count(PyObject *v)
+{
+#if PY_VERSION_HEX < 0x030C0000
+    /* CPython 3.11's layout: the sign in the size, 30-bit digits. */
+    Py_ssize_t size = Py_SIZE(v);
+    if (size == 0)
+        return 0;
+    if (size == 1) {
+        long d = (long)((PyLongObject *)v)->ob_digit[0];
+        return d < 256 ? d : -1;
+    }
+    return -1;
+#else
+    int overflow;
+    long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+    return overflow || x < 0 || x > 255 ? -1 : (long)x;
+#endif
+}
+
+/* A list whose items are all word records (see encode_word_record), as T_WORDS: a third
+ * smaller than the general form (no tags per record) and read without any dispatch.  1:
+ * written; 0: not such a list (nothing written); -1: error (exception set). */
+static int
+encode_word_list(Buffer *b, PyObject *list)
+{
+    Py_ssize_t n = PyList_GET_SIZE(list), start = b->size;
+    if (n < 1 || n > (Py_ssize_t)UINT32_MAX)
+        return 0;
+    if (reserve(b, 5))
+        return -1;
+    b->data[b->size++] = T_WORDS;
+    put_u32(b->data + b->size, (uint32_t)n);
+    b->size += 4;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *t = PyList_GET_ITEM(list, i);
+        if (!PyTuple_CheckExact(t) || PyTuple_GET_SIZE(t) != 2)
+            goto not_words;
+        PyObject *w = PyTuple_GET_ITEM(t, 0), *v = PyTuple_GET_ITEM(t, 1);
+        if (!PyUnicode_CheckExact(w) || !PyUnicode_IS_COMPACT_ASCII(w) || !PyLong_CheckExact(v))
+            goto not_words;
+        Py_ssize_t len = PyUnicode_GET_LENGTH(w);
+        long x = small_count(v);
+        if (len > 255 || x < 0)
+            goto not_words;
+        if (b->capacity - b->size < len + 2 && reserve(b, len + 2))
+            return -1;
+        char *p = b->data + b->size;
+        p[0] = (char)len;
+        memcpy(p + 1, PyUnicode_DATA(w), len);
+        p[1 + len] = (char)x;
+        b->size += len + 2;
+    }
+    return 1;
+not_words:
+    b->size = start;
+    return 0;
+}
+
 /* 0: encoded; 1: not encodable (no exception set); -1: error (exception set). */
 static int
 encode_value(Buffer *b, PyObject *obj, int depth)
@@ -809,6 +871,11 @@ encode_value(Buffer *b, PyObject *obj, int depth)
         if (depth >= MAX_DEPTH)
             return 1;
         int is_tuple = PyTuple_CheckExact(obj);
+        if (!is_tuple && depth + 1 < MAX_DEPTH) {
+            int written = encode_word_list(b, obj);
+            if (written)
+                return written < 0 ? -1 : 0;
+        }
         Py_ssize_t n = is_tuple ? PyTuple_GET_SIZE(obj) : PyList_GET_SIZE(obj);
         if (n > (Py_ssize_t)UINT32_MAX)
             return 1;
@@ -1089,6 +1156,110 @@ decode_record(Reader *r, int depth)
     return record;
 }
 
+/* The record (str, int) of the word of n bytes at `text` (its key computed) and the int v:
+ * the tuple decoded last for that word and int if the table holds it, else a new one, which
+ * the table then holds (see StrEntry.record). */
+static PyObject *
+decode_word(Reader *r, const unsigned char *text, Py_ssize_t n, const StrKey *key, unsigned v)
+{
+    unsigned key_atom = ((unsigned)T_UINT8 << 8) | v;
+    StrEntry *e = str_cache_find(key, text, n);
+    if (e != NULL && e->record != NULL && e->atom == key_atom)
+        return Py_NewRef(e->record);
+    r->ahead = *key;
+    r->ahead_at = text;
+    PyObject *word = decode_str(r, text, n); /* puts the str in the table if new */
+    if (word == NULL)
+        return NULL;
+    PyObject *value = PyLong_FromLong((long)v);
+    if (value == NULL) {
+        Py_DECREF(word);
+        return NULL;
+    }
+    PyObject *record = PyTuple_New(2);
+    if (record == NULL) {
+        Py_DECREF(word);
+        Py_DECREF(value);
+        return NULL;
+    }
+    PyTuple_SET_ITEM(record, 0, word);
+    PyTuple_SET_ITEM(record, 1, value);
+    PyObject_GC_UnTrack(record); /* atoms only: see decode_tuple */
+    e = str_cache_find(key, text, n);
+    if (e != NULL && e->str == word) {
+        Py_XSETREF(e->record, Py_NewRef(record));
+        e->atom = key_atom;
+    }
+    return record;
+}
+
+/* The n word records of a T_WORDS list (its count read; the caller checked that 2n bytes
+ * remain).  As decode_list, in runs: keys computed and sets asked for first, then the cached
+ * tuples, then the records made. */
+static PyObject *
+decode_words(Reader *r, Py_ssize_t n)
+{
+    PyObject *out = PyList_New(n);
+    if (out == NULL)
+        return NULL;
+    Scanned run[SCAN_RUN];
+    const unsigned char *p = r->p, *end = r->end;
+    for (Py_ssize_t i = 0; i < n;) {
+        /* Scan up to SCAN_RUN records: where each text lies, its key, its set asked for. */
+        Py_ssize_t k = 0;
+        const unsigned char *q = p;
+        for (; k < SCAN_RUN && i + k < n; k++) {
+            if (end - q < 2 || q[0] > end - q - 2) {
+                Py_DECREF(out);
+                return malformed("truncated word record");
+            }
+            Py_ssize_t len = q[0];
+            run[k].text = q + 1;
+            run[k].n = len;
+            if (str_cache_key(q + 1, len, end - q - 1, &run[k].key)) {
+                const char *set = (const char *)run[k].key.set;
+                __builtin_prefetch(set);
+                __builtin_prefetch(set + 64);
+                __builtin_prefetch(set + 128);
+            }
+            else {
+                run[k].key.set = NULL; /* not cacheable (a long or non-ASCII text) */
+            }
+            q += len + 2;
+        }
+        for (Py_ssize_t j = 0; j < k; j++) {
+            if (run[j].key.set == NULL)
+                continue;
+            StrEntry *e = str_cache_find(&run[j].key, run[j].text, run[j].n);
+            if (e != NULL && e->record != NULL)
+                __builtin_prefetch(e->record, 1);
+        }
+        for (Py_ssize_t j = 0; j < k; j++, i++) {
+            const unsigned char *text = run[j].text;
+            Py_ssize_t len = run[j].n;
+            unsigned v = text[len];
+            PyObject *item;
+            if (run[j].key.set != NULL) {
+                item = decode_word(r, text, len, &run[j].key, v);
+            }
+            else {
+                PyObject *word = PyUnicode_DecodeUTF8((const char *)text, len, "surrogatepass");
+                item = word == NULL ? NULL : Py_BuildValue("(Nl)", word, (long)v);
+                if (item != NULL)
+                    PyObject_GC_UnTrack(item);
+            }
+            if (item == NULL) {
+                Py_DECREF(out);
+                return NULL;
+            }
+            PyList_SET_ITEM(out, i, item);
+        }
+        p = q;
+    }
+    r->p = p;
+    return out;
+}
+
 /* A list of the next n values (the caller checked that n bytes remain and the depth); its
  * small tuples (records) are read without the switch of decode_value. */
 static PyObject *
@@ -1209,6 +1380,17 @@ decode_value(Reader *r, int depth)
         if (tag == T_STR8 || tag == T_STR32)
             return decode_str(r, p, n);
         return PyBytes_FromStringAndSize((const char *)p, n);
+    }
+    case T_WORDS: {
+        if (depth >= MAX_DEPTH - 1)
+            return malformed("nested too deeply");
+        if (avail < 4)
+            return malformed("truncated count");
+        Py_ssize_t n = get_u32(r->p);
+        r->p += 4;
+        if (n > (r->end - r->p) / 2) /* every record takes at least two bytes */
+            return malformed("count beyond the payload");
+        return decode_words(r, n);
     }
     case T_TUPLE8:
     case T_TUPLE:

@@ -260,13 +260,45 @@ def test_malformed_codec_payloads_raise_value_error_on_both_decoders(cut):
 
 @compiled_only
 def test_a_record_tuple_is_written_with_a_one_byte_count_and_both_decoders_read_it():
-    data = codec.encode([("word", 1)])
-    assert data == bytes([codec.MAGIC]) + b"l\x01\x00\x00\x00" + b"r\x02" + b"s\x04word" + b"j\x01"
+    data = codec.encode([("word", 1), None])
+    assert data == (
+        bytes([codec.MAGIC]) + b"l\x02\x00\x00\x00" + b"r\x02" + b"s\x04word" + b"j\x01" + b"N"
+    )
     assert codec.encode([(0,) * 300])[6:7] == b"t"  # 256 items or more: the 4-byte count
     for speedups in (_native.speedups, None):
         with pytest.MonkeyPatch.context() as patch:
             patch.setattr(_native, "speedups", speedups)
-            assert codec.decode(data) == [("word", 1)]
+            assert codec.decode(data) == [("word", 1), None]
+
+
+@compiled_only
+def test_a_list_of_word_records_is_written_without_tags_and_both_decoders_read_it():
+    # Every item a (str of < 256 ASCII bytes, int in [0, 256)) tuple: the 'W' form, 2 bytes
+    # per record besides the text; one other item anywhere and the list takes the general form.
+    words = [("word", 1), ("", 0), ("x" * 255, 255), ("x" * 40, 7), ("w", 1)]
+    data = codec.encode(words)
+    assert data[:6] == bytes([codec.MAGIC]) + b"W\x05\x00\x00\x00"
+    assert data[6:12] == b"\x04word\x01" and len(data) == 6 + sum(len(w) + 2 for w, _ in words)
+    for other in [("w", 256), ("w", -1), ("w", True), ("\u00e9", 1), ("x" * 256, 1), ("w",)]:
+        for at in (0, 2, 5):
+            mixed = words[:at] + [other] + words[at:]
+            assert codec.encode(mixed)[1:2] == b"l"
+            assert _shape(codec.decode(codec.encode(mixed))) == _shape(mixed)
+    nested = (1, [words, (2, words)])
+    nested_data = codec.encode(nested)
+    for speedups in (_native.speedups, None):
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(_native, "speedups", speedups)
+            assert _shape(codec.decode(data)) == _shape(words)
+            assert codec.decode(nested_data) == nested
+            for cut in range(6, len(data)):
+                with pytest.raises(ValueError, match="malformed"):
+                    codec.decode(data[:cut])
+    # Splices of word lists are word lists; lists of two forms are not spliced.
+    pair = codec.encode_pair_of_lists(codec.encode(3), [data, codec.encode([("z", 9)])])
+    assert pair == codec.encode((3, words + [("z", 9)]))
+    with pytest.raises(ValueError):
+        codec.encode_pair_of_lists(codec.encode(3), [data, codec.encode([1])])
 
 
 def test_malformed_record_payloads_raise_value_error_on_both_decoders():
@@ -344,15 +376,15 @@ def test_word_and_count_records_in_a_list_are_written_as_anywhere_else():
         ("w", 1, 2),
         ("w",),
     ]
-    for record in records:
-        in_list = _native.speedups.encode([record])
+    for record in records:  # in a list of another form ('W' takes lists of word records only)
+        in_list = _native.speedups.encode([record, None])
         in_tuple = _native.speedups.encode((record,) + (None,) * 255)
         if in_list is None or in_tuple is None:
             assert in_list is in_tuple is None
             continue
         assert in_list[:2] == b"\xc5l" and in_tuple[:2] == b"\xc5t"
-        assert in_list[6:] == in_tuple[6 : len(in_list)] and in_tuple[len(in_list) :] == b"N" * 255
-        assert codec.decode(in_list) == [record]
+        assert in_list[6:] == in_tuple[6 : len(in_list)] and in_tuple[len(in_list) :] == b"N" * 254
+        assert codec.decode(in_list) == [record, None]
 
 
 @compiled_only

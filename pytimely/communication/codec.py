@@ -17,6 +17,9 @@ Format (all integers little-endian)::
              | 'b' u8 data       | 'B' u32 data      bytes
              | 'r' u8 value*                         tuple of < 256 items (a record)
              | 't' u32 value*    | 'l' u32 value*    tuple, list (count, then the items)
+             | 'W' u32 (u8 ascii u8)*                list of word records (str, int): per
+                                                     record the text's length, the text (of
+                                                     < 256 ASCII bytes), the int (< 256)
 
 The first byte tells a codec payload from a pickle (protocol 5 starts with ``0x80``), which is
 how :func:`pytimely.communication.wire.deserialize` dispatches.
@@ -33,7 +36,7 @@ from typing import Any
 
 from .. import _native
 
-__all__ = ["MAGIC", "encode", "decode", "encode_pair_of_lists"]
+__all__ = ["MAGIC", "encode", "decode", "encode_pair_of_lists", "list_form"]
 
 MAGIC = 0xC5
 _MAX_DEPTH = 32
@@ -59,23 +62,31 @@ _LIST_HEAD = 6
 
 def encode_pair_of_lists(first: bytes, lists: list[bytes]) -> bytes:
     """``encode((x, a + b + ...))`` from ``first = encode(x)`` and the encodings of the lists
-    ``a``, ``b``, ... (each a non-None result of :func:`encode` of a ``list``): their items
-    are spliced under one header, so that no item is encoded twice.
+    ``a``, ``b``, ... (each a non-None result of :func:`encode` of a ``list``, all in the same
+    form: :func:`list_form`): their items are spliced under one header, so that no item is
+    encoded twice.
 
     >>> if encode([1]) is not None:  # the compiled extension encodes
     ...     pair = encode_pair_of_lists(encode(7), [encode([1, "a"]), encode([(2, "b")])])
     ...     assert pair == encode((7, [1, "a", (2, "b")]))
     ...     assert decode(pair) == (7, [1, "a", (2, "b")])
     """
+    form = lists[0][1:2]
     total = 0
     for data in lists:
-        if data[1] != ord("l"):
-            raise ValueError("encode_pair_of_lists: not the encoding of a list")
+        if data[1:2] != form or form not in (b"l", b"W"):
+            raise ValueError("encode_pair_of_lists: not the encodings of lists of one form")
         total += _U32.unpack_from(data, 2)[0]
-    pieces: list[Any] = [bytes((MAGIC, ord("r"), 2)), memoryview(first)[1:], b"l"]
+    pieces: list[Any] = [bytes((MAGIC, ord("r"), 2)), memoryview(first)[1:], form]
     pieces.append(_U32.pack(total))
     pieces.extend(memoryview(data)[_LIST_HEAD:] for data in lists)
     return b"".join(pieces)
+
+
+def list_form(data: bytes) -> int:
+    """The form of an encoded list (what :func:`encode_pair_of_lists` may splice together):
+    ``ord("W")`` for a list of word records, ``ord("l")`` for any other."""
+    return data[1]
 
 
 def decode(data: bytes | bytearray | memoryview) -> Any:
@@ -123,6 +134,19 @@ def _decode_value(view: memoryview, at: int, depth: int) -> tuple[Any, int]:
             raise IndexError
         raw = bytes(view[at : at + n])
         return (raw.decode("utf-8", "surrogatepass") if tag in "sS" else raw), at + n
+    if tag == "W":
+        if depth >= _MAX_DEPTH - 1:
+            raise ValueError("malformed records-codec payload: nested too deeply")
+        n, at = _U32.unpack_from(view, at)[0], at + 4
+        records = []
+        for _ in range(n):
+            size = view[at]
+            end = at + 1 + size
+            if end >= len(view):
+                raise IndexError
+            records.append((bytes(view[at + 1 : end]).decode("utf-8", "surrogatepass"), view[end]))
+            at = end + 1
+        return records, at
     if tag in "rtl":
         if depth >= _MAX_DEPTH:
             raise ValueError("malformed records-codec payload: nested too deeply")

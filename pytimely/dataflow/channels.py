@@ -33,7 +33,7 @@ import numpy as np
 
 from .. import _native
 from ..communication.codec import encode as codec_encode
-from ..communication.codec import encode_pair_of_lists
+from ..communication.codec import encode_pair_of_lists, list_form
 from ..communication.routing import (
     ALWAYS_ROUTABLE,
     UnroutableKey,
@@ -530,7 +530,12 @@ class _ExchangePusher:
                 return
             self._held_time, self._held_time_data = t, time_data
             self.worker.before_flush(self.send_held)
-        self._held[w].append(data)
+        held = self._held[w]
+        if held and list_form(held[0]) != list_form(data):  # splices need one form
+            self.send_held()
+            self._hold(w, t, part)
+            return
+        held.append(data)
         self._held_records[w] += len(part)
         self._held_bytes += len(data)
         if self._held_bytes >= self.HOLD_BYTES:
