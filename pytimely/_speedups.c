@@ -281,6 +281,53 @@ crc32_of(const unsigned char *p, Py_ssize_t n)
     return c ^ 0xFFFFFFFFu;
 }
 
+/* The CRC-32 of a text of n <= 16 bytes that is preceded in memory by at least 16 - n
+ * readable bytes (a compact ASCII str's text: its object header, of more than 16 bytes, comes
+ * first), on a little-endian machine, without a
+ * branch or a loop whose length depends on n: word lengths vary from record to record, and a
+ * mispredicted branch costs more than the CRC.  How: the CRC register is linear, so
+ * crc(m) = crc_raw(init, 0^n) ^ crc_raw(0, m) ^ final_xor, the first term a table by n
+ * (crc32_zeros), and crc_raw(0, m) does not change when zero bytes are put before m; so m is
+ * read as the 16 bytes that end with it, the bytes before it masked to zero, and run through
+ * two slicing-by-8 steps. */
+static uint32_t crc32_zeros[17]; /* crc_raw(0xFFFFFFFF, n zero bytes) */
+static uint64_t crc32_keep_last[9]; /* mask keeping the last k bytes of a little-endian word */
+
+static void
+crc32_short_init(void)
+{
+    for (int n = 0; n <= 16; n++) {
+        uint32_t c = 0xFFFFFFFFu;
+        for (int i = 0; i < n; i++)
+            c = crc32_table[0][c & 0xFF] ^ (c >> 8);
+        crc32_zeros[n] = c;
+    }
+    for (int k = 0; k <= 8; k++)
+        crc32_keep_last[k] = k == 0 ? 0 : ~0ull << (8 * (8 - k));
+}
+
+static inline uint32_t
+crc32_slice8(uint32_t c, uint64_t word)
+{
+    const uint32_t(*t)[256] = crc32_table;
+    uint32_t lo = (uint32_t)word ^ c, hi = (uint32_t)(word >> 32);
+    return t[7][lo & 0xFF] ^ t[6][(lo >> 8) & 0xFF] ^ t[5][(lo >> 16) & 0xFF] ^ t[4][lo >> 24] ^
+           t[3][hi & 0xFF] ^ t[2][(hi >> 8) & 0xFF] ^ t[1][(hi >> 16) & 0xFF] ^ t[0][hi >> 24];
+}
+
+static inline uint32_t
+crc32_short(const unsigned char *p, Py_ssize_t n)
+{
+    uint64_t first, last;
+    memcpy(&first, p + n - 16, 8);
+    memcpy(&last, p + n - 8, 8);
+    Py_ssize_t in_last = n < 8 ? n : 8;
+    first &= crc32_keep_last[n - in_last];
+    last &= crc32_keep_last[in_last];
+    uint32_t c = crc32_slice8(crc32_slice8(0, first), last);
+    return c ^ crc32_zeros[n] ^ 0xFFFFFFFFu;
+}
+
 /* x % peers, without a division when peers is a power of two (two workers, most often). */
 static inline Py_ssize_t
 modulo_peers(uint64_t x, long peers)
@@ -296,7 +343,14 @@ direct_route(PyObject *key, long peers)
     if (PyUnicode_CheckExact(key)) {
         if (!PyUnicode_IS_COMPACT_ASCII(key))
             return -1;
-        uint64_t x = (uint64_t)crc32_of(PyUnicode_DATA(key), PyUnicode_GET_LENGTH(key));
+        const unsigned char *text = PyUnicode_DATA(key);
+        Py_ssize_t n = PyUnicode_GET_LENGTH(key);
+        /* The text follows the object's header (more than 16 bytes): see crc32_short. */
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+        uint64_t x = n <= 16 ? crc32_short(text, n) : crc32_of(text, n);
+#else
+        uint64_t x = crc32_of(text, n);
+#endif
         x = (x ^ HASH_STR_SALT) * HASH_GOLDEN;
         x ^= x >> 32;
         return modulo_peers(x, peers);
@@ -592,9 +646,13 @@ cache_split(RouteCache *self, PyObject *const *args, Py_ssize_t nargs)
         }
         Py_ssize_t w = direct_route(key, peers);
         if (w >= 0) { /* no Python code ran: the batch is as it was */
-            if (w == me && PyUnicode_CheckExact(key) && ++self->offer_tick >= OFFER_EVERY) {
+            /* Counted without a branch: which records stay here is a coin toss for the
+             * branch predictor.  The tick reaches OFFER_EVERY on a record that stays. */
+            self->offer_tick += (w == me);
+            if (self->offer_tick >= OFFER_EVERY) {
                 self->offer_tick = 0;
-                str_cache_offer(key);
+                if (PyUnicode_CheckExact(key))
+                    str_cache_offer(key);
             }
             if (list_push(PyList_GET_ITEM(parts, w), record) < 0)
                 goto error;
@@ -1770,6 +1828,7 @@ PyInit__speedups(void)
     if (PyType_Ready(&RouteCacheType) < 0 || PyType_Ready(&InvocationClockType) < 0)
         return NULL;
     crc32_init();
+    crc32_short_init();
     str_records = PyUnicode_InternFromString("records");
     str_batches = PyUnicode_InternFromString("batches");
     if (str_records == NULL || str_batches == NULL)
