@@ -259,6 +259,23 @@ def test_exchange_holds_list_parts_back_and_sends_one_message_per_destination(co
         assert [(t, len(part)) for _w, t, part in sent] == [(0, 2), (1, 1), (1, 1), (1, 1)]
 
 
+def test_a_watermark_marker_does_not_overtake_data_held_for_its_worker():
+    # Markers go to the allocator directly on the edge's channel; the data sent before them,
+    # held back by the exchange, must leave first (FIFO per channel and destination).
+    from pytimely.dataflow.operators.watermarks import Markers, Watermark, WatermarkExchange
+
+    allocator = _RecordingAllocator(0, 2)
+    worker = pt.Worker(allocator)
+    push = WatermarkExchange(itemgetter(0)).connect(worker, lambda t, b: None, "Windows")
+    push(0, [(1, "a"), (3, "b")])  # keys 1 and 3 go to worker 1
+    push(0, Markers((Watermark(10, 0, 1),)))
+    push(0, [(5, "c")])
+    worker.step()
+    sent = [payload for _target, (_t, payload) in allocator.sent]
+    assert [type(p) is Markers for p in sent] == [False, True, False]
+    assert list(sent[0]) == [(1, "a"), (3, "b")] and list(sent[2]) == [(5, "c")]
+
+
 # ============================================================================================
 # Exchange on one worker: same errors as on many
 

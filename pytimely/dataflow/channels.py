@@ -128,18 +128,32 @@ class Exchange(Pact):
     ) -> Callable[[Any, Any], None]:
         """The function that routes batches on ``channel`` (allocated, and registered to
         deliver to ``push`` if there are other workers) into operator ``consumer``."""
-        channel_name = f"exchange channel {channel} into operator {consumer!r}"
-        router = (
-            _Router(self.key, self.column, worker.peers, channel_name, worker.index)
-            if self.route is None
-            else _RouteFunction(self.route, worker.peers)
-        )
         if worker.peers == 1:
-            return _checked(router, push, channel_name, worker.strict)
-        return _ExchangePusher(worker, channel, push, router, channel_name, worker.strict).push
+            channel_name = _channel_name(channel, consumer)
+            return _checked(self._router(worker, channel_name), push, channel_name, worker.strict)
+        return self.exchange_pusher(worker, channel, push, consumer).push
+
+    def exchange_pusher(
+        self, worker: WorkerServices, channel: int, push: Callable[[Any, Any], None], consumer: str
+    ) -> _ExchangePusher:
+        """On two or more workers, the object that routes ``channel``'s batches (its ``push``)
+        and holds back the parts for other workers.  A pact that also sends on ``channel``
+        itself calls its ``send_held()`` first, or what it sends could overtake held data."""
+        channel_name = _channel_name(channel, consumer)
+        router = self._router(worker, channel_name)
+        return _ExchangePusher(worker, channel, push, router, channel_name, worker.strict)
+
+    def _router(self, worker: WorkerServices, channel_name: str) -> Any:
+        if self.route is not None:
+            return _RouteFunction(self.route, worker.peers)
+        return _Router(self.key, self.column, worker.peers, channel_name, worker.index)
 
     def __repr__(self) -> str:
         return "Exchange"
+
+
+def _channel_name(channel: int, consumer: str) -> str:
+    return f"exchange channel {channel} into operator {consumer!r}"
 
 
 class _RouteFunction:

@@ -197,10 +197,10 @@ class WatermarkExchange(Exchange):
         A marker travels alone in its batch; without ``key`` data stay on this worker.
         """
         channel = open_channel(worker, push)
-        data = push if self.key is None else self.pusher(worker, channel, push, consumer)
         if worker.peers == 1:
             if self.key is None:
                 return push
+            data = self.pusher(worker, channel, push, consumer)
 
             def checked(t: Any, batch: Any) -> None:  # markers are not keyed records
                 (push if type(batch) is Markers else data)(t, batch)
@@ -208,9 +208,15 @@ class WatermarkExchange(Exchange):
             return checked
         send = worker.allocator.send
         me = worker.index
+        if self.key is None:
+            data, send_held = push, _nothing_held
+        else:
+            holder = self.exchange_pusher(worker, channel, push, consumer)
+            data, send_held = holder.push, holder.send_held
 
         def pusher(t: Any, batch: Any) -> None:
             if type(batch) is Markers:
+                send_held()  # a marker must not overtake the data sent before it
                 for m in batch:
                     if m.dst == me:
                         push(t, Markers((m,)))
@@ -223,6 +229,10 @@ class WatermarkExchange(Exchange):
 
     def __repr__(self) -> str:
         return "WatermarkExchange"
+
+
+def _nothing_held() -> None:
+    """The data of an edge without a key stay on this worker: nothing is held back."""
 
 
 def _pact(key: Any) -> Any:
