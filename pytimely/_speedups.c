@@ -261,15 +261,21 @@ load_le32(const unsigned char *p)
 }
 
 static inline uint32_t
+crc32_slice8(uint32_t c, uint64_t word)
+{
+    const uint32_t(*t)[256] = crc32_table;
+    uint32_t lo = (uint32_t)word ^ c, hi = (uint32_t)(word >> 32);
+    return t[7][lo & 0xFF] ^ t[6][(lo >> 8) & 0xFF] ^ t[5][(lo >> 16) & 0xFF] ^ t[4][lo >> 24] ^
+           t[3][hi & 0xFF] ^ t[2][(hi >> 8) & 0xFF] ^ t[1][(hi >> 16) & 0xFF] ^ t[0][hi >> 24];
+}
+
+static inline uint32_t
 crc32_of(const unsigned char *p, Py_ssize_t n)
 {
     const uint32_t(*t)[256] = crc32_table;
     uint32_t c = 0xFFFFFFFFu;
-    for (; n >= 8; p += 8, n -= 8) {
-        uint32_t lo = load_le32(p) ^ c, hi = load_le32(p + 4);
-        c = t[7][lo & 0xFF] ^ t[6][(lo >> 8) & 0xFF] ^ t[5][(lo >> 16) & 0xFF] ^ t[4][lo >> 24] ^
-            t[3][hi & 0xFF] ^ t[2][(hi >> 8) & 0xFF] ^ t[1][(hi >> 16) & 0xFF] ^ t[0][hi >> 24];
-    }
+    for (; n >= 8; p += 8, n -= 8)
+        c = crc32_slice8(c, (uint64_t)load_le32(p) | (uint64_t)load_le32(p + 4) << 32);
     if (n >= 4) {
         uint32_t lo = load_le32(p) ^ c;
         c = t[3][lo & 0xFF] ^ t[2][(lo >> 8) & 0xFF] ^ t[1][(lo >> 16) & 0xFF] ^ t[0][lo >> 24];
@@ -283,9 +289,8 @@ crc32_of(const unsigned char *p, Py_ssize_t n)
 
 /* The CRC-32 of a text of n <= 16 bytes that is preceded in memory by at least 16 - n
  * readable bytes (a compact ASCII str's text: its object header, of more than 16 bytes, comes
- * first), on a little-endian machine, without a
- * branch or a loop whose length depends on n: word lengths vary from record to record, and a
- * mispredicted branch costs more than the CRC.  How: the CRC register is linear, so
+ * first), on a little-endian machine, without a branch or a loop whose length depends on n:
+ * word lengths vary from record to record, and a mispredicted branch costs more than the CRC.  How: the CRC register is linear, so
  * crc(m) = crc_raw(init, 0^n) ^ crc_raw(0, m) ^ final_xor, the first term a table by n
  * (crc32_zeros), and crc_raw(0, m) does not change when zero bytes are put before m; so m is
  * read as the 16 bytes that end with it, the bytes before it masked to zero, and run through
@@ -304,15 +309,6 @@ crc32_short_init(void)
     }
     for (int k = 0; k <= 8; k++)
         crc32_keep_last[k] = k == 0 ? 0 : ~0ull << (8 * (8 - k));
-}
-
-static inline uint32_t
-crc32_slice8(uint32_t c, uint64_t word)
-{
-    const uint32_t(*t)[256] = crc32_table;
-    uint32_t lo = (uint32_t)word ^ c, hi = (uint32_t)(word >> 32);
-    return t[7][lo & 0xFF] ^ t[6][(lo >> 8) & 0xFF] ^ t[5][(lo >> 16) & 0xFF] ^ t[4][lo >> 24] ^
-           t[3][hi & 0xFF] ^ t[2][(hi >> 8) & 0xFF] ^ t[1][(hi >> 16) & 0xFF] ^ t[0][hi >> 24];
 }
 
 static inline uint32_t
@@ -778,37 +774,6 @@ put_blob(Buffer *b, char short_tag, char long_tag, const char *data, Py_ssize_t 
     return 0;
 }
 
-/* The commonest record of a batch that crosses workers, a word and a count (an exact tuple of
- * a compact ASCII str of under 256 bytes and an exact int below 256), written in one go, as
- * encode_value would write it.  1: written; 0: not such a record (nothing written); -1: error
- * (exception set). */
-static inline int
-encode_word_record(Buffer *b, PyObject *t)
-{
-    if (!PyTuple_CheckExact(t) || PyTuple_GET_SIZE(t) != 2)
-        return 0;
-    PyObject *s = PyTuple_GET_ITEM(t, 0), *v = PyTuple_GET_ITEM(t, 1);
-    if (!PyUnicode_CheckExact(s) || !PyUnicode_IS_COMPACT_ASCII(s) || !PyLong_CheckExact(v))
-        return 0;
-    Py_ssize_t n = PyUnicode_GET_LENGTH(s);
-    int overflow;
-    long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
-    if (n > 255 || overflow || x < 0 || x > 255)
-        return 0;
-    if (reserve(b, n + 6))
-        return -1;
-    char *p = b->data + b->size;
-    p[0] = T_TUPLE8;
-    p[1] = 2;
-    p[2] = T_STR8;
-    p[3] = (char)n;
-    memcpy(p + 4, PyUnicode_DATA(s), n);
-    p[4 + n] = T_UINT8;
-    p[5 + n] = (char)x;
-    b->size += n + 6;
-    return 1;
-}
-
 /* The value of the exact int v if it lies in [0, 256), else -1 (no exception set). */
 static inline long
 small_count(PyObject *v)
@@ -830,6 +795,54 @@ small_count(PyObject *v)
 #endif
 }
 
+/* A word record's parts: its text and length, and its count. */
+typedef struct {
+    const char *text;
+    Py_ssize_t len;
+    long count;
+} Word;
+
+/* Whether t is a word record (an exact tuple of a compact ASCII str of under 256 bytes and an
+ * exact int in [0, 256)); if so, its parts in *word. */
+static inline int
+as_word_record(PyObject *t, Word *word)
+{
+    if (!PyTuple_CheckExact(t) || PyTuple_GET_SIZE(t) != 2)
+        return 0;
+    PyObject *s = PyTuple_GET_ITEM(t, 0), *v = PyTuple_GET_ITEM(t, 1);
+    if (!PyUnicode_CheckExact(s) || !PyUnicode_IS_COMPACT_ASCII(s) || !PyLong_CheckExact(v))
+        return 0;
+    word->len = PyUnicode_GET_LENGTH(s);
+    word->count = small_count(v);
+    word->text = (const char *)PyUnicode_DATA(s);
+    return word->len <= 255 && word->count >= 0;
+}
+
+/* The commonest record of a batch that crosses workers, a word and a count (an exact tuple of
+ * a compact ASCII str of under 256 bytes and an exact int below 256), written in one go, as
+ * encode_value would write it.  1: written; 0: not such a record (nothing written); -1: error
+ * (exception set). */
+static inline int
+encode_word_record(Buffer *b, PyObject *t)
+{
+    Word word;
+    if (!as_word_record(t, &word))
+        return 0;
+    Py_ssize_t n = word.len;
+    if (reserve(b, n + 6))
+        return -1;
+    char *p = b->data + b->size;
+    p[0] = T_TUPLE8;
+    p[1] = 2;
+    p[2] = T_STR8;
+    p[3] = (char)n;
+    memcpy(p + 4, word.text, n);
+    p[4 + n] = T_UINT8;
+    p[5 + n] = (char)word.count;
+    b->size += n + 6;
+    return 1;
+}
+
 /* A list whose items are all word records (see encode_word_record), as T_WORDS: a third
  * smaller than the general form (no tags per record) and read without any dispatch.  1:
  * written; 0: not such a list (nothing written); -1: error (exception set). */
@@ -845,28 +858,21 @@ encode_word_list(Buffer *b, PyObject *list)
     put_u32(b->data + b->size, (uint32_t)n);
     b->size += 4;
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *t = PyList_GET_ITEM(list, i);
-        if (!PyTuple_CheckExact(t) || PyTuple_GET_SIZE(t) != 2)
-            goto not_words;
-        PyObject *w = PyTuple_GET_ITEM(t, 0), *v = PyTuple_GET_ITEM(t, 1);
-        if (!PyUnicode_CheckExact(w) || !PyUnicode_IS_COMPACT_ASCII(w) || !PyLong_CheckExact(v))
-            goto not_words;
-        Py_ssize_t len = PyUnicode_GET_LENGTH(w);
-        long x = small_count(v);
-        if (len > 255 || x < 0)
-            goto not_words;
+        Word word;
+        if (!as_word_record(PyList_GET_ITEM(list, i), &word)) {
+            b->size = start;
+            return 0;
+        }
+        Py_ssize_t len = word.len;
         if (b->capacity - b->size < len + 2 && reserve(b, len + 2))
             return -1;
         char *p = b->data + b->size;
         p[0] = (char)len;
-        memcpy(p + 1, PyUnicode_DATA(w), len);
-        p[1 + len] = (char)x;
+        memcpy(p + 1, word.text, len);
+        p[1 + len] = (char)word.count;
         b->size += len + 2;
     }
     return 1;
-not_words:
-    b->size = start;
-    return 0;
 }
 
 /* 0: encoded; 1: not encodable (no exception set); -1: error (exception set). */
@@ -1148,6 +1154,31 @@ typedef struct {
     StrKey key;
 } Scanned;
 
+/* Ask for the lines of a set that a lookup reads (its first ways; a set spans three lines). */
+static inline void
+prefetch_set(const StrKey *key)
+{
+    const char *set = (const char *)key->set;
+    __builtin_prefetch(set);
+    __builtin_prefetch(set + 64);
+    __builtin_prefetch(set + 128);
+}
+
+/* The second pass over a scanned run: look the sets up (asked for by the first) and ask for
+ * the cached tuples, to be written (a reference is taken).  Entries without a set (texts the
+ * table does not keep) are skipped. */
+static void
+prefetch_records(const Scanned *run, Py_ssize_t k)
+{
+    for (Py_ssize_t i = 0; i < k; i++) {
+        if (run[i].key.set == NULL)
+            continue;
+        StrEntry *e = str_cache_find(&run[i].key, run[i].text, run[i].n);
+        if (e != NULL && e->record != NULL)
+            __builtin_prefetch(e->record, 1);
+    }
+}
+
 /* Scan up to `max` consecutive records from p (see above); returns how many. */
 static Py_ssize_t
 scan_records(const unsigned char *p, const unsigned char *end, Py_ssize_t max, Scanned *out)
@@ -1164,21 +1195,38 @@ scan_records(const unsigned char *p, const unsigned char *end, Py_ssize_t max, S
         Py_ssize_t size = fixed_atom_size(atom[0]);
         if (size == 0 || size > end - atom || !str_cache_key(text, n, end - text, &out[k].key))
             break;
-        const char *set = (const char *)out[k].key.set;
-        __builtin_prefetch(set);
-        __builtin_prefetch(set + 64);
-        __builtin_prefetch(set + 128);
+        prefetch_set(&out[k].key);
         out[k].text = text;
         out[k].n = n;
         k++;
         p = atom + size;
     }
-    for (Py_ssize_t i = 0; i < k; i++) {
-        StrEntry *e = str_cache_find(&out[i].key, out[i].text, out[i].n);
-        if (e != NULL && e->record != NULL)
-            __builtin_prefetch(e->record, 1);
-    }
+    prefetch_records(out, k);
     return k;
+}
+
+/* The record the table holds for the text of n bytes at `text` (whose key is `key`) and the
+ * one-byte atom `key_atom` (tag and byte, see StrEntry.record), as a new reference, or NULL. */
+static inline PyObject *
+cached_record(const StrKey *key, const unsigned char *text, Py_ssize_t n, unsigned key_atom)
+{
+    StrEntry *e = str_cache_find(key, text, n);
+    if (e != NULL && e->record != NULL && e->atom == key_atom)
+        return Py_NewRef(e->record);
+    return NULL;
+}
+
+/* Have the table hold `record`, just decoded for that text and atom, if the table holds its
+ * str (decoding it put the str there, unless the table dropped it meanwhile). */
+static inline void
+remember_record(const StrKey *key, const unsigned char *text, Py_ssize_t n, PyObject *record,
+                unsigned key_atom)
+{
+    StrEntry *e = str_cache_find(key, text, n);
+    if (e != NULL && e->str == PyTuple_GET_ITEM(record, 0)) {
+        Py_XSETREF(e->record, Py_NewRef(record));
+        e->atom = key_atom;
+    }
 }
 
 /* A record of two items whose first is a short str (at r->p, the tuple's header read; the
@@ -1198,19 +1246,14 @@ decode_record(Reader *r, int depth)
         key = r->ahead;
     else if (!str_cache_key(text, n, r->end - text, &key))
         return decode_tuple(r, 2, depth);
-    StrEntry *e = str_cache_find(&key, text, n);
-    if (e != NULL && e->record != NULL && e->atom == key_atom) {
+    PyObject *record = cached_record(&key, text, n, key_atom);
+    if (record != NULL) {
         r->p = atom + (atom[0] == T_UINT8 ? 2 : 1);
-        return Py_NewRef(e->record);
+        return record;
     }
-    PyObject *record = decode_tuple(r, 2, depth); /* puts the str in the cache if new */
-    if (record == NULL)
-        return NULL;
-    e = str_cache_find(&key, text, n);
-    if (e != NULL && e->str == PyTuple_GET_ITEM(record, 0)) {
-        Py_XSETREF(e->record, Py_NewRef(record));
-        e->atom = key_atom;
-    }
+    record = decode_tuple(r, 2, depth); /* puts the str in the cache if new */
+    if (record != NULL)
+        remember_record(&key, text, n, record, key_atom);
     return record;
 }
 
@@ -1221,9 +1264,9 @@ static PyObject *
 decode_word(Reader *r, const unsigned char *text, Py_ssize_t n, const StrKey *key, unsigned v)
 {
     unsigned key_atom = ((unsigned)T_UINT8 << 8) | v;
-    StrEntry *e = str_cache_find(key, text, n);
-    if (e != NULL && e->record != NULL && e->atom == key_atom)
-        return Py_NewRef(e->record);
+    PyObject *record = cached_record(key, text, n, key_atom);
+    if (record != NULL)
+        return record;
     r->ahead = *key;
     r->ahead_at = text;
     PyObject *word = decode_str(r, text, n); /* puts the str in the table if new */
@@ -1234,7 +1277,7 @@ decode_word(Reader *r, const unsigned char *text, Py_ssize_t n, const StrKey *ke
         Py_DECREF(word);
         return NULL;
     }
-    PyObject *record = PyTuple_New(2);
+    record = PyTuple_New(2);
     if (record == NULL) {
         Py_DECREF(word);
         Py_DECREF(value);
@@ -1243,11 +1286,7 @@ decode_word(Reader *r, const unsigned char *text, Py_ssize_t n, const StrKey *ke
     PyTuple_SET_ITEM(record, 0, word);
     PyTuple_SET_ITEM(record, 1, value);
     PyObject_GC_UnTrack(record); /* atoms only: see decode_tuple */
-    e = str_cache_find(key, text, n);
-    if (e != NULL && e->str == word) {
-        Py_XSETREF(e->record, Py_NewRef(record));
-        e->atom = key_atom;
-    }
+    remember_record(key, text, n, record, key_atom);
     return record;
 }
 
@@ -1274,24 +1313,13 @@ decode_words(Reader *r, Py_ssize_t n)
             Py_ssize_t len = q[0];
             run[k].text = q + 1;
             run[k].n = len;
-            if (str_cache_key(q + 1, len, end - q - 1, &run[k].key)) {
-                const char *set = (const char *)run[k].key.set;
-                __builtin_prefetch(set);
-                __builtin_prefetch(set + 64);
-                __builtin_prefetch(set + 128);
-            }
-            else {
+            if (str_cache_key(q + 1, len, end - q - 1, &run[k].key))
+                prefetch_set(&run[k].key);
+            else
                 run[k].key.set = NULL; /* not cacheable (a long or non-ASCII text) */
-            }
             q += len + 2;
         }
-        for (Py_ssize_t j = 0; j < k; j++) {
-            if (run[j].key.set == NULL)
-                continue;
-            StrEntry *e = str_cache_find(&run[j].key, run[j].text, run[j].n);
-            if (e != NULL && e->record != NULL)
-                __builtin_prefetch(e->record, 1);
-        }
+        prefetch_records(run, k);
         for (Py_ssize_t j = 0; j < k; j++, i++) {
             const unsigned char *text = run[j].text;
             Py_ssize_t len = run[j].n;

@@ -56,7 +56,8 @@ def encode(payload: Any) -> bytes | None:
     return speedups.encode(payload)
 
 
-#: Bytes before the first item of an encoded list: the magic byte, ``'l'`` and the u32 count.
+#: Bytes before the first item of an encoded list: the magic byte, its form (``'l'`` or
+#: ``'W'``) and the u32 count.
 _LIST_HEAD = 6
 
 
@@ -72,13 +73,10 @@ def encode_pair_of_lists(first: bytes, lists: list[bytes]) -> bytes:
     ...     assert decode(pair) == (7, [1, "a", (2, "b")])
     """
     form = lists[0][1:2]
-    total = 0
-    for data in lists:
-        if data[1:2] != form or form not in (b"l", b"W"):
-            raise ValueError("encode_pair_of_lists: not the encodings of lists of one form")
-        total += _U32.unpack_from(data, 2)[0]
-    pieces: list[Any] = [bytes((MAGIC, ord("r"), 2)), memoryview(first)[1:], form]
-    pieces.append(_U32.pack(total))
+    if form not in (b"l", b"W") or any(data[1:2] != form for data in lists):
+        raise ValueError("encode_pair_of_lists: not the encodings of lists of one form")
+    total = sum(_U32.unpack_from(data, 2)[0] for data in lists)
+    pieces: list[Any] = [bytes((MAGIC, ord("r"), 2)), memoryview(first)[1:], form, _U32.pack(total)]
     pieces.extend(memoryview(data)[_LIST_HEAD:] for data in lists)
     return b"".join(pieces)
 

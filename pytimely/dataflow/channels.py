@@ -532,8 +532,14 @@ class _ExchangePusher:
 
     def _hold(self, w: int, t: Any, part: Any) -> None:
         data = codec_encode(part) if type(part) is list else None
-        if self._held_time_data is not None and (data is None or t != self._held_time):
+        held = self._held[w]
+        if self._held_time_data is not None and (
+            data is None
+            or t != self._held_time
+            or (held and list_form(held[0]) != list_form(data))  # splices need one form
+        ):
             self.send_held()
+            held = self._held[w]
         if data is None:
             self._send(w, t, part)
             return
@@ -544,11 +550,6 @@ class _ExchangePusher:
                 return
             self._held_time, self._held_time_data = t, time_data
             self.worker.before_flush(self.send_held)
-        held = self._held[w]
-        if held and list_form(held[0]) != list_form(data):  # splices need one form
-            self.send_held()
-            self._hold(w, t, part)
-            return
         held.append(data)
         self._held_records[w] += len(part)
         self._held_bytes += len(data)
