@@ -380,6 +380,59 @@ def test_watermark_min_over_upstream_workers():
     assert pt.execute(work, workers=2) == [50, 50]
 
 
+def test_exchanged_data_arrive_before_the_markers_sent_after_them():
+    # Each worker sends data and then advances its watermark, many times, without stepping in
+    # between, so one invocation of the pipelined map forwards data and markers alternately.
+    # The exchange after it holds the data for the other worker until the step ends, while the
+    # markers go to the channel as they come.  FIFO per channel is the markers' promise: every
+    # marker from worker ``s`` must arrive after all data ``s`` sent at earlier times.  (Inputs
+    # send what is held before each batch, so the map is needed to show it.)
+    from pytimely.dataflow.operators.watermarks import WatermarkExchange
+
+    def work(worker: pt.Worker) -> Any:
+        arrivals: list[Any] = []  # in the order the receiving input yields them
+
+        def logger(cap: Any, info: Any) -> Any:
+            cap.drop()
+
+            def logic(inp: Any, out: Any) -> None:
+                for _ref, batch in inp:
+                    if type(batch) is Markers:
+                        arrivals.extend(("marker", m.src, m.time) for m in batch)
+                    else:
+                        arrivals.extend(("data", src, t) for t, _k, src in batch)
+
+            return logic
+
+        def build(scope: Any) -> Any:
+            wi, ws = watermark_input(scope)
+            mapped = ws.map(lambda r: r)
+            probe = mapped.process(None, key=lambda r: r[1]).probe()  # markers go to all workers
+            mapped.stream.unary(WatermarkExchange(lambda r: r[1]), "Arrivals", logger)
+            return wi, probe
+
+        wi, probe = worker.dataflow(build)
+        for t in range(40):
+            wi.send_batch([(t, k, worker.index) for k in range(16)])
+            wi.advance_to(t + 1)
+        wi.close()
+        worker.run()
+        assert probe.done()
+        return arrivals
+
+    both = pt.execute(work, workers=2)
+    assert sum(kind == "data" for arrivals in both for kind, *_ in arrivals) == 2 * 40 * 16
+    for arrivals in both:
+        promised = {0: 0, 1: 0}  # per source worker: no data before this time may come
+        for kind, src, t in arrivals:
+            if kind == "marker":
+                promised[src] = max(promised[src], t)
+            else:
+                assert t >= promised[src], f"data at {t} from worker {src} after its marker"
+        data_from = {src for kind, src, _t in arrivals if kind == "data"}
+        assert data_from == {0, 1}  # data crossed both ways
+
+
 def test_markers_batch_type():
     m = Markers(Watermark(5, 0, d) for d in range(3))
     assert type(m) is Markers and len(m) == 3 and m[2] == Watermark(5, 0, 2)
