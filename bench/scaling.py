@@ -32,7 +32,10 @@ Workloads (issue 13), over words drawn from a 10,000-word vocabulary in batches 
                             [--workloads keyed_count,batch_count,components,cpu_map]
                             [--repeat 3] [--quick]
 
-Prints JSON (and writes it to ``--out`` if given).
+Prints JSON (and writes it to ``--out`` if given), with the machine's load over all the runs
+(``machine``: CPUs, load averages before and after, ``others_cpus``: the average number of CPUs
+other processes kept busy) and ``quiet``: ``false`` when other processes used more than half a
+CPU on average, and then the figures are not reliable: the efficiencies move with the load.
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ from typing import Any
 import numpy as np
 
 import pytimely as pt
+from pytimely.openloop import LoadReading, MachineLoad
 from pytimely.synchronization import barrier
 
 VOCAB = 10_000
@@ -441,10 +445,19 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if args.quick:
         args.words, args.heavy_words, args.edges, args.batch = 40_000, 4_000, 2_000, 500
     runs: dict[str, list[dict[str, Any]]] = {name: [] for name in args.workloads}
+    before = LoadReading.now()
     for _ in range(args.repeat):
         one, two = run(1, args), run(2, args)
         for name in args.workloads:
             runs[name].append(summarize(name, one[name], two[name], args))
+    load = MachineLoad.between(before, LoadReading.now())
+    print(load.describe(), file=sys.stderr)
+    if load.under_load():
+        print(
+            "scaling: other processes kept the machine busy during the runs: "
+            'the figures are not reliable ("quiet": false in the report)',
+            file=sys.stderr,
+        )
     out = {
         "benchmark": "scaling",
         "python": sys.version.split()[0],
@@ -455,6 +468,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "vocabulary": VOCAB,
         "repeat": args.repeat,
         "workloads": {name: median_of(runs[name]) for name in args.workloads},
+        "machine": load.to_dict(),
+        "quiet": not load.under_load(),
     }
     text = json.dumps(out, indent=1)
     if args.out:

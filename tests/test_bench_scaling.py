@@ -40,6 +40,12 @@ def test_quick_run_reports_every_workload_with_correct_answers(tmp_path: Path) -
         for side in ("1", "2"):
             assert figures[side]["wall_s"] >= 0 and figures[side]["cpu_s"] >= 0
         assert figures["cpu_efficiency"] > 0 and figures["speedup"] > 0
+    # The machine's load over the runs is in the report, so a reader can tell a quiet run.
+    machine = report["machine"]
+    assert machine["cpus"] >= 1 and machine["seconds"] > 0
+    assert set(machine) == {"cpus", "seconds", "others_cpus", "loadavg_before", "loadavg_after"}
+    assert isinstance(report["quiet"], bool)
+    assert "machine: " in done.stderr and "CPUs" in done.stderr
 
 
 def test_unknown_workload_is_refused_by_name() -> None:
