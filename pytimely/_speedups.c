@@ -290,7 +290,8 @@ crc32_of(const unsigned char *p, Py_ssize_t n)
 /* The CRC-32 of a text of n <= 16 bytes that is preceded in memory by at least 16 - n
  * readable bytes (a compact ASCII str's text: its object header, of more than 16 bytes, comes
  * first), on a little-endian machine, without a branch or a loop whose length depends on n:
- * word lengths vary from record to record, and a mispredicted branch costs more than the CRC.  How: the CRC register is linear, so
+ * word lengths vary from record to record, and a mispredicted branch costs more than the CRC.
+ * How: the CRC register is linear, so
  * crc(m) = crc_raw(init, 0^n) ^ crc_raw(0, m) ^ final_xor, the first term a table by n
  * (crc32_zeros), and crc_raw(0, m) does not change when zero bytes are put before m; so m is
  * read as the 16 bytes that end with it, the bytes before it masked to zero, and run through
@@ -369,7 +370,6 @@ direct_route(PyObject *key, long peers)
  * (equal keys that are one object compare by address in the operators' dicts).  Sampling keeps
  * the cost (a probe of the table) off most records; a frequent key is offered soon enough. */
 #define OFFER_EVERY 16
-
 
 /* A RouteCache remembers, for the key *objects* it saw last, the worker the memo gave them: a
  * batch of words drawn from a vocabulary holds the same str objects again and again, and one
