@@ -5,26 +5,46 @@ columns, or round-robin), sorts each partition by the ``time`` column and runs t
 ``mapInArrow(task, schema, barrier=True)``: worker ``i`` receives partition ``i`` as Arrow
 record batches (the fast path between the JVM and Python).  On every worker ``build(scope,
 stream)`` builds the dataflow around one input stream carrying that partition's rows; the
-worker then feeds the batches in, sending each run of equal times at that time and advancing
-its input as the partition's times advance (``advance_to(t)`` promises no more data before
-``t``, which is what lets the dataflow complete epoch after epoch while later ones still
-stream in).  When the partition is exhausted the input closes and the worker runs its
-dataflows to completion; ``build``'s return value is the worker's result.
+worker then feeds the batches in and steps its dataflows once per Arrow batch, however many
+distinct times the batch holds.  When the partition is exhausted the input closes and the
+worker runs its dataflows to completion; ``build``'s return value is the worker's result.
+
+**Times.**  The ``time`` column is read in one of two ways:
+
+* **Exact times** (``delay=None``, the default): every row is sent at its own time (an int
+  ``>= 0``: epochs, seconds, ...).  The input holds its one token at the least time it may
+  still send at and advances once per Arrow batch (:meth:`InputHandle.send_batch` with
+  ``times=``), so distinct times cost no progress round each; but every distinct time is still
+  a message of its own through the dataflow, so use this for coarse times.
+* **Event time** (``delay=D``, an int ``>= 0`` in the column's units): the column is each
+  row's event time and stays in the row; the stream's timestamps are the worker's
+  **watermark**, the largest event time fed so far minus ``D`` (never decreasing, never below
+  0).  Each Arrow batch is sent at the watermark in force when it starts, and the input then
+  advances to the watermark after it: one time per batch, however fine the event times.  This
+  is the Structured Streaming bridge's rule (:mod:`pytimely.spark.streaming`); event-time
+  operators read the column (``window_count(..., event_time=lambda r: r["ts_ms"])``) and
+  treat the timestamp as the watermark.  Since each partition is sorted by the column, no row
+  arrives behind the watermark, and results equal a batch computation's; ``D`` only delays
+  them (it matters where rows may be out of order, as in the bridge).
+
+The column must be of an integer type, or a timestamp type, which arrives as milliseconds since
+the Unix epoch (an int64 column of the same name).  A column of another type is refused before
+anything starts; nulls, or (exact times) negative values, fail the worker with a message naming
+the column and the first offending row.
 
 Records on ``stream`` (``records=``):
 
-* ``"arrow"`` -- ``pyarrow.RecordBatch`` slices (every column; all rows at one time), for
-  vectorized operators (``map_batch``).  Operators that iterate over records (``map``,
-  ``exchange``, ``aggregate``) need one of the two below, or a ``map_batch`` that converts.
+* ``"arrow"`` -- ``pyarrow.RecordBatch`` slices (every column), for vectorized operators
+  (``map_batch``); with exact times one slice per run of equal times.  Operators that iterate
+  over records (``map``, ``exchange``, ``aggregate``) need one of the two below, or a
+  ``map_batch`` that converts.
 * ``"rows"`` -- one ``dict`` per row (``{column: value}``).
-* ``"tuples"`` -- one ``tuple`` per row, in column order.
+* ``"tuples"`` -- one ``tuple`` per row, in column order (about three times cheaper to make
+  than dicts: the choice for large inputs).
 
-The time column must be of an integer type with non-negative values (epochs).  To use event
-times, compute an epoch column in Spark first, e.g.
-``df.withColumn("epoch", (F.unix_timestamp("ts") / 60).cast("long"))``.
-
-On a terminal every worker shows a progress bar of the epochs it has fed out of all the
-DataFrame's epochs (:class:`EpochProgress`, ``progress=``).
+On a terminal every worker shows a progress bar (``progress=``): with exact times the epochs it
+has fed out of all the DataFrame's epochs (:class:`EpochProgress`), with event time how far its
+watermark has come through the DataFrame's range of times (:class:`TimeRangeProgress`).
 """
 
 from __future__ import annotations
@@ -33,6 +53,8 @@ import sys
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
+
+import numpy as np
 
 from .executor import TaskInbox, _result_row, worker_task
 from .launcher import Launch, _submit
@@ -63,23 +85,52 @@ def arrow_to_records(batch: Any, records: str) -> Any:
 
 def time_runs(batch: Any, time: str | None) -> Iterator[tuple[int, Any]]:
     """``(t, slice)`` for every run of equal times in ``batch`` (sorted by ``time``)."""
-    import numpy as np
-
     n = batch.num_rows
     if n == 0:
         return
     if time is None:
         yield 0, batch
         return
-    column = batch.column(batch.schema.get_field_index(time))
-    if column.null_count:
-        raise ValueError(f"time column {time!r} has nulls; every row needs an epoch")
-    times = column.to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+    times = _times(batch, time, exact=True)
     cuts = (np.flatnonzero(times[1:] != times[:-1]) + 1).tolist()
     start = 0
     for end in [*cuts, n]:
         yield int(times[start]), batch.slice(start, end - start)
         start = end
+
+
+def _times(batch: Any, time: str, exact: bool) -> Any:
+    """Column ``time`` of ``batch`` as an int64 numpy array (timestamps as milliseconds),
+    checked: no nulls, and for exact times no negative values."""
+    import pyarrow as pa
+
+    column = batch.column(batch.schema.get_field_index(time))
+    if column.null_count:
+        row = int(np.flatnonzero(column.is_null().to_numpy(zero_copy_only=False))[0])
+        raise ValueError(
+            f"time column {time!r} has a null in row {row} of a batch ({_row(batch, row)}); "
+            "every row needs a time"
+        )
+    if pa.types.is_timestamp(column.type):
+        column = column.cast(pa.timestamp("ms", tz=column.type.tz)).cast(pa.int64())
+    elif not pa.types.is_integer(column.type):
+        raise TypeError(
+            f"time column {time!r} is {column.type}; it must be an integer or timestamp type"
+        )
+    times = column.to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+    if exact and len(times) and int(times.min()) < 0:
+        row = int(np.argmax(times < 0))
+        raise ValueError(
+            f"time column {time!r} has the negative time {int(times[row])} in row {row} of a "
+            f"batch ({_row(batch, row)}); exact times are epochs >= 0 (or pass delay= to read "
+            "the column as event time)"
+        )
+    return times
+
+
+def _row(batch: Any, i: int) -> str:
+    """Row ``i`` of an Arrow batch, for an error message."""
+    return repr(batch.slice(i, 1).to_pylist()[0])
 
 
 class EpochProgress:
@@ -93,6 +144,10 @@ class EpochProgress:
 
     def __init__(self, epochs: Sequence[int], desc: str, position: int = 0) -> None:
         self._epochs = list(epochs)
+        self._start(len(self._epochs), desc, "epoch", position)
+
+    def _start(self, total: int, desc: str, unit: str, position: int) -> None:
+        self._total = total
         self._done = 0
         try:
             from tqdm import tqdm
@@ -100,12 +155,7 @@ class EpochProgress:
             self._bar: Any = None
             return
         self._bar = tqdm(
-            total=len(self._epochs),
-            desc=desc,
-            unit="epoch",
-            disable=None,
-            position=position,
-            file=sys.stderr,
+            total=total, desc=desc, unit=unit, disable=None, position=position, file=sys.stderr
         )
 
     def advanced_to(self, t: int) -> None:
@@ -113,8 +163,8 @@ class EpochProgress:
         self._set(bisect_left(self._epochs, t))
 
     def finish(self) -> None:
-        """The input is closed: every epoch is done."""
-        self._set(len(self._epochs))
+        """The input is closed: everything is done."""
+        self._set(self._total)
         if self._bar is not None:
             self._bar.close()
 
@@ -125,6 +175,25 @@ class EpochProgress:
             self._done = done
 
 
+class TimeRangeProgress(EpochProgress):
+    """How far one worker's watermark has come through ``[first, last]``, the DataFrame's
+    range of event times, in per mille (event-time feeding: the times are too many to list).
+
+    >>> bar = TimeRangeProgress(1_000, 2_000, "worker 0 event time")
+    >>> bar.advanced_to(1_500)
+    >>> bar.finish()
+    """
+
+    def __init__(self, first: int, last: int, desc: str, position: int = 0) -> None:
+        self._first = first
+        self._span = max(1, last - first)
+        self._start(1000, desc, "‰", position)
+
+    def advanced_to(self, t: int) -> None:
+        """The watermark reached ``t``."""
+        self._set(min(1000, max(0, (t - self._first) * 1000 // self._span)))
+
+
 def feed_batches(
     worker: Any,
     handle: Any,
@@ -132,43 +201,67 @@ def feed_batches(
     time: str | None,
     records: str,
     progress: EpochProgress | None = None,
+    delay: int | None = None,
 ) -> int:
-    """Send Arrow ``batches`` (sorted by ``time``) into ``handle`` at their times, stepping
-    ``worker`` after each run of equal times, and telling ``progress`` of every advance;
-    returns the number of rows sent.  Does not close ``handle``."""
+    """Send Arrow ``batches`` (sorted by ``time``) into ``handle`` and step ``worker`` once
+    after each batch, telling ``progress`` of every advance; returns the number of rows sent.
+    ``delay=None``: every row at its own time; ``delay=D``: rows at the watermark (module
+    docstring, **Times**).  Does not close ``handle``."""
     from ..errors import TimelyError
 
     rows = 0
     for batch in batches:
-        for t, part in time_runs(batch, time):
-            if t != handle.time:
-                if t < handle.time:
-                    raise TimelyError(
-                        f"time column {time!r}: value {t} after {handle.time}; times must be "
-                        "non-negative and the partition sorted by them"
-                    )
-                handle.advance_to(t)
+        n = batch.num_rows
+        if n == 0:
+            continue
+        if time is None:
+            handle.send_batch(arrow_to_records(batch, records))
+        elif delay is not None:
+            times = _times(batch, time, exact=False)
+            handle.send_batch(arrow_to_records(batch, records))
+            then = int(times.max()) - delay
+            if then > handle.time:
+                handle.advance_to(then)
                 if progress is not None:
-                    progress.advanced_to(t)
-            handle.send_batch(arrow_to_records(part, records))
-            rows += part.num_rows
-            worker.step()  # let the dataflow work on this epoch while the next one streams in
+                    progress.advanced_to(then)
+        else:
+            times = _times(batch, time, exact=True)
+            first, last = int(times[0]), int(times[-1])
+            if first < handle.time or (n > 1 and not bool((times[1:] >= times[:-1]).all())):
+                raise TimelyError(
+                    f"time column {time!r}: the partition is not sorted by it (value {first} "
+                    f"after {handle.time}); feed_batches needs batches in time order"
+                )
+            # One call for the batch's many times: a message per run of equal times (Arrow
+            # slices, or lists of rows), the token held at the least of them.
+            handle.send_batch(arrow_to_records(batch, records), times=times)
+            if last != handle.time:
+                handle.advance_to(last)  # once per batch: the least time still to come
+                if progress is not None:
+                    progress.advanced_to(last)
+        rows += n
+        worker.step()  # let the dataflow work on this batch while the next one streams in
     return rows
 
 
 def prepare_dataframe(df: Any, workers: int, time: str | None, key: Any = None) -> Any:
     """``df`` in exactly ``workers`` partitions (by ``key`` columns, or round-robin), each
-    sorted by ``time``."""
-    from pyspark.sql.types import IntegralType
+    sorted by ``time``; a timestamp-typed ``time`` column becomes int64 milliseconds since the
+    Unix epoch.  A ``time`` column that is missing or of another type is refused here, before
+    any job starts."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import IntegralType, TimestampNTZType, TimestampType
 
     if time is not None:
         if time not in df.columns:
             raise ValueError(f"time column {time!r} is not among the columns {df.columns}")
         dtype = df.schema[time].dataType
-        if not isinstance(dtype, IntegralType):
+        if isinstance(dtype, (TimestampType, TimestampNTZType)):
+            df = df.withColumn(time, F.unix_millis(F.col(time).cast("timestamp")))
+        elif not isinstance(dtype, IntegralType):
             raise TypeError(
-                f"time column {time!r} is {dtype.simpleString()}; it must be an integer type "
-                "(compute an epoch column first, e.g. (unix_timestamp(ts) / 60).cast('long'))"
+                f"time column {time!r} is {dtype.simpleString()}; it must be an integer type or a "
+                "timestamp type (e.g. F.col(c).cast('long'), or F.to_timestamp(c) for text)"
             )
     if key is None:
         parted = df.repartition(workers)
@@ -183,6 +276,7 @@ def run_on_dataframe(
     build: Callable[[Any, Any], Any],
     *,
     time: str | None,
+    delay: int | None = None,
     workers: int = 2,
     key: str | list[str] | None = None,
     records: str = "rows",
@@ -194,20 +288,43 @@ def run_on_dataframe(
     """Run a dataflow over ``df`` on ``workers`` Spark-placed workers (module docstring).
 
     ``build(scope, stream)`` is called once on every worker (``scope.index`` is the worker's
-    index); ``stream`` carries the worker's partition at the times of column ``time`` (None: all
-    rows at time 0).  Returns ``build``'s return values in worker order (cloud-pickled back).
-    ``dashboard=PORT``: worker 0 serves the live dashboard while the job runs, as with
-    :func:`pytimely.spark.run`, whose other options (``timeout``, ``secret``, ...) ``options``
-    are.  ``progress``: show every worker's :class:`EpochProgress` (on its stderr, if that is
-    a terminal); None (default): when the driver's stderr is a terminal.  It costs one Spark
-    job on the driver, collecting the distinct epochs.
+    index); ``stream`` carries the worker's partition: ``delay=None``, each row at its time in
+    column ``time`` (None: all rows at time 0); ``delay=D``, rows at the watermark, column
+    ``time`` their event time (module docstring, **Times**).  Returns ``build``'s return values
+    in worker order (cloud-pickled back).  ``dashboard=PORT``: worker 0 serves the live
+    dashboard while the job runs, as with :func:`pytimely.spark.run`, whose other options
+    (``timeout``, ``secret``, ...) ``options`` are.  ``progress``: show every worker's progress
+    bar (on its stderr, if that is a terminal); None (default): when the driver's stderr is a
+    terminal.  It costs one Spark job on the driver (the distinct epochs, or the range of event
+    times).
+
+    Sessionizing clicks by their millisecond event times (``ts_ms``), on two workers::
+
+        def build(scope, clicks):
+            sessions = clicks.window_count(
+                pt.Session(30_000), key=lambda r: r[0], event_time=lambda r: r[1]
+            )
+            return ps.write_parquet(sessions.output, "out/sessions",
+                                    columns=["user", "start", "end", "clicks"])
+
+        ps.run_on_dataframe(df.select("user", "ts_ms"), build, time="ts_ms", delay=0,
+                            key="user", records="tuples")
     """
     if records not in RECORD_FORMATS:
         raise ValueError(f"records must be one of {RECORD_FORMATS}, not {records!r}")
+    if delay is not None and (type(delay) is not int or delay < 0):
+        raise ValueError(f"delay must be None or an int >= 0, not {delay!r}")
+    if delay is not None and time is None:
+        raise ValueError("delay= reads the time column as event time: give time= too")
     prepare_dataframe(df, workers, time, key)  # check the columns before starting anything
     spark = df.sparkSession
     show = sys.stderr.isatty() if progress is None else progress
-    epochs = _distinct_epochs(df, time) if show else None
+    if not show:
+        span = None
+    elif delay is None:
+        span = _distinct_epochs(df, time)
+    else:
+        span = _time_range(prepare_dataframe(df, 1, time), time)
 
     def action(launch: Launch) -> Callable[[], list[Any]]:
         import pyarrow as pa
@@ -226,14 +343,8 @@ def run_on_dataframe(
 
                 def feed(worker: Any) -> Any:
                     handle, result = worker.dataflow(dataflow)
-                    bar = (
-                        None
-                        if epochs is None
-                        else EpochProgress(
-                            epochs, f"worker {worker.index} epochs", position=worker.index
-                        )
-                    )
-                    feed_batches(worker, handle, batches, time, records, bar)
+                    bar = _bar(span, delay, worker.index)
+                    feed_batches(worker, handle, batches, time, records, bar, delay)
                     handle.close()
                     if bar is not None:
                         bar.finish()
@@ -259,8 +370,26 @@ def run_on_dataframe(
     return _submit(args, spark, workers, action, attempts)
 
 
+def _bar(span: Any, delay: int | None, index: int) -> EpochProgress | None:
+    """Worker ``index``'s progress bar over ``span`` (None: no bar)."""
+    if span is None:
+        return None
+    if delay is None:
+        return EpochProgress(span, f"worker {index} epochs", position=index)
+    first, last = span
+    return TimeRangeProgress(first, last, f"worker {index} event time", position=index)
+
+
 def _distinct_epochs(df: Any, time: str | None) -> list[int]:
     """Every epoch of ``df``, sorted (one Spark job)."""
     if time is None:
         return [0]
     return sorted(int(row[0]) for row in df.select(time).distinct().collect())
+
+
+def _time_range(df: Any, time: str) -> tuple[int, int]:
+    """The least and largest value of ``df``'s int time column ``time`` (one Spark job)."""
+    from pyspark.sql import functions as F
+
+    row = df.agg(F.min(time), F.max(time)).collect()[0]
+    return (int(row[0] or 0), int(row[1] or 0))

@@ -115,12 +115,75 @@ class InputHandle:
         if len(buf) >= BATCH:
             self.flush()
 
-    def send_batch(self, batch: Any) -> None:
-        """Send a whole batch (a list, numpy array or Arrow batch) at the current time."""
+    def send_batch(self, batch: Any, times: Any = None) -> None:
+        """Send a whole batch (a list, numpy array or Arrow batch) at the current time, or,
+        with ``times`` (one int per record: a sequence or numpy array), each record at its
+        own time, in one call.
+
+        With ``times`` the handle keeps its one token at :attr:`time` (the least time it may
+        still send at) and sends one message per distinct time, in time order; it does not
+        advance.  Call :meth:`advance_to` once after a batch of times, not once per time: that
+        is what keeps fine-grained times (milliseconds) from costing a progress change each
+        (the "hold the least token" idiom of the timestamp-tokens paper, section 6.2).  A
+        time before :attr:`time` raises :class:`~pytimely.errors.CapabilityError` naming the
+        first such record; nothing of the batch is sent then.
+
+        >>> import pytimely as pt
+        >>> def build(scope):
+        ...     inp, clicks = scope.new_input()
+        ...     out = clicks.capture()
+        ...     inp.send_batch(["a", "b", "c"], times=[1_005, 1_001, 1_005])
+        ...     inp.advance_to(1_006)  # once, after the whole batch of times
+        ...     return out
+        >>> pt.example(build).extract()
+        [(1001, ['b']), (1005, ['a', 'c'])]
+        """
         self._check_open()
         self.flush()
-        if len(batch):
-            self._push(self._time, batch)
+        if times is None:
+            if len(batch):
+                self._push(self._time, batch)
+            return
+        for t, part in self._by_time(batch, times):
+            self._push(t, part)
+
+    def _by_time(self, batch: Any, times: Any) -> list[tuple[int, Any]]:
+        """``batch`` split into ``(t, records at t)`` in time order (stable within a time),
+        every ``t`` checked against the handle's time; one pass, no message sent yet."""
+        import numpy as np
+
+        n = len(batch)
+        if len(times) != n:
+            raise ValueError(
+                f"input {self._core.name!r}: send_batch got {n} records and {len(times)} times"
+            )
+        if n == 0:
+            return []
+        where = f"input {self._core.name!r}: send_batch(times=...)"
+        array = np.asarray(times)
+        if array.dtype.kind not in "iu":
+            first = next((x for x in times if type(x) is not int), times[0])
+            raise TypeError(
+                f"{where}: times must be integers, got {first!r} ({type(first).__name__})"
+            )
+        _check_time(self._core.scope.domain, int(array[0]), where)
+        earliest = int(array.min())
+        if earliest < self._time:
+            i = int(np.argmax(array < self._time))
+            raise CapabilityError(
+                f"{where}: record {i} ({_record(batch, i)!r}) is at time {int(array[i])}, before "
+                f"the input's time {self._time}; send it before advance_to, or later"
+            )
+        if n == 1 or earliest == int(array.max()):
+            return [(earliest, batch)]
+        if not bool((array[1:] >= array[:-1]).all()):
+            order = np.argsort(array, kind="stable")
+            array = array[order]
+            batch = _take(batch, order)
+        cuts = (np.flatnonzero(array[1:] != array[:-1]) + 1).tolist()
+        starts = [0, *cuts]
+        ends = [*cuts, n]
+        return [(int(array[a]), _slice(batch, a, b)) for a, b in zip(starts, ends)]
 
     def flush(self) -> None:
         """Push buffered records downstream now."""
@@ -168,6 +231,29 @@ class InputHandle:
     def __repr__(self) -> str:
         state = "closed" if self._closed else f"at {self._time!r}"
         return f"<InputHandle {self._core.name!r} {state}>"
+
+
+def _take(batch: Any, order: Any) -> Any:
+    """``batch``'s records in the order of the index array ``order``."""
+    if isinstance(batch, list):
+        return [batch[i] for i in order.tolist()]
+    if hasattr(batch, "take"):  # numpy arrays, Arrow batches
+        return batch.take(order)
+    return [batch[i] for i in order.tolist()]
+
+
+def _slice(batch: Any, a: int, b: int) -> Any:
+    """Records ``a`` to ``b`` of ``batch`` (a view where the container has them)."""
+    if hasattr(batch, "slice") and not isinstance(batch, list):  # Arrow
+        return batch.slice(a, b - a)
+    return batch[a:b]
+
+
+def _record(batch: Any, i: int) -> Any:
+    """Record ``i`` of ``batch``, for an error message."""
+    if hasattr(batch, "slice") and not isinstance(batch, list):
+        return batch.slice(i, 1).to_pylist()[0]
+    return batch[i]
 
 
 def _check_time(domain: Any, t: Any, where: str) -> None:
