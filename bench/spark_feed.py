@@ -3,8 +3,8 @@ memory: rows/s in and out, on 1 and 2 workers.
 
 The dataflow (the same in both modes): Arrow record batches ``(t, k, v)`` enter one input at
 the epochs of column ``t``, are exchanged by column ``k`` (``Exchange(column="k")``: vectorized
-routing), and every epoch's rows are written as Parquet when the epoch completes
-(:func:`pytimely.spark.write_parquet`).  No operator touches a row in Python.
+routing), and every epoch's rows are appended to the worker's rolling Parquet file when the
+epoch completes (:func:`pytimely.spark.write_parquet`).  No operator touches a row in Python.
 
 * ``spark``: :func:`pytimely.spark.run_on_dataframe` over a DataFrame of ``--rows`` rows read
   from Parquet (``records="arrow"``: worker ``i`` gets partition ``i`` as Arrow batches, each

@@ -11,8 +11,9 @@ On an embedded Spark (``local[workers + 2]``) the default workload, ``nexmark``,
    reads the table, cuts event time into ``--epochs`` epochs (an ``epoch`` column: ``date_time``
    rounded down to the epoch length, in ns) and streams each worker its partition in epoch
    order as Arrow batches, which the workers turn back into NEXMark event batches;
-3. has every worker write each query's results as Parquet **per epoch, as soon as the epoch
-   completes** (``results/qN/worker=i/epoch=e.parquet``, :func:`pytimely.spark.write_parquet`)
+3. has every worker write each query's results as Parquet **as the epochs complete**, rolled
+   into a few files per worker with an ``epoch`` column
+   (``results/qN/worker=i/part-<first>-<last>.parquet``, :func:`pytimely.spark.write_parquet`)
    and capture Q7's output stream, data and progress, as Parquet (``capture/q7/``);
 4. reads the events and results back with Spark and checks them: the events against
    :func:`pytimely.nexmark.generate`, every query's rows against the batch reference
@@ -35,7 +36,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import glob
 import json
 import os
 import shutil
@@ -363,7 +363,7 @@ def _nexmark_build(
 ) -> Callable[[Any, Any], Any]:
     """``build(scope, stream)`` for :func:`pytimely.spark.run_on_dataframe`: Arrow slices of
     the event table -> NEXMark event batches -> every query -> rows moved to their epoch ->
-    Parquet per epoch (and a capture of the ``capture`` queries).  Returns a dict of the
+    rolling Parquet files (and a capture of the ``capture`` queries).  Returns a dict of the
     worker's statistics (filled in while it runs; cloud-pickled back when it ends)."""
 
     def build(scope: Any, stream: Any) -> dict[str, Any]:
@@ -415,7 +415,9 @@ def _nexmark_build(
 def _read_parquet(spark: Any, directory: str) -> tuple[Any, int]:
     """``(Arrow table or None, number of files)`` of a :func:`write_parquet` directory, read
     with Spark."""
-    files = glob.glob(os.path.join(directory, "worker=*", "*.parquet"))
+    from pytimely.spark import output_files
+
+    files = output_files(directory)
     if not files:
         return None, 0
     return spark.read.parquet(directory).toArrow(), len(files)
@@ -708,7 +710,7 @@ class NexmarkWorkload:
         lines.extend(self.latency_report(summary["latency"]))
         lines.append(
             f"  files     {dirs['events']} (events), {dirs['results']}/qN (results per "
-            f"worker and epoch), {dirs['capture']}"
+            f"worker, with their epoch), {dirs['capture']}"
         )
         lines.append(f"  read them: spark.read.parquet({os.path.join(dirs['results'], 'q7')!r})")
         return lines

@@ -26,6 +26,7 @@ MODULES = [
 # API does: see BUILDERS).
 RUN_ONLY = [
     "pytimely.dataflow.scope",
+    "pytimely.spark.sinks",
     "pytimely.dataflow.operators.generic",
     "pytimely.communication.codec",
 ]

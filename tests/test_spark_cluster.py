@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -88,7 +89,8 @@ def work(worker):
         inp, stream = scope.new_input()
         counts = (stream.exchange(lambda x: x).map(lambda x: (x % 3, 1))
                   .aggregate(lambda k, v, acc: acc + v, lambda k, acc: (k, acc)))
-        return inp, ps.write_parquet(counts, out, columns=["k", "count"]).probe()
+        written = ps.write_parquet(counts, out, columns=["k", "count"], roll_seconds=0.2)
+        return inp, written.probe()
 
     inp, probe = worker.dataflow(build)
     for epoch in range(4):
@@ -138,7 +140,8 @@ def test_attempts_survive_a_killed_executor_on_the_cluster(standalone, tmp_path)
     files = sorted(
         os.path.relpath(os.path.join(b, f), out) for b, _d, fs in os.walk(out) for f in fs
     )
-    assert files == sorted(f"worker={w}/epoch={e}.parquet" for w in (0, 1) for e in range(4))
+    # Only the committed files of the attempt that succeeded (rolling files of the epochs).
+    assert files and all(re.fullmatch(r"worker=[01]/part-\d+-\d+\.parquet", f) for f in files)
 
 
 @pytest.mark.spark

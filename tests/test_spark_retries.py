@@ -33,10 +33,10 @@ def counted_epochs(directory):
 
 
 def killing_job(out, flag):
-    """A keyed count over 4 epochs written with write_parquet.  On the first attempt (no
-    ``flag`` file yet), once epochs 0 and 1 are on disk, worker 1 kills its own process and
-    worker 0 sleeps without touching the mesh, so Spark (not a pytimely worker) is first to see
-    the failure."""
+    """A keyed count over 4 epochs written with write_parquet (rolling files, rolled after
+    0.2 s).  On the first attempt (no ``flag`` file yet), once epochs 0 and 1 are in committed
+    (staged) files, worker 1 kills its own process and worker 0 sleeps without touching the
+    mesh, so Spark (not a pytimely worker) is first to see the failure."""
 
     def work(worker):
         first_attempt = not os.path.exists(flag)
@@ -48,7 +48,7 @@ def killing_job(out, flag):
                 .map(lambda x: (x % 3, 1))
                 .aggregate(lambda k, v, acc: acc + v, lambda k, acc: (k, acc))
             )
-            written = ps.write_parquet(counts, out, columns=["k", "count"])
+            written = ps.write_parquet(counts, out, columns=["k", "count"], roll_seconds=0.2)
             return inp, written.probe()
 
         inp, probe = worker.dataflow(build)
@@ -89,8 +89,12 @@ def test_attempts_survive_a_killed_worker_process_with_clean_outputs(spark, tmp_
     assert results == [0, 1]
     rows, paths = counted_epochs(out)
     assert rows == clean_rows()  # nothing lost, nothing twice
-    # Only the committed epoch files: no staging folder, no temporary file of the dead attempt.
-    assert paths == sorted(f"worker={w}/epoch={e}.parquet" for w in (0, 1) for e in range(4))
+    # Only the committed files of the attempt that succeeded: no staging folder, no temporary
+    # file of the dead attempt; every worker wrote rolling files.
+    assert paths == sorted(os.path.relpath(p, out) for p in ps.output_files(out))
+    for w in (0, 1):
+        names = [os.path.basename(p) for p in paths if p.startswith(f"worker={w}/")]
+        assert names and all(n.startswith("part-") for n in names)
     assert spark.read.parquet(out).count() == len(clean_rows())
 
 

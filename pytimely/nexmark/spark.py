@@ -22,8 +22,9 @@ sequential streams (worker ``w`` makes the events ``n = w (mod P)``, see
 **Results**: :data:`RESULT_SCHEMAS` names the columns of every query's rows (the rows of
 :mod:`~pytimely.nexmark.reference`); :func:`rows_to_arrow` turns a batch of rows into a
 ``RecordBatch`` of that schema; :func:`align_to_epochs` moves records to the next multiple of
-an epoch length, so that :func:`~pytimely.spark.write_parquet` writes one file per epoch even for
-queries whose timestamps are arbitrary nanoseconds (Q4 and Q6 send at their held token).
+an epoch length, so that :func:`~pytimely.spark.write_parquet` sees a few round epochs (its
+``epoch`` column, and with ``per_epoch=True`` its files) even for queries whose timestamps are
+arbitrary nanoseconds (Q4 and Q6 send at their held token).
 """
 
 from __future__ import annotations

@@ -13,8 +13,11 @@ driver keeps a control connection to each.
 * :func:`run_on_dataframe` -- a dataflow over a DataFrame: worker ``i`` reads partition ``i``
   (Arrow batches, sorted by the time column) through one input whose time advances with the
   partition's times.
-* :func:`write_parquet` -- per-epoch Parquet output from every worker
-  (``dir/worker=i/epoch=e.parquet``, written when the epoch completes);
+* :func:`write_parquet` -- Parquet output from every worker, written as epochs complete:
+  rolling files of many epochs (``dir/worker=i/part-<first>-<last>.parquet``, an ``epoch``
+  column) by default, one file per epoch (``dir/worker=i/epoch=e.parquet``) with
+  ``per_epoch=True`` or inside a :class:`StreamingBridge`; :func:`read_output` /
+  :func:`output_files` read / list what it committed;
   :func:`capture_parquet` / :func:`capture_readers` -- captured streams as Parquet, readable
   by ``spark.read.parquet`` and replayable with ``replay_into``.
 * :class:`StreamingBridge` -- a Structured Streaming query's micro-batches pushed into running
@@ -51,7 +54,15 @@ from .session import (
     prepare_environment,
     ship_package,
 )
-from .sinks import capture_parquet, capture_readers, epoch_path, to_arrow, write_parquet
+from .sinks import (
+    capture_parquet,
+    capture_readers,
+    epoch_path,
+    output_files,
+    read_output,
+    to_arrow,
+    write_parquet,
+)
 from .streaming import StreamingBridge
 
 __all__ = [
@@ -71,9 +82,11 @@ __all__ = [
     "feed_batches",
     "java_version",
     "local_session",
+    "output_files",
     "package_fingerprint",
     "prepare_dataframe",
     "prepare_environment",
+    "read_output",
     "run",
     "run_on_dataframe",
     "run_to_dataframe",

@@ -3,30 +3,54 @@
 Anything a Spark task yields reaches Spark only when the task ends, so long-running workers
 write their output themselves, with pyarrow, as soon as it is final:
 
-* :func:`write_parquet` -- a pass-through operator that writes each epoch's records to
-  ``directory/worker=i/epoch=e.parquet`` the moment its input frontier passes ``e`` (no more
-  records at ``e`` can arrive), then forwards them.  It holds a capability for ``e`` until the
-  file is written, so a probe on its output stream passing ``e`` means: every worker's file for
-  ``e`` is on disk.  ``spark.read.parquet(directory)`` reads everything, with a ``worker``
-  column from the directory names and an ``epoch`` column from the files.
+* :func:`write_parquet` -- a pass-through sink that writes each epoch's records once its input
+  frontier has passed the epoch (no more records of it can arrive).  By default every worker
+  *rolls* files that hold many epochs, ``directory/worker=i/part-<first>-<last>.parquet``
+  (``first``/``last``: the least and greatest epoch in the file), with the epoch in an
+  ``epoch`` column of every row; a file is committed when it reaches ``roll_bytes`` (128 MB),
+  ``roll_seconds`` (60 s) after it received its first rows, or when the stream ends.  A job
+  of 3,600 one-second epochs thus writes one file per worker, not 3,600.  With
+  ``per_epoch=True`` -- the default inside a :class:`~pytimely.spark.StreamingBridge`, whose
+  micro-batches must appear as they complete and whose restarts replay epochs -- it writes
+  ``directory/worker=i/epoch=e.parquet`` (:func:`epoch_path`) as soon as ``e`` completes, and a
+  replayed epoch overwrites its file.  Either way **a probe on the returned stream passing
+  ``e`` means every row of every epoch ``<= e`` is in committed, complete files on every
+  worker** (see *Progress* below).  ``spark.read.parquet(directory)`` reads everything, with a
+  ``worker`` column from the directory names; :func:`read_output` does the same with pyarrow,
+  and :func:`output_files` lists the committed files.
 * :func:`capture_parquet` -- ``capture_into`` a :class:`~pytimely.capture.ParquetWriter` at
   ``directory/worker=i/capture.parquet``: the stream's data *and* progress events, readable by
   ``spark.read.parquet`` and replayable with :func:`capture_readers` + ``replay_into``.  (A
   Parquet file is complete only once closed, i.e. when the captured stream completes; for
   streams that run forever use :func:`write_parquet`.)
 
-Files appear atomically: they are written under a hidden name (``.epoch=e.parquet.tmp``, which
-Spark and pyarrow skip) and renamed when complete.  In a batch run on Spark
-(:func:`pytimely.spark.run`, :func:`~pytimely.spark.run_on_dataframe`) they are first staged
-per attempt and moved into ``directory`` only when the whole run succeeded
-(:mod:`pytimely.spark.staging`), so that a retried run leaves exactly the files of a clean one.
+Files appear atomically: they are written under a hidden name (``.part-<first>.parquet.tmp``,
+``.epoch=e.parquet.tmp``; Spark and pyarrow skip names that begin with ``.``) and renamed when
+complete.  In a batch run on Spark (:func:`pytimely.spark.run`,
+:func:`~pytimely.spark.run_on_dataframe`) they are first staged per attempt and moved into
+``directory`` only when the whole run succeeded (:mod:`pytimely.spark.staging`, which leaves
+the hidden files behind), so that a retried run leaves exactly the files of a clean one.
+
+**Progress** (timestamp tokens).  The sink holds at most one capability: at the least epoch it
+has received but not yet committed (none when everything received is committed).  It sends
+each epoch's records downstream, at the epoch's own time, when the epoch completes, but the
+capability keeps the returned stream's frontier at or before every epoch that is not in a
+committed file yet.  So in rolling mode the returned stream passes ``e`` at the first commit
+after ``e`` completed on every worker -- the roll of the file holding ``e`` (by size, by age,
+or at the end of the stream) -- i.e. up to ``roll_seconds`` after ``e`` completed; in
+per-epoch mode as soon as ``e``'s file is written.  Wait on it (``step_while(probe...)``) only
+with a ``roll_seconds`` you are willing to wait, or with ``per_epoch=True``.
 """
 
 from __future__ import annotations
 
 import glob
+import math
 import os
-from collections.abc import Sequence
+import re
+import time as _time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from ..dataflow.channels import Pipeline
@@ -36,12 +60,80 @@ from ..errors import TimelyError
 from ..progress.operate import FrontierInterest
 from .staging import output_folder
 
-__all__ = ["capture_parquet", "capture_readers", "epoch_path", "to_arrow", "write_parquet"]
+__all__ = [
+    "ROW_GROUP_BYTES",
+    "capture_parquet",
+    "capture_readers",
+    "epoch_path",
+    "output_files",
+    "per_epoch_sinks",
+    "read_output",
+    "to_arrow",
+    "write_parquet",
+]
+
+#: Records a rolling :func:`write_parquet` buffers (Arrow bytes) before it writes them as one
+#: row group.  Not one row group per epoch: thousands of tiny epochs would make a huge footer.
+ROW_GROUP_BYTES = 4 * 2**20
+
+# Whether ``write_parquet(per_epoch=None)`` writes one file per epoch: true while a
+# StreamingBridge builds its workers' dataflows (``per_epoch_sinks``).  The dataflow is built
+# by one thread per worker process, so a module-level flag suffices.
+_per_epoch_default = False
+
+
+@contextmanager
+def per_epoch_sinks() -> Iterator[None]:
+    """While in this block, :func:`write_parquet` built with ``per_epoch=None`` writes one file
+    per epoch.  :class:`~pytimely.spark.StreamingBridge` builds its workers' dataflows in it:
+    its micro-batches must be visible as soon as they complete, and a restart replays epochs,
+    whose files must then be overwritten whole rather than added next to the old ones."""
+    global _per_epoch_default
+    previous = _per_epoch_default
+    _per_epoch_default = True
+    try:
+        yield
+    finally:
+        _per_epoch_default = previous
 
 
 def epoch_path(directory: str, worker: int, epoch: int) -> str:
-    """Where :func:`write_parquet` puts worker ``worker``'s records of ``epoch``."""
+    """Where :func:`write_parquet` with ``per_epoch=True`` puts worker ``worker``'s records of
+    ``epoch``."""
     return os.path.join(os.fspath(directory), f"worker={worker}", f"epoch={epoch}.parquet")
+
+
+_FILE_NAME = re.compile(r"^(?:part-(-?\d+)-(-?\d+)|epoch=(-?\d+))\.parquet$")
+
+
+def output_files(directory: str) -> list[str]:
+    """The committed files :func:`write_parquet` wrote under ``directory`` (both modes), in
+    worker order and, per worker, in epoch order.  Hidden temporary files and staged files of
+    a run in progress are not among them."""
+    found = []
+    for path in glob.glob(os.path.join(os.fspath(directory), "worker=*", "*.parquet")):
+        m = _FILE_NAME.match(os.path.basename(path))
+        part = os.path.basename(os.path.dirname(path)).split("=", 1)[1]
+        if m is None or not part.isdigit():
+            continue
+        first = int(m.group(1) if m.group(1) is not None else m.group(3))
+        found.append((int(part), first, path))
+    return [path for _w, _e, path in sorted(found)]
+
+
+def read_output(directory: str, columns: Sequence[str] | None = None) -> Any:
+    """Every committed file under ``directory`` as one ``pyarrow.Table`` (``None`` if there
+    is none yet), with a ``worker`` column from the folder names, as ``spark.read.parquet``
+    reads them.  ``columns`` selects columns (``worker`` among them if wanted)."""
+    import pyarrow.dataset as ds
+
+    files = output_files(directory)
+    if not files:
+        return None
+    dataset = ds.dataset(
+        files, format="parquet", partitioning="hive", partition_base_dir=os.fspath(directory)
+    )
+    return dataset.to_table(columns=list(columns) if columns is not None else None)
 
 
 def _arrow_kind(x: Any) -> str | None:
@@ -90,6 +182,180 @@ def to_arrow(
     return pa.concat_tables(tables, promote_options="default")
 
 
+class _Tables:
+    """Each epoch's batches as one Arrow table of the sink's schema (the given one, else the
+    first table's), with the epoch column."""
+
+    __slots__ = ("what", "columns", "schema", "epoch_column")
+
+    def __init__(
+        self, what: str, columns: Sequence[str] | None, schema: Any, epoch_column: str | None
+    ) -> None:
+        self.what = what
+        self.columns = columns
+        self.schema = schema
+        self.epoch_column = epoch_column
+
+    def table(self, t: int, batches: list[Any]) -> Any:
+        """The records of epoch ``t`` (``None`` when there are none)."""
+        import pyarrow as pa
+
+        fixed = self.schema
+        try:
+            table = to_arrow(batches, self.columns, fixed)
+        except (pa.ArrowException, KeyError, ValueError, TypeError) as exc:
+            raise TimelyError(
+                f"{self.what}: epoch {t}'s records cannot be made a table"
+                f"{'' if fixed is None else f' of the schema {fixed}'}: {exc}"
+            ) from exc
+        if table is None or not table.num_rows:
+            return None
+        if fixed is None:
+            self.schema = table.schema
+        elif not table.schema.equals(fixed):
+            try:
+                table = table.select(fixed.names).cast(fixed)
+            except (pa.ArrowException, KeyError, ValueError) as exc:
+                raise TimelyError(
+                    f"{self.what}: epoch {t}'s records do not fit the schema {fixed}: {exc}"
+                ) from exc
+        column = self.epoch_column
+        if column is not None and column not in table.column_names:
+            table = table.append_column(column, pa.array([t] * table.num_rows, pa.int64()))
+        return table
+
+    def tables(self, epochs: list[int], batches: list[list[Any]]) -> Any:
+        """The records of several complete ``epochs`` (increasing; ``batches[j]`` those of
+        ``epochs[j]``) as one table, in one conversion: fine-grained epochs (a session's
+        millisecond) then cost a few list operations each, not a table each.  ``None`` when
+        there are no records."""
+        import numpy as np
+        import pyarrow as pa
+
+        if len(epochs) == 1:
+            return self.table(epochs[0], batches[0])
+        flat = [b for bs in batches for b in bs]
+        sizes = [sum(len(b) for b in bs) for bs in batches]
+        fixed = self.schema
+        try:
+            table = to_arrow(flat, self.columns, fixed)
+            if table is not None and fixed is not None and not table.schema.equals(fixed):
+                table = table.select(fixed.names).cast(fixed)
+        except (pa.ArrowException, KeyError, ValueError, TypeError):
+            table = None  # find the epoch that does not fit, and say so
+            for t, bs in zip(epochs, batches):
+                self.table(t, bs)
+            raise
+        if table is None or not table.num_rows:
+            return None
+        if fixed is None:
+            self.schema = table.schema
+        column = self.epoch_column
+        if column is not None and column not in table.column_names:
+            times = np.repeat(np.array(epochs, dtype=np.int64), sizes)
+            table = table.append_column(column, pa.array(times, pa.int64()))
+        return table
+
+
+class _RollingFile:
+    """A worker's open file of a rolling :func:`write_parquet`: tables are buffered and written
+    as row groups of about :data:`ROW_GROUP_BYTES` through a ``ParquetWriter`` under a hidden
+    name; :meth:`commit` closes it and renames it to ``part-<first>-<last>.parquet``."""
+
+    __slots__ = (
+        "folder",
+        "compression",
+        "roll_bytes",
+        "roll_seconds",
+        "activator",
+        "first",
+        "last",
+        "deadline",
+        "buffer",
+        "buffered",
+        "temp",
+        "sink",
+        "writer",
+    )
+
+    def __init__(
+        self,
+        folder: str,
+        compression: str,
+        roll_bytes: float,
+        roll_seconds: float,
+        activator: Any,
+    ) -> None:
+        self.folder = folder
+        self.compression = compression
+        self.roll_bytes = roll_bytes
+        self.roll_seconds = roll_seconds
+        self.activator = activator
+        self.first: int | None = None  # None: the file holds no rows (not open)
+        self.last: int | None = None
+        self.deadline = math.inf
+        self.buffer: list[Any] = []
+        self.buffered = 0
+        self.temp = ""
+        self.sink: Any = None
+        self.writer: Any = None
+
+    def add(self, first: int, last: int, table: Any) -> None:
+        """Append the rows of the epochs ``first`` to ``last`` (epochs come in increasing
+        order); commit if the file reached ``roll_bytes``."""
+        if self.first is None:
+            self.first = first
+            if self.roll_seconds < math.inf:
+                # Our deadline is no later than the timer's: when it fires, the file is due.
+                self.deadline = _time.monotonic() + self.roll_seconds
+                self.activator.activate_after(self.roll_seconds)
+        self.last = last
+        self.buffer.append(table)
+        self.buffered += table.nbytes
+        if self.buffered >= ROW_GROUP_BYTES:
+            self._write()
+        if self.size() >= self.roll_bytes:
+            self.commit()
+
+    def size(self) -> int:
+        """Bytes written to the file so far plus the (Arrow) bytes buffered for it."""
+        return (self.sink.tell() if self.sink is not None else 0) + self.buffered
+
+    def due(self) -> bool:
+        """The file holds rows and ``roll_seconds`` have passed since its first ones."""
+        return self.first is not None and _time.monotonic() >= self.deadline
+
+    def _write(self) -> None:
+        """Write the buffered tables as one row group (opening the file first if need be)."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        buffer = self.buffer
+        if not buffer:
+            return
+        table = buffer[0] if len(buffer) == 1 else pa.concat_tables(buffer)
+        self.buffer = []
+        self.buffered = 0
+        if self.writer is None:
+            self.temp = os.path.join(self.folder, f".part-{self.first}.parquet.tmp")
+            self.sink = pa.OSFile(self.temp, "wb")
+            self.writer = pq.ParquetWriter(self.sink, table.schema, compression=self.compression)
+        self.writer.write_table(table, row_group_size=table.num_rows)
+
+    def commit(self) -> None:
+        """Write what is buffered, close the file and rename it into place (if it holds rows)."""
+        if self.first is None:
+            return
+        self._write()
+        self.writer.close()
+        self.sink.close()
+        final = os.path.join(self.folder, f"part-{self.first}-{self.last}.parquet")
+        os.replace(self.temp, final)
+        self.first = self.last = None
+        self.deadline = math.inf
+        self.writer = self.sink = None
+
+
 def write_parquet(
     stream: Any,
     directory: str,
@@ -98,43 +364,73 @@ def write_parquet(
     schema: Any = None,
     epoch_column: str | None = "epoch",
     compression: str = "snappy",
+    roll_bytes: int | None = 128 * 2**20,
+    roll_seconds: float | None = 60.0,
+    per_epoch: bool | None = None,
     name: str = "WriteParquet",
 ) -> Any:
-    """Write ``stream``'s records to ``directory/worker=i/epoch=e.parquet`` per epoch ``e``
-    as soon as ``e`` is complete; returns the stream (passed through, each epoch's records
-    after its file is written).
+    """Write ``stream``'s records as Parquet under ``directory/worker=i/`` once their epoch is
+    complete; returns the stream (passed through: each epoch's records, at their epoch, once
+    it is complete).  Times must be ``int`` epochs.
+
+    *Rolling* (the default): every worker appends the complete epochs to one open file at a
+    time and commits it as ``part-<first epoch>-<last epoch>.parquet`` when it reaches
+    ``roll_bytes`` (Parquet bytes written plus Arrow bytes buffered), ``roll_seconds`` after
+    its first rows arrived (the operator wakes itself: the roll happens without further
+    input), or when the stream ends.  An epoch is never split across files of one worker.
+    ``None`` turns a limit off.  *Per epoch* (``per_epoch=True``): one file per epoch and
+    worker, ``epoch=e.parquet`` (:func:`epoch_path`), written when ``e`` completes; a replayed
+    epoch overwrites its file.  ``per_epoch=None`` means per epoch inside a
+    :class:`~pytimely.spark.StreamingBridge` (:func:`per_epoch_sinks`), rolling elsewhere.
+
+    A probe on the returned stream passing ``e`` means every row of every epoch ``<= e`` is in
+    committed files on every worker: in rolling mode that happens at the commit of the file
+    holding ``e`` (the roll after ``e`` completed), in per-epoch mode when ``e``'s file is
+    written (the module docstring says why).
 
     Records: see :func:`to_arrow` (``columns`` names tuple fields).  ``schema`` (a
     ``pyarrow.Schema``, without the epoch column) fixes the column types; otherwise the first
-    file's inferred types are kept for the later ones, so that Spark can read them together.
-    ``epoch_column`` (None: none) is added to every file holding the epoch.  Epochs in which
-    a worker saw no records produce no file from that worker.  Times must be ``int``.
+    epoch's inferred types are kept for the later ones, so that Spark can read the files
+    together (records that do not fit raise :class:`~pytimely.errors.TimelyError` naming the
+    sink and the epoch).  ``epoch_column`` (int64; ``None``: not stored) holds every row's
+    epoch.  Epochs in which a worker saw no records leave no trace in its files.
+
+    >>> import os, shutil, tempfile
+    >>> import pytimely as pt
+    >>> from pytimely.spark import output_files, read_output, write_parquet
+    >>> out = tempfile.mkdtemp()
+    >>> def build(scope):
+    ...     inp, stream = scope.new_input()
+    ...     write_parquet(stream, out)          # int records: one column, "value"
+    ...     return inp
+    >>> worker = pt.Worker()
+    >>> inp = worker.dataflow(build)
+    >>> for epoch in range(1000):               # 1,000 epochs of two records each
+    ...     inp.send_batch([epoch, -epoch])
+    ...     inp.advance_to(epoch + 1)
+    >>> inp.close()
+    >>> worker.run()
+    >>> [os.path.relpath(path, out) for path in output_files(out)]
+    ['worker=0/part-0-999.parquet']
+    >>> table = read_output(out)
+    >>> table.num_rows, table.column_names
+    (2000, ['value', 'epoch', 'worker'])
+    >>> shutil.rmtree(out)
     """
-    import pyarrow as pa
+    if roll_bytes is not None and roll_bytes <= 0:
+        raise ValueError(f"write_parquet: roll_bytes must be positive or None, not {roll_bytes}")
+    if roll_seconds is not None and not roll_seconds >= 0:
+        raise ValueError(f"write_parquet: roll_seconds must be >= 0 or None, not {roll_seconds}")
     import pyarrow.parquet as pq
 
+    if per_epoch is None:
+        per_epoch = _per_epoch_default
     index = stream.scope.index
     folder = output_folder(directory, index)
-    state: dict[str, Any] = {"schema": schema}
+    tables = _Tables(f"write_parquet {name!r} into {directory}", columns, schema, epoch_column)
+    what = tables.what
 
-    def write(t: Any, batches: list[Any]) -> None:
-        if type(t) is not int:
-            raise TimelyError(f"write_parquet: times must be int epochs, not {t!r}")
-        table = to_arrow(batches, columns, state["schema"])
-        if table is None:
-            return
-        fixed = state["schema"]
-        if fixed is not None and not table.schema.equals(fixed):
-            try:
-                table = table.select(fixed.names).cast(fixed)
-            except (pa.ArrowException, KeyError, ValueError) as exc:
-                raise TimelyError(
-                    f"write_parquet: epoch {t}'s records do not fit the schema {fixed}: {exc}"
-                ) from exc
-        elif fixed is None:
-            state["schema"] = table.schema
-        if epoch_column is not None and epoch_column not in table.column_names:
-            table = table.append_column(epoch_column, pa.array([t] * table.num_rows, pa.int64()))
+    def write_epoch(t: int, table: Any) -> None:
         final = os.path.join(folder, f"epoch={t}.parquet")
         temp = os.path.join(folder, f".epoch={t}.parquet.tmp")
         pq.write_table(table, temp, compression=compression)
@@ -142,20 +438,68 @@ def write_parquet(
 
     def ctor(cap: Any, info: Any) -> Any:
         cap.drop()
-        pending: dict[Any, list[Any]] = {}
+        # Epoch -> its batches, received and not complete yet.
+        pending: dict[int, list[Any]] = {}
+        rolling = (
+            None
+            if per_epoch
+            else _RollingFile(
+                folder,
+                compression,
+                math.inf if roll_bytes is None else roll_bytes,
+                math.inf if roll_seconds is None else roll_seconds,
+                info.activator(),
+            )
+        )
+        # The one capability: at the least epoch received and not committed (None: nothing).
+        token: Any = None
 
         def logic(inp: Any, out: Any) -> None:
+            nonlocal token
             for ref, batch in inp:
-                entry = pending.get(ref.time)
-                if entry is None:
-                    entry = pending[ref.time] = [ref.retain(), []]
-                entry[1].append(batch)
-            for t in release_ready(pending, inp.frontier):
-                held, batches = pending.pop(t)
-                write(t, batches)
-                for batch in batches:
-                    out.give_batch(held, batch)
-                held.drop()
+                t = ref.time
+                entry = pending.get(t)
+                if entry is not None:
+                    entry.append(batch)
+                    continue
+                if type(t) is not int:
+                    raise TimelyError(f"{what}: times must be int epochs, not {t!r}")
+                pending[t] = [batch]
+                if token is None:
+                    token = ref.retain()
+                elif t < token.time:  # an earlier epoch than any held: hold that one instead
+                    earlier = ref.retain()
+                    token.drop()
+                    token = earlier
+            frontier = inp.frontier
+            ready = release_ready(pending, frontier)
+            if ready:
+                done = [pending.pop(t) for t in ready]
+                if rolling is None:
+                    for t, batches in zip(ready, done):
+                        table = tables.table(t, batches)
+                        if table is not None:
+                            write_epoch(t, table)
+                else:
+                    table = tables.tables(ready, done)
+                    if table is not None:
+                        rolling.add(ready[0], ready[-1], table)  # commits when big enough
+                for t, batches in zip(ready, done):
+                    for batch in batches:
+                        out.give_batch(token, batch, time=t)
+            if rolling is not None and (frontier.is_empty() or rolling.due()):
+                rolling.commit()
+            # Hold the least epoch not in a committed file: the open file's first, else the
+            # least pending one (epochs complete in order, so both are below later epochs).
+            least = rolling.first if rolling is not None else None
+            if least is None and pending:
+                least = min(pending)
+            if least is None:
+                if token is not None:
+                    token.drop()
+                    token = None
+            elif least != token.time:
+                token.downgrade(least)
 
         return logic
 

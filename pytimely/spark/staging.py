@@ -6,14 +6,15 @@ killed process) must not survive next to those of the attempt that succeeds.  So
 run is in progress, the sinks of :mod:`pytimely.spark.sinks` write below a staging folder of
 the attempt instead of their final place::
 
-    directory/_pytimely_staging/<attempt id>/worker=i/epoch=e.parquet
+    directory/_pytimely_staging/<attempt id>/worker=i/part-<first>-<last>.parquet
 
 and only when the whole Spark job succeeded does the driver :func:`commit` them, moving every
 file to the same relative path under ``directory`` (one ``os.replace`` per file: each file
-appears whole).  A failed attempt's staging folder is :func:`discard` ed.  Spark's file
-listing skips names that begin with ``_`` (and contain no ``=``) or ``.``, so readers never
-see staged files; the same rule is how Hadoop's output committers hide their ``_temporary``
-folders (``FileOutputCommitter``).
+appears whole; hidden temporary files, e.g. a file a sink never finished, are left out).  A
+failed attempt's staging folder is :func:`discard` ed.  Spark's file listing skips names that
+begin with ``_`` (and contain no ``=``) or ``.``, so readers never see staged files; the same
+rule is how Hadoop's output committers hide their ``_temporary`` folders
+(``FileOutputCommitter``).
 
 This needs the driver and the workers to see the same file system (local disk on one machine,
 or a shared mount), which :func:`pytimely.spark.write_parquet` already assumes.

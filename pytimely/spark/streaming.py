@@ -19,9 +19,10 @@ dropped when the bridge stops (Spark delivers that batch again after a restart).
 its dataflow has finished epoch ``b`` -- the streams ``build`` returned (default: the input
 stream) have passed ``b`` -- it reports to the driver; once every worker did,
 :attr:`~StreamingBridge.completed` becomes ``b`` and ``on_epoch(b)`` is called on the driver.
-Per-epoch results are best written with :func:`pytimely.spark.write_parquet` (return its
-stream from ``build``: when epoch ``b`` is reported complete, every worker's file for ``b`` is
-on disk).
+Per-epoch results are best written with :func:`pytimely.spark.write_parquet`, which inside
+``build`` writes one file per epoch by default (``per_epoch=None``; rolling files would keep a
+batch from completing until their roll).  Return its stream from ``build``: when epoch ``b`` is
+reported complete, every worker's file for ``b`` is on disk.
 
 **Times.**  By default the micro-batch ids are the epochs (processing time): batch ``b``'s rows
 are sent at time ``b`` and the input then advances to ``b + 1``.  With ``event_time=column``
@@ -50,11 +51,11 @@ more workers re-partition the state by key -- and replays only the logged batche
 before the query's first batch.  So the outputs after a kill and restart equal a clean run's:
 epochs emitted before the snapshot are not emitted again, and those the killed run emitted
 after it are emitted again with the same records (the snapshot plus the same replayed batches
-rebuild the same state), which :func:`pytimely.spark.write_parquet` makes idempotent by
-rewriting an epoch's file whole -- on a different number of workers such an epoch lands in
-other workers' folders, and the old ones are stale.  Snapshots need ``build`` to return the
-streams downstream of its stateful operators (its sinks): their frontiers tell when a batch is
-applied everywhere.
+rebuild the same state), which :func:`pytimely.spark.write_parquet` (one file per epoch in a
+bridge) makes idempotent by rewriting an epoch's file whole -- on a different number of workers
+such an epoch lands in other workers' folders, and the old ones are stale.  Snapshots need
+``build`` to return the streams downstream of its stateful operators (its sinks): their
+frontiers tell when a batch is applied everywhere.
 
 Micro-batch ids still name the batches.  A batch id at or below the last closed one (Spark re-runs
 the last batch after a restart from its checkpoint) is skipped: delivery into one bridge is
@@ -84,6 +85,7 @@ from .dataframe import RECORD_FORMATS, arrow_to_records
 from .executor import TaskInbox, _check_lost, _portable, _result_row, worker_task
 from .launcher import Launch
 from .recovery import InputLog
+from .sinks import per_epoch_sinks
 from .snapshots import SnapshotStore
 
 __all__ = ["StreamingBridge"]
@@ -131,7 +133,10 @@ def _bridge_body(
 
         def dataflow(scope: Any) -> Any:
             handle, stream = scope.new_input()
-            out = build(scope, stream)
+            # write_parquet writes one file per epoch here: a micro-batch must be visible when
+            # it is reported complete, and a replayed one overwrites its files (Restarts).
+            with per_epoch_sinks():
+                out = build(scope, stream)
             probes = [s.probe() for s in _as_streams(out, stream)]
             return handle, out, probes
 
