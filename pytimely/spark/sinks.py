@@ -456,18 +456,22 @@ def write_parquet(
 
         def logic(inp: Any, out: Any) -> None:
             nonlocal token
-            for ref, batch in inp:
-                t = ref.time
-                entry = pending.get(t)
-                if entry is not None:
-                    entry.append(batch)
-                    continue
-                if type(t) is not int:
-                    raise TimelyError(f"{what}: times must be int epochs, not {t!r}")
-                pending[t] = [batch]
+            # All messages at once, with one ref at their least time: a sink fed results at
+            # many fine-grained times pays a dictionary entry per time, not a ref each.
+            ref, messages = inp.take_all()
+            if ref is not None:
+                get = pending.get
+                for t, batch in messages:
+                    entry = get(t)
+                    if entry is None:
+                        if type(t) is not int:
+                            raise TimelyError(f"{what}: times must be int epochs, not {t!r}")
+                        pending[t] = [batch]
+                    else:
+                        entry.append(batch)
                 if token is None:
                     token = ref.retain()
-                elif t < token.time:  # an earlier epoch than any held: hold that one instead
+                elif ref.time < token.time:  # earlier than any held: hold that one instead
                     earlier = ref.retain()
                     token.drop()
                     token = earlier
@@ -484,9 +488,7 @@ def write_parquet(
                     table = tables.tables(ready, done)
                     if table is not None:
                         rolling.add(ready[0], ready[-1], table)  # commits when big enough
-                for t, batches in zip(ready, done):
-                    for batch in batches:
-                        out.give_batch(token, batch, time=t)
+                out.give_timed(token, [(t, b) for t, bs in zip(ready, done) for b in bs])
             if rolling is not None and (frontier.is_empty() or rolling.due()):
                 rolling.commit()
             # Hold the least epoch not in a committed file: the open file's first, else the

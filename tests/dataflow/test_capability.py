@@ -338,3 +338,56 @@ def test_a_forgotten_capability_is_released_and_the_dataflow_completes():
         return cap.extract()
 
     assert pt.execute(work)[0] == [(0, [0]), (1, [1]), (2, [2])]
+
+
+def _one_token_relay(give):
+    """An operator that takes every queued message with one ref (``take_all``), holds one
+    token at the least time it saw, and sends everything at its own time with ``give``
+    (``give(out, token, pairs)``) once its input is complete."""
+
+    def ctor(cap, info):
+        cap.drop()
+        held: dict = {"token": None, "pairs": []}
+
+        def logic(inp, out):
+            ref, messages = inp.take_all()
+            if ref is not None:
+                assert ref.time == min(t for t, _b in messages)
+                if held["token"] is None:
+                    held["token"] = ref.retain()
+                held["pairs"].extend(messages)
+            if held["token"] is not None and inp.frontier.is_empty():
+                give(out, held["token"], sorted(held["pairs"], key=lambda p: p[0]))
+                held["token"].drop()
+                held["token"] = None
+
+        return logic
+
+    return ctor
+
+
+def test_give_timed_sends_many_times_with_one_token_and_checks_the_least():
+    def build(scope):
+        inp, stream = scope.new_input()
+        relayed = stream.unary_frontier(
+            pt.Pipeline,
+            "Relay",
+            _one_token_relay(lambda out, tok, pairs: out.give_timed(tok, pairs)),
+        )
+        out = relayed.capture()
+        inp.send_batch(["c", "a", "b", "a2"], times=[30, 10, 20, 10])
+        return out
+
+    assert pt.example(build).extract() == [(10, ["a", "a2"]), (20, ["b"]), (30, ["c"])]
+
+    def early(out, token, pairs):
+        out.give_timed(token, [(token.time - 1, ["x"]), *pairs])
+
+    def bad(scope):
+        inp, stream = scope.new_input()
+        stream.unary_frontier(pt.Pipeline, "Early", _one_token_relay(early))
+        inp.send_batch(["a"], times=[5])
+
+    with pytest.raises(OperatorError, match="Early") as info:
+        pt.example(bad)
+    assert isinstance(info.value.__cause__, CapabilityError)
