@@ -412,3 +412,32 @@ def test_roll_limits_are_checked(tmp_path):
         pt.Worker().dataflow(lambda scope: build(scope, roll_bytes=0))
     with pytest.raises(ValueError, match="roll_seconds"):
         pt.Worker().dataflow(lambda scope: build(scope, roll_seconds=-1))
+
+
+def test_a_parquet_capture_of_many_epochs_is_one_file_of_few_row_groups(tmp_path):
+    from pytimely.capture import replay_into
+    from pytimely.spark import capture_parquet, capture_readers
+
+    out = str(tmp_path / "capture")
+
+    def build(scope):
+        inp, stream = scope.new_input()
+        capture_parquet(stream, out)
+        return inp
+
+    worker = pt.Worker()
+    inp = worker.dataflow(build)
+    for epoch in range(3_600):  # a frontier change, hence a flush, per epoch
+        inp.send_batch([epoch])
+        inp.advance_to(epoch + 1)
+        worker.step()
+    inp.close()
+    worker.run()
+    (path,) = [os.path.join(b, n) for b, _d, names in os.walk(out) for n in names]
+    assert pq.ParquetFile(path).metadata.num_row_groups <= 2  # not one per epoch
+
+    def replay(scope):
+        return replay_into(capture_readers(out), scope).capture()
+
+    replayed = pt.example(replay).extract()
+    assert replayed == [(e, [e]) for e in range(3_600)]

@@ -512,17 +512,35 @@ class _DeferredParquetWriter:
     """A ParquetWriter created at the first ``Messages`` event (events before it are kept and
     written first).  A stream that never carried a batch writes no file: its ``value`` column
     would have a made-up type (int64) and keep ``spark.read.parquet`` from reading the other
-    workers' files of the same capture, and it holds nothing to replay."""
+    workers' files of the same capture, and it holds nothing to replay.
 
-    def __init__(self, path: str, options: dict[str, Any]) -> None:
+    ``capture_into`` flushes at every frontier change (so that tailing readers of a
+    :class:`~pytimely.capture.FileWriter` see it), but a Parquet file is readable only once
+    closed: a row group per frontier change would only make thousands of tiny row groups (one
+    per epoch).  So a flush writes a row group only once ``group_events`` events are waiting
+    or ``group_seconds`` have passed since the last one; ``close`` writes the rest.
+    """
+
+    def __init__(
+        self,
+        path: str,
+        options: dict[str, Any],
+        group_events: int = 100_000,
+        group_seconds: float = 60.0,
+    ) -> None:
         self.path = path
         self._options = options
         self._writer: Any = None
         self._early: list[Any] = []
+        self._group_events = group_events
+        self._group_seconds = group_seconds
+        self._waiting = 0
+        self._since = _time.monotonic()
 
     def push(self, event: Any) -> None:
         from ..capture.event import Messages
 
+        self._waiting += 1
         if self._writer is None:
             self._early.append(event)
             if type(event) is Messages:
@@ -536,8 +554,13 @@ class _DeferredParquetWriter:
             self._writer.push(event)
 
     def flush(self) -> None:
-        if self._writer is not None:
+        if self._writer is None:
+            return
+        now = _time.monotonic()
+        if self._waiting >= self._group_events or now - self._since >= self._group_seconds:
             self._writer.flush()
+            self._waiting = 0
+            self._since = now
 
     def close(self) -> None:
         if self._writer is not None:
