@@ -204,11 +204,14 @@ def run_open_loop(
 
 def merge_results(results: list[dict[str, Any]]) -> dict[str, Any]:
     """Combine per-worker results of :func:`run_open_loop` into one summary (``dnf``,
-    ``offered``, ``p50_ms``, ``p99_ms``, ``p999_ms``, ``max_ms``, ``records``)."""
+    ``offered``, ``p50_ms``, ``p99_ms``, ``p999_ms``, ``max_ms``, ``records``); a run with
+    no latency sample is DNF."""
     hist = LatencyHistogram()
     for r in results:
         hist.merge(LatencyHistogram.from_state(r["histogram"]))
-    dnf = any(r["dnf"] for r in results) or hist.max_ns > DNF_NS
+    # No sample at all (nothing came out within the run, e.g. on a machine too busy to start
+    # the dataflow in time) did not finish either: its quantiles would be NaN.
+    dnf = any(r["dnf"] for r in results) or hist.max_ns > DNF_NS or hist.total == 0
     out: dict[str, Any] = {"dnf": dnf, "offered": sum(r["offered"] for r in results)}
     out.update(hist.summary_ms())
     return out

@@ -7,7 +7,14 @@ import os
 
 import pytest
 
-from pytimely.openloop import LoadReading, MachineLoad, median_run, wait_until_quiet
+from pytimely.openloop import (
+    LatencyHistogram,
+    LoadReading,
+    MachineLoad,
+    median_run,
+    merge_results,
+    wait_until_quiet,
+)
 
 
 def _run(p50, p999, mx, dnf=False):
@@ -40,6 +47,15 @@ def test_median_run_is_dnf_exactly_when_the_median_run_is():
     assert median_run(two_dnf)["dnf"]
     with pytest.raises(ValueError):
         median_run([])
+
+
+def test_a_run_without_samples_is_dnf_not_nan():
+    # A machine too busy to bring a record through within the run: no latency at all.
+    empty = {"offered": 100, "dnf": False, "histogram": LatencyHistogram().to_state()}
+    merged = merge_results([empty])
+    assert merged["dnf"] and merged["records"] == 0
+    m = median_run([merged, merged, _run(1.0, 2.0, 3.0)])
+    assert m["dnf"]  # two of three runs did not finish: the median run did not
 
 
 def _reading(wall, busy, own, load=(0.5, 0.5, 0.5)):
