@@ -27,7 +27,11 @@ MODULES = [
 RUN_ONLY = [
     "pytimely.dataflow.scope",
     "pytimely.spark.sinks",
+    "pytimely.spark.dataframe",
     "pytimely.dataflow.operators.generic",
+    "pytimely.dataflow.operators.tokens",
+    "pytimely.dataflow.operators.event_sessions",
+    "pytimely.dataflow.operators.input",
     "pytimely.communication.codec",
 ]
 

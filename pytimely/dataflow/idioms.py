@@ -18,7 +18,11 @@ these are the token idioms operators keep writing by hand:
   of pending times.
 
 Both are plain helpers used inside an operator's ``logic``; neither touches the operator's
-internals, and both hold only capabilities the operator was given.
+internals, and both hold only capabilities the operator was given.  The library's own operators
+(windows, sessions, ``stateful_map``, ``keyed_process``) use
+:class:`~pytimely.dataflow.operators.tokens.LeastToken`, a :class:`MinToken` that also keeps
+the multiset of pending times, pops the ready ones in order and settles the token once per
+invocation.
 """
 
 from __future__ import annotations

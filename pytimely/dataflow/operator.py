@@ -40,6 +40,7 @@ their classes, whose methods time and count in the frames that run, consume and 
 
 from __future__ import annotations
 
+import math
 import types
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
@@ -86,6 +87,18 @@ class Frontier:
     def is_empty(self) -> bool:
         """No more data can ever arrive."""
         return self._m.is_empty()
+
+    def int_bound(self) -> float | None:
+        """For a frontier of one ``int`` element ``f``: ``f`` (so ``not less_than(t)`` is
+        ``t <= f`` and ``not less_equal(t)`` is ``t < f``); ``math.inf`` for an empty one;
+        ``None`` for any other.  Lets an operator that releases many times compare ints
+        instead of asking the frontier once per time."""
+        elements = self._m.frontier_list()
+        if not elements:
+            return math.inf
+        if len(elements) == 1 and type(elements[0]) is int:
+            return elements[0]
+        return None
 
     def elements(self) -> list[Any]:
         """The frontier's elements, sorted."""
@@ -149,6 +162,12 @@ class InputPort:
     def push(self, t: Any, batch: Any) -> None:
         """Deliver a message (called by channels) and wake the operator."""
         self.queue.append((t, batch))
+        self.op.activate()
+
+    def push_many(self, messages: list[tuple[Any, Any]]) -> None:
+        """Deliver several messages in order (a pipeline from :meth:`OutputPort.give_timed`)
+        and wake the operator once."""
+        self.queue.extend(messages)
         self.op.activate()
 
     def __iter__(self) -> Iterator[tuple[CapabilityRef, Any]]:
@@ -375,11 +394,16 @@ class OutputPort:
         produced = self.produced
         consumers = self.tee.consumers
         push = consumers[0] if len(consumers) == 1 else self.tee.push
-        for t, batch in batches:
-            n = len(batch)
-            if n:
-                produced.update(t, n)
-                push(t, batch)
+        sent = [(t, batch) for t, batch in batches if len(batch)]
+        for t, batch in sent:
+            produced.update(t, len(batch))
+        # A pipeline straight into one operator's input takes them all in one call.
+        port = getattr(push, "__self__", None)
+        if type(port) is InputPort or type(port) is CountingInputPort:
+            port.push_many(sent)
+            return
+        for t, batch in sent:
+            push(t, batch)
 
     def _give_at(self, t: Any, record: Any) -> None:
         buf = self._buf

@@ -5,35 +5,40 @@ lives on exactly one worker, and keep per-key state in a plain ``dict``.  Record
 ``(key, value)`` pairs, or whole records with ``key=f`` giving the key function.
 
 Order: per key, records are applied in **timestamp order**, records of one timestamp in arrival
-order.  The operators get it from the input frontier, with one retained capability per pending
-time (the stash-per-time idiom of ``aggregation.py``), in a heap:
+order.  The operators get it from the input frontier, stashing what must wait:
 
 * A record at ``t`` is applied as soon as the input frontier has *reached* ``t`` — no element
   strictly before ``t`` remains, so every earlier time is complete and already applied — and no
   earlier-stashed time precedes it.  Records at ``t`` that arrive later (from other workers, or
   later batches) are then applied after, which is exactly arrival order within ``t``.
-* Otherwise the batch is stashed under its time together with a capability retained from its
-  message, and applied (and the capability dropped) once the frontier reaches that time.
+* Otherwise the batch is stashed under its time and applied once the frontier reaches that
+  time.  The stash holds **one** capability, at its least waiting time (a
+  :class:`~.tokens.LeastToken`, the "least token" of the timestamp-tokens paper, section
+  6.2): every time it applies sends at that time with it, and after applying everything
+  ready it moves once, to the next waiting time, or is dropped.  So millisecond timestamps
+  cost no capability (and no progress update) each.
 
 Latency: none for input that arrives in time order (the common case: a source that sends at
 its current epoch), and for an out-of-order record, until every earlier time is complete.
 Output is sent at the record's own timestamp.  Interest is ``IF_CAPABILITY``: an operator that
 stashes nothing is not woken by frontier changes.
 
-Times follow their total order (``sorted``); integer times are the intended use.
+Times follow their total order (``sorted``); integer times are the intended use.  With other
+times (the partially ordered ``Product`` times of iterative scopes) one token at the least
+time would not allow sending at every waiting time, and the operators hold one capability per
+waiting time instead (:class:`~.tokens.TokenPerTime`).
 
 ``keyed_process`` adds **event-time timers** (Flink's ``KeyedProcessFunction``): a timer set at
 ``T`` fires once the input frontier has *passed* ``T`` (it no longer ``less_equal`` s ``T``: no
 record at ``T`` or earlier can still arrive), exactly once, and its output is sent at ``T``.  The
-operator retains one capability per distinct pending timer time, minted from the capability of
-the record (or timer) that set it, and drops it when the last timer at that time fires or is
-cancelled.  Per key, records and timers are handled in time order; a record at ``T`` comes
-before a timer at ``T``.
+timers hold one capability, at the least pending timer time, minted from the capability of the
+record (or timer) that set the earliest one, moved on once per invocation as timers fire or are
+cancelled, and dropped when none is pending.  Per key, records and timers are handled in time
+order; a record at ``T`` comes before a timer at ``T``.
 """
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Callable
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
@@ -46,6 +51,7 @@ from .. import snapshot
 from ..channels import Exchange
 from ..stream import Stream
 from .generic import unary_frontier
+from .tokens import LeastToken, tokens_for
 
 if TYPE_CHECKING:
     from ..capability import Capability, CapabilityRef
@@ -199,61 +205,81 @@ def split_key(key: Callable[[Any], Any] | None) -> tuple[Callable[[Any], Any], b
 
 
 class InTimeOrder:
-    """Batches waiting for every earlier time to complete, each time with one capability
-    retained from its first message (the stash-per-time idiom): what makes ``stateful_map``,
+    """Batches waiting for every earlier time to complete: what makes ``stateful_map``,
     ``keyed_process`` and session counts (:mod:`.windowing`) apply records in timestamp order.
-    ``times`` is a heap of the keys of ``pending`` (time -> ``[capability, batches]``).
+    ``pending`` maps each waiting time to its batches; ``tokens`` (a
+    :class:`~.tokens.LeastToken` for ``int`` times, chosen at the first stash;
+    :class:`~.tokens.TokenPerTime` for others) holds one capability, at the least waiting
+    time, and orders the times.
 
     >>> waiting = InTimeOrder()
     >>> len(waiting), waiting.first()  # nothing waits: in-order batches are applied at once
     (0, None)
     """
 
-    __slots__ = ("pending", "times")
+    __slots__ = ("pending", "tokens")
 
     def __init__(self) -> None:
         self.pending: dict[Any, list[Any]] = {}
-        self.times: list[Any] = []
+        self.tokens: LeastToken | None = None
 
     def __len__(self) -> int:
         return len(self.pending)
 
     def first(self) -> Any:
         """The earliest waiting time, or ``None``."""
-        return self.times[0] if self.times else None
+        tokens = self.tokens
+        return None if tokens is None else tokens.least()
 
     def pop_first(self) -> tuple[Any, Capability, list[Any]]:
-        """Take the earliest waiting time: ``(time, capability, batches)``; the caller applies
-        the batches and drops the capability."""
-        t = heapq.heappop(self.times)
-        held, batches = self.pending.pop(t)
-        return t, held, batches
+        """Take the earliest waiting time (there must be one): ``(time, capability,
+        batches)``.  The capability (at ``time`` or before) allows sending at ``time`` until
+        :meth:`settle`."""
+        tokens = self.tokens
+        assert tokens is not None
+        t = tokens.least()
+        assert t is not None
+        tokens.discard(t)
+        return t, tokens.cap_for(t), self.pending.pop(t)
+
+    def settle(self) -> None:
+        """Move the token to the earliest time still waiting, or drop it (once per
+        invocation, after applying)."""
+        if self.tokens is not None:
+            self.tokens.settle()
 
     def apply_ready(self, frontier: Any, apply: Callable[..., None], out: Any) -> None:
         """Apply, earliest first, the batches of every waiting time ``frontier`` no longer
-        precedes (``apply(capability, t, batch, out)``), dropping each time's capability."""
-        times = self.times
-        while times and not frontier.less_than(times[0]):
-            t, held, batches = self.pop_first()
-            for batch in batches:
+        precedes (``apply(capability, t, batch, out)``; the capability allows sending at
+        ``t``), then move the token once."""
+        tokens = self.tokens
+        if tokens is None:
+            return
+        pending = self.pending
+        for t in tokens.ready(frontier):
+            held = tokens.cap_for(t)
+            for batch in pending.pop(t):
                 apply(held, t, batch, out)
-            held.drop()
+        tokens.settle()
 
     def admit(self, inp: InputPort, apply: Callable[..., None], out: Any) -> None:
         """Every batch of ``inp``: applied at once (``apply(ref, t, batch, out)``) if no
         earlier time can still arrive and none is waiting, else stashed under its time."""
-        frontier, times, pending = inp.frontier, self.times, self.pending
+        frontier, pending = inp.frontier, self.pending
         for ref, batch in inp:
             t = ref.time
-            if (not times or t < times[0]) and not frontier.less_than(t):
+            if not frontier.less_than(t) and (not pending or t < self.first()):
                 apply(ref, t, batch, out)
                 continue
             entry = pending.get(t)
             if entry is None:
-                pending[t] = [ref.retain(), [batch]]
-                heapq.heappush(times, t)
+                tokens = self.tokens
+                if tokens is None:
+                    tokens = self.tokens = tokens_for(t)
+                tokens.hold(ref, t)
+                pending[t] = [batch]
             else:
-                entry[1].append(batch)
+                entry.append(batch)
 
     def check_drained(self, op: str, name: str) -> None:
         """A snapshot is taken at a completed epoch, when no record can be waiting for an
@@ -336,7 +362,7 @@ def stateful_map(
                     emit((k, o))
             except Exception as exc:
                 raise failure(op, name, fn, key_of, pairs, r, t, exc, info.address) from exc
-            out.give_batch(send, results)
+            out.give_batch(send, results, t)
 
         def logic(inp: InputPort, out: OutputPort) -> None:
             waiting.apply_ready(inp.frontier, apply, out)
@@ -351,9 +377,10 @@ def stateful_map(
 
 
 class EventTimers:
-    """Pending event-time timers of one operator instance: per distinct time, one retained
-    capability and the keys with a timer there (a dict: insertion order, no duplicates); the
-    times in a heap (cancelled times are skipped lazily when they surface).
+    """Pending event-time timers of one operator instance: per distinct time, the keys with a
+    timer there (a dict: insertion order, no duplicates), and one token holder for all the
+    times (:class:`~.tokens.LeastToken` for ``int`` times: one capability, at the least
+    pending timer time; chosen at the first timer), which also orders them.
 
     With a stand-in for the capabilities (the operator passes real ones) and a frontier:
 
@@ -361,77 +388,93 @@ class EventTimers:
     >>> class Cap:
     ...     def __init__(self, t): self.time = t
     ...     def delayed(self, t): return Cap(t)
+    ...     def downgrade(self, t): print("token moved to", t); self.time = t
     ...     def drop(self): print("dropped the token at", self.time)
     >>> timers = EventTimers()
     >>> timers.set(10, "ann", Cap(0)); timers.set(10, "bob", Cap(0)); timers.set(20, "ann", Cap(5))
-    >>> len(timers), timers.times()  # three timers, two tokens
-    (3, 2)
+    >>> len(timers), timers.times(), timers.tokens.time  # three timers, two times, one token
+    (3, 2, 10)
     >>> timers.next_due(Antichain([10])) is None  # a frontier at 10 has not passed 10
     True
     >>> token, keys = timers.pop(timers.next_due(Antichain([11])))
-    >>> token.time, list(keys)
+    >>> token.time, list(keys)  # send at 10 with the token, then settle
     (10, ['ann', 'bob'])
+    >>> timers.settle()
+    token moved to 20
     >>> timers.cancel(20, "ann")
+    >>> timers.settle()
     dropped the token at 20
     >>> len(timers), timers.times()
     (0, 0)
     """
 
-    __slots__ = ("_at", "_heap", "_count")
+    __slots__ = ("_at", "_count", "tokens")
 
     def __init__(self) -> None:
-        self._at: dict[Any, list[Any]] = {}  # time -> [capability, {key: None}]
-        self._heap: list[Any] = []
+        self._at: dict[Any, dict[Any, None]] = {}  # time -> {key: None}
         self._count = 0
+        self.tokens: LeastToken | None = None
 
     def set(self, t: Any, key: Any, cap: Capability | CapabilityRef) -> None:
-        """A timer for ``key`` at ``t``; ``cap`` (at or before ``t``) mints the time's token."""
-        entry = self._at.get(t)
-        if entry is None:
-            self._at[t] = [cap.delayed(t), {key: None}]
-            heapq.heappush(self._heap, t)
+        """A timer for ``key`` at ``t``; ``cap`` (at or before ``t``) mints the token if the
+        holder needs one."""
+        keys = self._at.get(t)
+        if keys is None:
+            tokens = self.tokens
+            if tokens is None:
+                tokens = self.tokens = tokens_for(t)
+            tokens.hold(cap, t)
+            self._at[t] = {key: None}
             self._count += 1
-        elif key not in entry[1]:
-            entry[1][key] = None
+        elif key not in keys:
+            keys[key] = None
             self._count += 1
 
     def cancel(self, t: Any, key: Any) -> None:
-        """Remove ``key``'s timer at ``t``; the time's token goes with its last timer."""
-        entry = self._at.get(t)
-        if entry is not None and key in entry[1]:
-            del entry[1][key]
+        """Remove ``key``'s timer at ``t``; the token moves (or goes) at :meth:`settle`."""
+        keys = self._at.get(t)
+        if keys is not None and key in keys:
+            del keys[key]
             self._count -= 1
-            if not entry[1]:
+            if not keys:
                 del self._at[t]
-                entry[0].drop()
+                self.tokens.done(t)  # type: ignore[union-attr]
 
     def next_due(self, frontier: Frontier) -> Any:
         """The earliest pending time the frontier has passed, or ``None``."""
-        heap, at = self._heap, self._at
-        while heap and heap[0] not in at:
-            heapq.heappop(heap)  # cancelled
-        if heap and not frontier.less_equal(heap[0]):
-            return heap[0]
+        tokens = self.tokens
+        if tokens is None:
+            return None
+        t = tokens.least()
+        if t is not None and not frontier.less_equal(t):
+            return t
         return None
 
-    def pop(self, t: Any) -> tuple[Any, Any]:
-        """Take the timers at ``t`` (the earliest pending time): ``(token, keys)``; the caller
-        drops the token."""
-        heapq.heappop(self._heap)
-        held, keys = self._at.pop(t)
+    def pop(self, t: Any) -> tuple[Capability, Any]:
+        """Take the timers at ``t`` (the earliest pending time): ``(capability, keys)``; the
+        capability (at ``t`` or before) allows sending at ``t`` until :meth:`settle`."""
+        tokens = self.tokens
+        assert tokens is not None
+        tokens.discard(t)
+        keys = self._at.pop(t)
         self._count -= len(keys)
-        return held, keys
+        return tokens.cap_for(t), keys
+
+    def settle(self) -> None:
+        """Move the token to the earliest pending timer, or drop it (once per invocation)."""
+        if self.tokens is not None:
+            self.tokens.settle()
 
     def by_key(self) -> dict[Any, list[Any]]:
         """The pending timers as ``key -> [times]`` (for a snapshot)."""
         keyed: dict[Any, list[Any]] = {}
-        for t, (_token, keys) in self._at.items():
+        for t, keys in self._at.items():
             for k in keys:
                 keyed.setdefault(k, []).append(t)
         return keyed
 
     def times(self) -> int:
-        """Distinct pending timer times (= tokens held for timers)."""
+        """Distinct pending timer times."""
         return len(self._at)
 
     def __len__(self) -> int:
@@ -619,7 +662,7 @@ def keyed_process(
             except Exception as exc:
                 raise failure(op, name, fn, key_of, pairs, r, t, exc, info.address) from exc
             if results:
-                out.give_batch(send, results)
+                out.give_batch(send, results, t)
 
         def fire(t: Any, out: OutputPort) -> None:
             held, keys = timers.pop(t)
@@ -637,8 +680,7 @@ def keyed_process(
                     info.address,
                 ) from exc
             if results:
-                out.give_batch(held, results)
-            held.drop()
+                out.give_batch(held, results, t)
 
         def logic(inp: InputPort, out: OutputPort) -> None:
             frontier = inp.frontier
@@ -654,13 +696,14 @@ def keyed_process(
                     t, held, batches = waiting.pop_first()
                     for batch in batches:
                         apply(held, t, batch, out)
-                    held.drop()
                 elif due is not None:
                     fire(due, out)
                 else:
                     break
             waiting.admit(inp, apply, out)
             ctx.unbind()
+            waiting.settle()  # each holder's one token, moved once
+            timers.settle()
             if stats is not None:
                 stats.record(len(states), len(timers), len(waiting) + timers.times())
 

@@ -16,12 +16,14 @@ one) extend it in place; keys with no session, and keys whose sessions all end b
 through :meth:`SessionCounts.add`, which merges the sessions a record bridges.  Keys are
 looked up in a :class:`KeyIndex`, a numpy table for small int keys.
 
-**Tokens** are those of the session windows (:mod:`.windowing`): one capability per distinct
-pending emission time ``E``, with the number of live sessions emitted at ``E``; a batch
-re-counts them once per distinct old ``E`` and once for the new one, and a token is dropped
-as soon as no session is emitted at its time.  ``closing[E]`` holds the slots that were sent to
-``E`` (possibly stale: moved later, merged away or freed); :meth:`release` keeps those still
-live and aimed at ``E``.
+**Tokens** are those of the session windows (:mod:`.windowing`): a
+:class:`~.tokens.LeastToken` counts the live sessions emitted at each pending emission time
+``E`` and holds one capability, at the least such ``E`` (not one per ``E``: with event times
+in milliseconds nearly every session has its own).  A batch re-counts them once per distinct
+old ``E`` and once per new one; :meth:`release` emits each ready ``E`` at ``E`` and then
+moves the token once.  ``closing[E]`` holds the slots that were sent to ``E`` (possibly
+stale: moved later, merged away or freed); :meth:`release` keeps those still live and aimed
+at ``E``.
 
 Event times live in ``int64`` arrays while they stay within ``±2**61`` (every time the
 library's users report — ns since 1970 included — does); a time beyond that widens the arrays
@@ -30,13 +32,14 @@ to Python objects, slower but exact.
 
 from __future__ import annotations
 
-import heapq
 from collections import deque
 from collections.abc import Callable
 from itertools import repeat
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+from .tokens import LeastToken
 
 if TYPE_CHECKING:
     from ..capability import Capability, CapabilityRef
@@ -194,8 +197,8 @@ class SessionCounts:
     Invariants: every slot in ``slot_of`` and ``older`` is ``used`` and belongs to that key
     (``key_at``); a key's open sessions are disjoint, ``slot_of`` holds its latest and
     ``older`` the others, and ``has_older[slot_of[k]]`` says whether there are any;
-    ``tokens[E][1]`` is the number of used slots whose ``emit`` is ``E``, and ``E`` is in
-    ``heap`` while ``tokens`` has it.
+    ``token.count(E)`` is the number of used slots whose ``emit`` is ``E``, and ``closing``
+    has an entry for exactly the ``E`` s the token has pending.
     """
 
     __slots__ = (
@@ -212,9 +215,8 @@ class SessionCounts:
         "has_older",
         "older_end",
         "free",
-        "tokens",
+        "token",
         "closing",
-        "heap",
     )
 
     def __init__(self, gap: int, lateness: int, capacity: int = 1024) -> None:
@@ -232,9 +234,8 @@ class SessionCounts:
         self.has_older = np.zeros(capacity, dtype=bool)
         self.older_end = np.zeros(capacity, dtype=dtype)  # max(last) + gap of the older ones
         self.free: list[int] = list(range(capacity - 1, -1, -1))
-        self.tokens: dict[int, list[Any]] = {}
+        self.token = LeastToken()
         self.closing: dict[int, list[Any]] = {}  # E -> [slot arrays and single slots]
-        self.heap: list[int] = []
 
     # -- storage ------------------------------------------------------------------------------
 
@@ -264,22 +265,14 @@ class SessionCounts:
 
     def _ref_emit(self, ref: Capability | CapabilityRef, emit_at: int, n: int, slots: Any) -> None:
         """``n`` more live sessions (``slots``: an array, or one slot) emitted at ``emit_at``."""
-        held = self.tokens.get(emit_at)
-        if held is None:
-            self.tokens[emit_at] = [ref.delayed(emit_at), n]
+        if self.token.hold(ref, emit_at, n):
             self.closing[emit_at] = [slots]
-            heapq.heappush(self.heap, emit_at)
         else:
-            held[1] += n
             self.closing[emit_at].append(slots)
 
     def _unref_emit(self, emit_at: int, n: int = 1) -> None:
-        """``n`` fewer live sessions emitted at ``emit_at``; its token goes with the last."""
-        held = self.tokens[emit_at]
-        held[1] -= n
-        if not held[1]:
-            held[0].drop()
-            del self.tokens[emit_at]
+        """``n`` fewer live sessions emitted at ``emit_at``."""
+        if self.token.done(emit_at, n):
             del self.closing[emit_at]
 
     def _open(self, ref: Capability | CapabilityRef, k: Any, x: int, n: int) -> int:
@@ -451,60 +444,122 @@ class SessionCounts:
 
     # -- emitting -----------------------------------------------------------------------------
 
-    def release(self, frontier: Frontier, emit: Callable[[Any, list], None]) -> None:
+    def release(self, frontier: Frontier, emit: Callable[[Any, int, list], None]) -> None:
         """Emit and forget every session whose emission time has every earlier time complete
-        (``not frontier.less_than(E)``), in emission-time order: ``emit(token, results)`` with
-        ``results`` the ``(key, start, end, count)`` of the sessions emitted at ``E``."""
-        heap, tokens, gap = self.heap, self.tokens, self.gap
-        while heap and not frontier.less_than(heap[0]):
-            emit_at = heapq.heappop(heap)
-            held = tokens.pop(emit_at, None)
-            if held is None:
-                continue  # stale: its sessions moved later or merged
-            chunks = self.closing.pop(emit_at)
-            arrays = [c for c in chunks if type(c) is not int]
-            singles = [c for c in chunks if type(c) is int]
-            if singles:
-                arrays.append(np.array(singles, dtype=np.int64))
-            cands = np.concatenate(arrays) if len(arrays) > 1 else arrays[0]
-            cands = cands[self.used[cands]]
-            done = cands[self.emit[cands] == emit_at].astype(np.int64)
-            if len(done) != held[1]:  # a freed slot reused for a session sent here again
-                done = np.unique(done)
-            keys = self.key_at[done].tolist()
-            results = list(
-                zip(
-                    keys,
-                    self.start[done].tolist(),
-                    (self.last[done] + gap).tolist(),
-                    self.count[done].tolist(),
-                )
+        (``not frontier.less_than(E)``), in emission-time order: ``emit(capability, E,
+        results)`` with ``results`` the ``(key, start, end, count)`` of the sessions emitted at
+        ``E``; then move the token once, to the least ``E`` still pending (or drop it).
+
+        All the ready ``E`` s are retired together: their candidate slots are gathered (per
+        ``E``, its slot arrays, then its single slots, in the order they were sent there),
+        checked and read in one pass of array operations, and the results cut per ``E``.  With
+        fine-grained event times nearly every session has an ``E`` of its own, so per-``E``
+        array work would dominate."""
+        token = self.token
+        if token.cap is None:  # nothing pending
+            return
+        closing = self.closing
+        times: list[int] = []  # the ready E's, least first
+        lives: list[int] = []  # live sessions at each
+        sizes: list[int] = []  # candidate slots of each
+        pieces: list[Any] = []  # the candidates, as arrays; single slots gathered in ``flat``
+        flat: list[int] = []
+        while True:
+            emit_at = token.least()
+            if emit_at is None or frontier.less_than(emit_at):
+                break
+            times.append(emit_at)
+            lives.append(token.discard(emit_at))
+            chunks = closing.pop(emit_at)
+            if len(chunks) == 1 and type(chunks[0]) is int:  # the fine-grained case
+                flat.append(chunks[0])
+                sizes.append(1)
+                continue
+            size = 0
+            for c in chunks:
+                if type(c) is not int:
+                    if flat:
+                        pieces.append(np.array(flat, dtype=np.int64))
+                        flat = []
+                    pieces.append(c)
+                    size += len(c)
+            for c in chunks:
+                if type(c) is int:
+                    flat.append(c)
+                    size += 1
+            sizes.append(size)
+        if times:
+            if flat:
+                pieces.append(np.array(flat, dtype=np.int64))
+            self._retire(times, lives, sizes, pieces, emit)
+        token.settle()
+
+    def _retire(
+        self,
+        times: list[int],
+        lives: list[int],
+        sizes: list[int],
+        pieces: list[Any],
+        emit: Callable[[Any, int, list], None],
+    ) -> None:
+        """Emit and free the live sessions among the candidates (``pieces`` concatenated,
+        ``sizes[j]`` of them sent to ``times[j]``)."""
+        cands = np.concatenate(pieces) if len(pieces) > 1 else pieces[0].astype(np.int64)
+        which = np.repeat(np.arange(len(times)), sizes)  # the E (index) of each candidate
+        labels = np.array(times, dtype=self.emit.dtype)[which]
+        keep = self.used[cands] & (self.emit[cands] == labels)
+        done, which = cands[keep], which[keep]
+        per = np.bincount(which, minlength=len(times))
+        if (per != np.array(lives)).any():
+            # A freed slot reused for a session sent to the same E again: the E's live
+            # sessions are its distinct slots (in slot order, as np.unique gives them).
+            parts, marks = [], []
+            bounds = np.concatenate(([0], np.cumsum(per)))
+            for j, live in enumerate(lives):
+                seg = done[bounds[j] : bounds[j + 1]]
+                if len(seg) != live:
+                    seg = np.unique(seg)
+                parts.append(seg)
+                marks.append(len(seg))
+            done = np.concatenate(parts)
+            per = np.array(marks)
+        keys = self.key_at[done].tolist()
+        results = list(
+            zip(
+                keys,
+                self.start[done].tolist(),
+                (self.last[done] + self.gap).tolist(),
+                self.count[done].tolist(),
             )
-            self.used[done] = False
-            self.key_at[done] = None
-            self.free.extend(done.tolist())
-            if self.older:
-                # A key's older sessions end first, so a released latest session is its only
-                # one; a released older session leaves the latest in place.
-                latest = self.slot_of.lookup(keys) == done
-                if not latest.all():
-                    for j in np.flatnonzero(~latest).tolist():  # the older ones only
-                        k = keys[j]
-                        rest = self.older[k]
-                        rest.remove(int(done[j]))
-                        if not rest:
-                            del self.older[k]
-                            self.has_older[self.slot_of.get(k)] = False
-                    keys = [k for k, m in zip(keys, latest.tolist()) if m]
-            self.slot_of.forget(keys)
-            emit(held[0], results)
-            held[0].drop()
+        )
+        self.used[done] = False
+        self.key_at[done] = None
+        self.free.extend(done.tolist())
+        if self.older:
+            # A key's older sessions end first, so a released latest session is its only one
+            # (released after its older ones); a released older session leaves the latest in
+            # place.
+            latest = self.slot_of.lookup(keys) == done
+            if not latest.all():
+                for j in np.flatnonzero(~latest).tolist():  # the older ones only
+                    k = keys[j]
+                    rest = self.older[k]
+                    rest.remove(int(done[j]))
+                    if not rest:
+                        del self.older[k]
+                        self.has_older[self.slot_of.get(k)] = False
+                keys = [k for k, m in zip(keys, latest.tolist()) if m]
+        self.slot_of.forget(keys)
+        cap, i = self.token.cap, 0
+        for emit_at, n in zip(times, per.tolist()):
+            emit(cap, emit_at, results[i : i + n])
+            i += n
 
     # -- introspection and snapshots ------------------------------------------------------------
 
     def size(self) -> int:
         """Open sessions plus pending emission times."""
-        return len(self.heap) + len(self.slot_of) + sum(map(len, self.older.values()))
+        return len(self.token) + len(self.slot_of) + sum(map(len, self.older.values()))
 
     def per_key(self) -> list[tuple[Any, list[tuple[int, int, int]]]]:
         """The open sessions by key, ``(key, [(start, last, count), ...])``: this operator's
@@ -516,7 +571,7 @@ class SessionCounts:
         ]
 
     def restore(self, cap: Capability, pairs: list[tuple[Any, Any]]) -> None:
-        """Reopen the sessions of ``per_key`` pairs, minting their tokens from ``cap``."""
+        """Reopen the sessions of ``per_key`` pairs, minting the token from ``cap``."""
         for k, sessions in pairs:
             slots = []
             for start, last, count in sessions:

@@ -26,14 +26,28 @@ Every on-time record of the window has a timestamp ``<= E - 1``, so at that poin
 have arrived — on every worker, since the frontier counts records in flight.  (Releasing when
 the frontier merely *reaches* ``E - 1`` would be wrong: records at ``E - 1`` may still come.)
 
-**Tokens.**  The operator drops its initial capability and holds exactly one capability per
-distinct pending emission time ``E`` (minted from a received message with ``delayed(E)``),
-dropped when ``E`` is emitted; interest is ``IF_CAPABILITY``, so an idle windowing operator
-holds nothing and is never woken.  State of an emitted window or session is deleted with its
-token: memory is bounded by the live (key, window) pairs (see :meth:`Windowed.state_size`).
-``window_count(pt.Session(gap))`` with timestamps as event times also holds one capability per
-time whose batches wait for an earlier time to complete (it counts in timestamp order; see
-:func:`_session_count_logic`), dropped once they are counted.
+**Tokens.**  The operator drops its initial capability and holds at most **one**: a
+:class:`~.tokens.LeastToken` at the least pending emission time ``E`` (minted from a received
+message with ``delayed(E)``).  Every ready window or session is sent at its own ``E`` with it,
+in ``E`` order; then, once per invocation, the token moves to the least ``E`` still pending, or
+is dropped when nothing is.  So fine-grained event times (milliseconds, nanoseconds) cost no
+capability, pointstamp or progress update per distinct ``E`` (the timestamp-tokens paper,
+section 6.2): the operator talks to progress tracking once per invocation, however many
+windows it closes.  Interest is ``IF_CAPABILITY``, so an idle windowing operator holds nothing
+and is never woken.  State of an emitted window or session is deleted when it is emitted:
+memory is bounded by the live (key, window) pairs (see :meth:`Windowed.state_size`).
+``window_count(pt.Session(gap))`` with timestamps as event times counts in timestamp order (see
+:func:`_session_count_logic`): batches that wait for an earlier time share one more token, at
+the least waiting time.  ``window_count(pt.Session(gap), event_time=f)`` keeps its sessions
+in dicts and its one token at the least pending heap entry
+(:class:`~.event_sessions.EventTimeSessions`): event times as fine as the source's clock cost
+a few dictionary operations per record.
+
+**Grouping.**  With ``event_time=f``, a batch is assigned to windows as a whole where it can
+be: one ``map`` of ``f``, then the whole batch into its window when its earliest and latest
+event times share one (the common case), one C-level mask per window when it spans a few,
+and a sort by window otherwise; records reach each window in arrival order either way, and
+lateness is decided per window (see :func:`_fixed_logic`).
 
 **Columnar path.**  When ``key`` is a column *name* (a ``str``), batches are numpy structured
 arrays or Arrow record batches and ``window_count`` / ``window_fold`` aggregate vectorized:
@@ -46,11 +60,12 @@ to ``.late`` as a batch of the input's type.
 
 from __future__ import annotations
 
-import heapq
 import numbers
+from bisect import bisect_left, bisect_right
 from collections import Counter
-from collections.abc import Callable
-from operator import itemgetter
+from collections.abc import Callable, Iterable
+from itertools import compress, repeat
+from operator import and_, floordiv, itemgetter, sub
 from typing import TYPE_CHECKING, Any
 
 from ...errors import OperatorError
@@ -61,10 +76,12 @@ from .. import snapshot
 from ..channels import Exchange, Pact
 from ..columnar import column, select
 from ..stream import Stream
+from .event_sessions import EventTimeSessions, event_session_logic
 from .generic import OperatorBuilder
 from .keyed import InTimeOrder
 from .map import map_batch
 from .session_counts import SessionCounts
+from .tokens import LeastToken
 
 if TYPE_CHECKING:
     from ..capability import Capability, CapabilityRef
@@ -194,10 +211,7 @@ def _apply(op: str, role: str, f: Callable, batch: list) -> list:
 
 def _check_times(op: str, times: list, batch: list, what: str) -> list:
     """Event times must be ints (numpy integers are converted; bools refused)."""
-    for x in times:
-        if type(x) is not int:
-            break
-    else:
+    if list(map(type, times)).count(int) == len(times):  # all ints, checked in C
         return times
     out = []
     for x, r in zip(times, batch):
@@ -247,9 +261,10 @@ class _Kind:
     def new_state(self) -> dict:
         return Counter() if self.name == "count" else {}
 
-    def add(self, op: str, state: dict, keys: list, values: list, times: Any) -> None:
-        """Add records (parallel lists of keys and values; ``times`` their event times, a
-        list or one int for all) to a window's ``key -> aggregate`` dict."""
+    def add(self, op: str, state: dict, keys: Iterable, values: Any, times: Any) -> None:
+        """Add records (parallel iterables of keys and values -- ``values`` is not read for
+        counts; ``times`` their event times, an iterable or one int for all) to a window's
+        ``key -> aggregate`` dict."""
         name = self.name
         if name == "count":
             state.update(keys)  # Counter: C-level counting
@@ -291,51 +306,66 @@ class _Kind:
 
 
 class _FixedWindows:
-    """Open windows of one operator instance: emission time ``E`` -> ``[token, key -> agg]``,
-    and a heap of the ``E`` s.  For a fixed width, ``E`` identifies the window."""
+    """Open windows of one operator instance: emission time ``E`` -> ``key -> agg`` (for a
+    fixed width, ``E`` identifies the window), and one :class:`LeastToken` at the least ``E``
+    for all of them."""
 
-    __slots__ = ("windows", "heap")
+    __slots__ = ("windows", "token")
 
     def __init__(self) -> None:
-        self.windows: dict[int, list[Any]] = {}
-        self.heap: list[int] = []
+        self.windows: dict[int, dict] = {}
+        self.token = LeastToken()
 
     def entry(self, ref: Capability | CapabilityRef, emit_at: int, kind: _Kind) -> dict:
-        """The aggregates of the window emitted at ``emit_at``, opened (with a token minted
-        from the message ``ref``) if new."""
-        entry = self.windows.get(emit_at)
-        if entry is None:
-            entry = self.windows[emit_at] = [ref.delayed(emit_at), kind.new_state()]
-            heapq.heappush(self.heap, emit_at)
-        return entry[1]
+        """The aggregates of the window emitted at ``emit_at``, opened (noting ``emit_at`` as
+        pending on the token, minted from the message ``ref`` if needed) if new."""
+        aggs = self.windows.get(emit_at)
+        if aggs is None:
+            aggs = self.windows[emit_at] = kind.new_state()
+            self.token.hold(ref, emit_at)
+        return aggs
 
-    def release(self, frontier: Frontier, emit: Callable[[Any, int, dict], None]) -> None:
+    def release(self, frontier: Frontier, emit: Callable[[Capability, int, dict], None]) -> None:
         """Emit and forget every window whose emission time ``E`` has every earlier time
-        complete (``not frontier.less_than(E)``), in ``E`` order."""
-        heap, windows = self.heap, self.windows
-        while heap and not frontier.less_than(heap[0]):
-            emit_at = heapq.heappop(heap)
-            token, aggs = windows.pop(emit_at)
-            emit(token, emit_at, aggs)
-            token.drop()
+        complete (``not frontier.less_than(E)``), in ``E`` order, each at ``E``; then move the
+        token once, to the least ``E`` still open (or drop it)."""
+        windows, token = self.windows, self.token
+        if token.cap is None:  # nothing pending
+            return
+        for emit_at in token.ready(frontier):
+            emit(token.cap, emit_at, windows.pop(emit_at))
+        token.settle()
 
     def size(self) -> int:
-        return len(self.heap) + sum(len(aggs) for _tok, aggs in self.windows.values())
+        return len(self.windows) + sum(map(len, self.windows.values()))
 
     def per_key(self) -> list[tuple[Any, list[tuple[int, Any]]]]:
         """The open windows by key, ``(key, [(emission time, aggregate), ...])``: this
         operator's state for a snapshot (:mod:`pytimely.dataflow.snapshot`)."""
         by_key: dict[Any, list[tuple[int, Any]]] = {}
-        for emit_at, (_token, aggs) in self.windows.items():
+        for emit_at, aggs in self.windows.items():
             for k, agg in aggs.items():
                 by_key.setdefault(k, []).append((emit_at, agg))
         return list(by_key.items())
 
     def restore(self, cap: Capability, pairs: list[tuple[Any, Any]], kind: _Kind) -> None:
-        """Reopen the windows of ``per_key`` pairs, minting their tokens from ``cap``."""
+        """Reopen the windows of ``per_key`` pairs, minting the token from ``cap``."""
         for k, windows in pairs:
             for emit_at, agg in windows:
                 self.entry(cap, emit_at, kind)[k] = agg
+
+
+_MASK_WINDOWS = 4  # a batch spanning at most this many windows is split with one mask each
+
+
+def _between(times: list, lo: int, hi: int, a: int, b: int) -> Any:
+    """An iterator of ``a <= x < b`` for the ``times`` (in ``[lo, hi]``), in C: the one
+    comparison that is needed when ``[a, b)`` covers one end of the range."""
+    if a <= lo:
+        return map(b.__gt__, times)
+    if b > hi:
+        return map(a.__le__, times)
+    return map(and_, map(a.__le__, times), map(b.__gt__, times))
 
 
 def _fixed_logic(
@@ -347,80 +377,157 @@ def _fixed_logic(
     lateness: int,
     state: _FixedWindows,
 ) -> Callable:
-    width = windower.width
-    tumbling = isinstance(windower, Tumbling)
-    end_of = windower.end_of if tumbling else None
-    ends_of = windower.ends_of
+    """Tumbling and sliding windows over records.
 
-    def emit(out: OutputPort, token: Capability, emit_at: int, aggs: dict) -> None:
+    With ``event_time=f`` a batch is grouped by window, not by record: ``f`` is mapped over
+    the batch once; records before ``late_bound`` (the start of the first window still on
+    time, see below) missed a window and go to ``.late``; the on-time windows that the
+    batch's ``[min, max]`` event-time range meets are then filled with C-level iteration --
+    the whole batch when it lies in one window (the common case), one comparison mask per
+    window when it spans a few, a stable sort by window number for a tumbling batch spanning
+    many -- so each window gets its records in arrival order, as a per-record loop would give
+    them, and no Python code runs per record.
+    """
+    width, step, offset = windower.width, windower.step, windower.offset
+    tumbling = isinstance(windower, Tumbling)
+    ends_of = windower.ends_of
+    name = kind.name
+    with_values = name != "count"
+    with_times = name == "collect"
+    first_end_at = offset + width  # window ends are the times == first_end_at (mod step)
+
+    def emit(out: OutputPort, cap: Capability, emit_at: int, aggs: dict) -> None:
         end = emit_at - lateness
         start = end - width
-        result = kind.result
-        out.session(token).give_batch([(k, start, end, result(a)) for k, a in aggs.items()])
+        if with_times:
+            result = kind.result
+            results = [(k, start, end, result(a)) for k, a in aggs.items()]
+        else:  # counts and folds are their own results
+            results = list(zip(aggs.keys(), repeat(start), repeat(end), aggs.values()))
+        out.give_batch(cap, results, emit_at)
 
-    def split(batch: list) -> tuple[list, list]:
+    def split(batch: list) -> tuple[list, Any]:
         if key is None:
-            return list(map(_first, batch)), list(map(_second, batch))
+            return list(map(_first, batch)), list(map(_second, batch)) if with_values else None
         return _apply(op, "key", key, batch), batch
+
+    def add(ref: CapabilityRef, emit_at: int, keys: Any, values: Any, times: Any) -> None:
+        kind.add(op, state.entry(ref, emit_at, kind), keys, values, times)
+
+    def add_masked(
+        ref: CapabilityRef, emit_at: int, mask: Any, keys: list, values: Any, times: list
+    ) -> None:
+        """The records ``mask`` selects, if any (an empty window is never opened)."""
+        mask = list(mask)
+        if True not in mask:
+            return
+        kind.add(
+            op,
+            state.entry(ref, emit_at, kind),
+            compress(keys, mask),
+            compress(values, mask) if with_values else None,
+            compress(times, mask) if with_times else None,
+        )
+
+    def add_sorted(
+        ref: CapabilityRef, t: int, start: int, keys: Any, values: Any, times: Any
+    ) -> None:
+        """A tumbling batch spanning many windows: a stable sort by window number (arrival
+        order within a window) and one slice per window; records before ``start`` are late."""
+        number = list(map(floordiv, map(sub, times, repeat(offset)), repeat(width)))
+        order = sorted(range(len(times)), key=number.__getitem__)
+        pick = itemgetter(*order)
+        numbers, keys = pick(number), pick(keys)
+        values = pick(values) if with_values else None
+        times = pick(times) if with_times else None
+        n = len(numbers)
+        i = bisect_left(numbers, (start - offset) // width)  # the first on-time window
+        while i < n:
+            w = numbers[i]
+            j = bisect_right(numbers, w, i)
+            add(
+                ref,
+                offset + (w + 1) * width + lateness,
+                keys[i:j],
+                values[i:j] if with_values else None,
+                times[i:j] if with_times else None,
+            )
+            i = j
+
+    def add_by_record(ref: CapabilityRef, t: int, keys: list, values: Any, times: list) -> None:
+        """Sliding windows, a batch spanning many: group record indices by window."""
+        groups: dict[int, list[int]] = {}
+        for i, x in enumerate(times):
+            for end in ends_of(x):
+                emit_at = end + lateness
+                if t < emit_at:
+                    g = groups.get(emit_at)
+                    if g is None:
+                        groups[emit_at] = [i]
+                    else:
+                        g.append(i)
+        for emit_at, idx in groups.items():
+            add(
+                ref,
+                emit_at,
+                [keys[i] for i in idx],
+                [values[i] for i in idx] if with_values else None,
+                [times[i] for i in idx] if with_times else None,
+            )
+
+    def by_event_time(ref: CapabilityRef, t: int, batch: list, late_out: OutputPort) -> None:
+        times = _event_times(op, event_time, batch)
+        if not times:
+            return
+        lo, hi = min(times), max(times)
+        # Window ``[e - width, e)`` is emitted at ``e + lateness``: on time iff that is
+        # ``> t``, i.e. ``e > late_end``.  A record missed a window iff it missed its earliest
+        # one, which ends at the first end ``> x``: iff ``x < late_bound``, the last end
+        # ``<= late_end``.
+        late_end = t - lateness
+        late_bound = late_end - (late_end - first_end_at) % step
+        if hi < late_bound:  # every record missed a window
+            late_out.session(ref).give_batch(batch)
+            if tumbling:
+                return
+        elif lo < late_bound:
+            late_out.session(ref).give_batch(list(compress(batch, map(late_bound.__gt__, times))))
+        # The on-time windows the records meet: ends ``e`` with ``e > max(lo, late_end)`` and
+        # ``e - width <= hi``.
+        m = lo if lo > late_end else late_end
+        first = m - (m - first_end_at) % step + step
+        last = hi + width - (hi - offset) % step
+        if first > last:
+            return
+        keys, values = split(batch)
+        if first == last and first - width <= lo:  # one window holds the whole batch
+            add(ref, first + lateness, keys, values, times)
+            return
+        if last - first < _MASK_WINDOWS * step:
+            for e in range(first, last + 1, step):
+                a = e - width
+                if a <= lo and e > hi:
+                    add(ref, e + lateness, keys, values, times)
+                else:
+                    add_masked(
+                        ref, e + lateness, _between(times, lo, hi, a, e), keys, values, times
+                    )
+        elif tumbling:
+            add_sorted(ref, t, first - width, keys, values, times)
+        else:
+            add_by_record(ref, t, keys, values, times)
 
     def logic(inp: InputPort, out: OutputPort, late_out: OutputPort) -> None:
         for ref, batch in inp:
             t = ref.time
             _check_time(op, t)
-            if event_time is None:  # the whole batch is in the same windows
-                if kind.name == "count" and key is None:
-                    keys, values = list(map(_first, batch)), None
-                else:
-                    keys, values = split(batch)
-                for end in ends_of(t):
-                    kind.add(op, state.entry(ref, end + lateness, kind), keys, values, t)
+            if event_time is not None:
+                by_event_time(ref, t, batch, late_out)
                 continue
-            times = _check_times(
-                op,
-                _apply(op, "event_time", event_time, batch),
-                batch,
-                describe_function(event_time),
-            )
-            keys, values = split(batch)
-            groups: dict[int, list[int]] = {}  # E -> indices of on-time records
-            late: list[Any] = []
-            if tumbling:
-                for i, x in enumerate(times):
-                    emit_at = end_of(x) + lateness
-                    if t < emit_at:
-                        g = groups.get(emit_at)
-                        if g is None:
-                            groups[emit_at] = [i]
-                        else:
-                            g.append(i)
-                    else:
-                        late.append(batch[i])
-            else:
-                for i, x in enumerate(times):
-                    missed = False
-                    for end in ends_of(x):
-                        emit_at = end + lateness
-                        if t < emit_at:
-                            g = groups.get(emit_at)
-                            if g is None:
-                                groups[emit_at] = [i]
-                            else:
-                                g.append(i)
-                        else:
-                            missed = True
-                    if missed:
-                        late.append(batch[i])
-            for emit_at, idx in groups.items():
-                kind.add(
-                    op,
-                    state.entry(ref, emit_at, kind),
-                    [keys[i] for i in idx],
-                    [values[i] for i in idx],
-                    [times[i] for i in idx],
-                )
-            if late:
-                late_out.session(ref).give_batch(late)
-        state.release(inp.frontier, lambda token, e, aggs: emit(out, token, e, aggs))
+            keys, values = split(batch)  # the whole batch is in the same windows
+            for end in ends_of(t):
+                add(ref, end + lateness, keys, values, t)
+        state.release(inp.frontier, lambda cap, e, aggs: emit(out, cap, e, aggs))
 
     return logic
 
@@ -449,21 +556,20 @@ class _Sessions:
     """Open sessions of one ``window_fold`` / ``window_collect`` instance.
 
     * ``by_key``: key -> its open sessions (disjoint; usually one);
-    * ``tokens``: emission time ``E`` -> ``[token, number of live sessions emitted at E]`` —
-      one token per distinct pending ``E``, dropped as soon as no session is emitted there;
-    * ``closing``: ``E`` -> sessions that were (and may still be) emitted at ``E``;
-    * ``heap``: the ``E`` s with a token (stale entries are skipped when popped).
+    * ``token``: a :class:`LeastToken` counting, per emission time ``E``, the live sessions
+      emitted at ``E``, with one capability at the least such ``E``;
+    * ``closing``: ``E`` -> sessions that were (and may still be) emitted at ``E``, for every
+      ``E`` the token has pending.
     """
 
-    __slots__ = ("gap", "lateness", "by_key", "tokens", "closing", "heap")
+    __slots__ = ("gap", "lateness", "by_key", "token", "closing")
 
     def __init__(self, gap: int, lateness: int) -> None:
         self.gap = gap
         self.lateness = lateness
         self.by_key: dict[Any, list[_Session]] = {}
-        self.tokens: dict[int, list[Any]] = {}
+        self.token = LeastToken()
         self.closing: dict[int, list[_Session]] = {}
-        self.heap: list[int] = []
 
     def _retarget(self, s: _Session, ref: Capability | CapabilityRef) -> None:
         """Move ``s`` to the emission time its ``last`` now implies."""
@@ -471,25 +577,16 @@ class _Sessions:
         old = s.emit_at
         if emit_at == old:
             return
-        tokens = self.tokens
         if old is not None:
             self._unref(old)
         s.emit_at = emit_at
-        held = tokens.get(emit_at)
-        if held is None:
-            tokens[emit_at] = [ref.delayed(emit_at), 1]
+        if self.token.hold(ref, emit_at):
             self.closing[emit_at] = [s]
-            heapq.heappush(self.heap, emit_at)
         else:
-            held[1] += 1
             self.closing[emit_at].append(s)
 
     def _unref(self, emit_at: int) -> None:
-        held = self.tokens[emit_at]
-        held[1] -= 1
-        if not held[1]:
-            held[0].drop()
-            del self.tokens[emit_at]
+        if self.token.done(emit_at):
             del self.closing[emit_at]
 
     def add(self, ref: Capability | CapabilityRef, k: Any, x: int, agg: list) -> None:
@@ -527,17 +624,14 @@ class _Sessions:
             sessions[:] = [s for s in sessions if s.alive]
         self._retarget(hit, ref)
 
-    def release(self, frontier: Frontier, emit: Callable[[Any, list], None]) -> None:
+    def release(self, frontier: Frontier, emit: Callable[[Capability, int, list], None]) -> None:
         """Emit and forget every session whose emission time has every earlier time
-        complete, in emission-time order."""
-        heap, tokens = self.heap, self.tokens
-        while heap and not frontier.less_than(heap[0]):
-            emit_at = heapq.heappop(heap)
-            held = tokens.pop(emit_at, None)
-            if held is None:
-                continue  # stale: its sessions moved later or merged
-            done = [s for s in self.closing.pop(emit_at) if s.alive and s.emit_at == emit_at]
-            by_key = self.by_key
+        complete, in emission-time order, each at its time; then move the token once."""
+        token, closing, by_key = self.token, self.closing, self.by_key
+        if token.cap is None:  # nothing pending
+            return
+        for emit_at in token.ready(frontier):
+            done = [s for s in closing.pop(emit_at) if s.alive and s.emit_at == emit_at]
             for s in done:
                 s.alive = False
                 rest = [o for o in by_key[s.key] if o is not s]
@@ -545,11 +639,11 @@ class _Sessions:
                     by_key[s.key] = rest
                 else:
                     del by_key[s.key]
-            emit(held[0], done)
-            held[0].drop()
+            emit(token.cap, emit_at, done)
+        token.settle()
 
     def size(self) -> int:
-        return len(self.heap) + sum(len(v) for v in self.by_key.values())
+        return len(self.token) + sum(map(len, self.by_key.values()))
 
     def per_key(self) -> list[tuple[Any, list[tuple[int, int, Any]]]]:
         """The open sessions by key, ``(key, [(start, last, aggregate), ...])``: this
@@ -559,7 +653,7 @@ class _Sessions:
         ]
 
     def restore(self, cap: Capability, pairs: list[tuple[Any, Any]]) -> None:
-        """Reopen the sessions of ``per_key`` pairs, minting their tokens from ``cap``."""
+        """Reopen the sessions of ``per_key`` pairs, minting the token from ``cap``."""
         for k, sessions in pairs:
             for start, last, agg in sessions:
                 s = _Session(k, start, agg)
@@ -608,8 +702,9 @@ def _session_logic(
             raise _user_error(op, "fold", fold, (s.key, v), exc) from exc
         return acc
 
-    def emit(out: OutputPort, token: Capability, done: list) -> None:
-        out.session(token).give_batch([(s.key, s.start, s.last + gap, result(s)) for s in done])
+    def emit(out: OutputPort, cap: Capability, emit_at: int, done: list) -> None:
+        results = [(s.key, s.start, s.last + gap, result(s)) for s in done]
+        out.give_batch(cap, results, emit_at)
 
     def logic(inp: InputPort, out: OutputPort, late_out: OutputPort) -> None:
         add = state.add
@@ -637,7 +732,7 @@ def _session_logic(
                     late.append(r)
             if late:
                 late_out.session(ref).give_batch(late)
-        state.release(inp.frontier, lambda token, done: emit(out, token, done))
+        state.release(inp.frontier, lambda cap, e, done: emit(out, cap, e, done))
 
     return logic
 
@@ -670,14 +765,14 @@ def _session_count_logic(
     column-wise :class:`SessionCounts` one event time at a time.
 
     With timestamps as event times, batches are applied in timestamp order (``waiting``
-    stashes a batch, with a capability retained at its time, until every earlier time is
-    complete).  Workers' inputs are not in step: a worker ahead in time would otherwise open
-    sessions that a lagging worker's records then arrive *before*, and every such record takes
-    the slow one-key path of :meth:`SessionCounts.add` (2% to a fifth of them in a 2-worker
-    run of ``bench/windows.py``, growing with the skew).  In order, every key takes the
-    vectorized paths.  The stash adds no latency to results: a session holding a record at
-    ``t`` is emitted at ``E > t``, once the frontier has passed ``E - 1 >= t``, and by then
-    the record has been applied."""
+    stashes a batch until every earlier time is complete, holding one capability for all the
+    stashed times, at the least).  Workers' inputs are not in step: a worker ahead in time
+    would otherwise open sessions that a lagging worker's records then arrive *before*, and
+    every such record takes the slow one-key path of :meth:`SessionCounts.add` (2% to a fifth
+    of them in a 2-worker run of ``bench/windows.py``, growing with the skew).  In order,
+    every key takes the vectorized paths.  The stash adds no latency to results: a session
+    holding a record at ``t`` is emitted at ``E > t``, once the frontier has passed
+    ``E - 1 >= t``, and by then the record has been applied."""
 
     def count_at(send: Capability | CapabilityRef, t: int, batch: list, _out: Any) -> None:
         _check_time(op, t)
@@ -689,7 +784,7 @@ def _session_count_logic(
             frontier = inp.frontier
             waiting.apply_ready(frontier, count_at, None)
             waiting.admit(inp, count_at, None)
-            state.release(frontier, lambda token, results: out.session(token).give_batch(results))
+            state.release(frontier, lambda cap, e, results: out.give_batch(cap, results, e))
             return
         for ref, batch in inp:
             t = ref.time
@@ -716,7 +811,7 @@ def _session_count_logic(
                 else:
                     for k in ks:
                         state.add(ref, k, x, on_time[x, k])
-        state.release(inp.frontier, lambda token, results: out.session(token).give_batch(results))
+        state.release(inp.frontier, lambda cap, e, results: out.give_batch(cap, results, e))
 
     return logic
 
@@ -772,10 +867,12 @@ def _columnar_logic(
                 acc = get(k, _MISSING)
                 aggs[k] = ufunc(init() if acc is _MISSING else acc, p)
 
-    def emit(out: OutputPort, token: Capability, emit_at: int, aggs: dict) -> None:
+    def emit(out: OutputPort, cap: Capability, emit_at: int, aggs: dict) -> None:
         end = emit_at - lateness
         start = end - width
-        out.session(token).give_batch([(k, start, end, a) for k, a in aggs.items()])
+        out.give_batch(
+            cap, list(zip(aggs.keys(), repeat(start), repeat(end), aggs.values())), emit_at
+        )
 
     def logic(inp: InputPort, out: OutputPort, late_out: OutputPort) -> None:
         for ref, batch in inp:
@@ -826,7 +923,7 @@ def _columnar_logic(
                     )
             if missed.any():
                 late_out.session(ref).give_batch(select(batch, missed))
-        state.release(inp.frontier, lambda token, e, aggs: emit(out, token, e, aggs))
+        state.release(inp.frontier, lambda cap, e, aggs: emit(out, cap, e, aggs))
 
     return logic
 
@@ -873,7 +970,19 @@ def _build(
         if event_time is not None and not callable(event_time):
             raise TypeError(f"{op}: event_time must be a function or None, got {event_time!r}")
         pact = Exchange(_first) if key is None else Exchange(key)
-        if isinstance(windower, Session) and kind.name == "count":
+        if isinstance(windower, Session) and kind.name == "count" and event_time is not None:
+            # Event times in the records, as fine as the source's clock: sessions in dicts,
+            # a few dictionary operations per record (:mod:`.event_sessions`).
+            state = EventTimeSessions(windower.gap, lateness)
+            logic = event_session_logic(
+                op,
+                lambda batch: _split_keys(op, key, batch, False)[0],
+                lambda batch: _event_times(op, event_time, batch),
+                lateness,
+                state,
+                _check_time,
+            )
+        elif isinstance(windower, Session) and kind.name == "count":
             state = SessionCounts(windower.gap, lateness)
             waiting = InTimeOrder()
             logic = _session_count_logic(op, key, event_time, lateness, state, waiting)
@@ -893,7 +1002,7 @@ def _build(
     def ctor(caps: list[Capability], info: OperatorInfo) -> Callable[..., None]:
         restored = snapshot.attach(info, state_source or state.per_key)
         if restored:
-            if isinstance(state, (_Sessions, SessionCounts)):
+            if isinstance(state, (_Sessions, SessionCounts, EventTimeSessions)):
                 state.restore(caps[0], restored)
             else:
                 state.restore(caps[0], restored, kind)
