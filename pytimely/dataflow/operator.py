@@ -382,21 +382,29 @@ class OutputPort:
         small messages of an operator that releases results at many times (windows and
         sessions at their own end times) cost a counter update and a push each, not a check
         and a call each."""
-        if not batches:
+        sent = []
+        least: Any = None
+        for t, batch in batches:
+            if len(batch):
+                sent.append((t, batch))
+                if least is None or t < least:
+                    least = t
+        if not sent:
             return
-        self._check(cap, min(t for t, _batch in batches))
+        self._check(cap, least)
+        if not self.tee.consumers:
+            return  # nobody reads this output (a sink's pass-through): no edge to count on
         if self._buf:
             self.flush()
         if type(self) is not OutputPort:  # a counting port counts in ``forward``
-            for t, batch in batches:
+            for t, batch in sent:
                 self.forward(t, batch)
             return
         produced = self.produced
-        consumers = self.tee.consumers
-        push = consumers[0] if len(consumers) == 1 else self.tee.push
-        sent = [(t, batch) for t, batch in batches if len(batch)]
         for t, batch in sent:
             produced.update(t, len(batch))
+        consumers = self.tee.consumers
+        push = consumers[0] if len(consumers) == 1 else self.tee.push
         # A pipeline straight into one operator's input takes them all in one call.
         port = getattr(push, "__self__", None)
         if type(port) is InputPort or type(port) is CountingInputPort:

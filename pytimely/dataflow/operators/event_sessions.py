@@ -155,16 +155,20 @@ class EventTimeSessions:
         bound = frontier.int_bound()  # E is passed iff E <= bound (int times)
         if bound is None:
             raise TypeError(f"session windows need integer timestamps, not {frontier!r}")
+        latest, older, seq = self.latest, self.older, self._seq
         while heap and heap[0][0] <= bound:
             emit_at, _seq, s, k = pop(heap)
             if not s[3]:
                 continue  # merged into another session
             now = s[1] + due
             if now != emit_at:  # grew since it was pushed: due later
-                push(heap, (now, next(self._seq), s, k))
+                push(heap, (now, next(seq), s, k))
                 continue
             s[3] = False
-            self._forget(k, s)
+            if k in older:
+                self._forget(k, s)
+            else:
+                del latest[k]  # its only session
             if emit_at != at:
                 at, batch = emit_at, []
                 sends.append((at, batch))
