@@ -14,20 +14,22 @@ that returns after a gap while its previous session waits for the watermark).  A
 gap``; a record that two sessions take merges them.  Sessions of one key are disjoint.
 
 **Emission** follows the windowing rule: a session is emitted at ``E = last + gap +
-lateness`` once the input frontier has passed every time before ``E``.  The heap holds
-``(E at push, seq, session, key)``.  An entry is pushed when a session opens and *not* when it
-grows: sessions only move later, so an entry's ``E`` is at most its session's.  When an entry
-comes due it is checked: a dead (merged) session is skipped, a grown one is pushed again at
-its new ``E``, and the rest are emitted.  A record costs a dictionary look-up and a few list
-updates, and a session two heap operations.
+lateness`` once the input frontier has passed every time before ``E``.  ``due[E]`` lists the
+sessions (with their keys) filed under ``E``, and ``times`` is a heap of the ``E`` s that have a
+list.  A session is filed when it opens and *not* when it grows: sessions only move later, so
+the ``E`` it is filed under is at most its own.  When ``E`` comes due its list is checked: a
+dead (merged) session is skipped, a grown one is filed again under its new ``E``, and the
+rest are emitted, all at ``E``.  A record costs a dictionary look-up and a few list updates; a
+session, a list append and a look at it when due, plus a heap operation per distinct ``E``
+(coarse event times share them).
 
 **One token** (seed 004, section 6.2: hold only the least token): the operator holds at most
-one capability, at a time no later than every pending entry's ``E``.  A message at watermark
-``t`` can open sessions no earlier than ``E > t`` (an on-time record has ``x >= t -
-lateness``), so when ``t`` is before the token, the token is replaced by one retained from
-the message; after every invocation it is downgraded to the least entry's ``E``, or dropped
-when nothing is pending.  Results are sent at their own ``E`` with that token.  Invariant:
-``token is None`` iff the heap is empty, and ``token.time <= heap[0][0]``.
+one capability, at a time no later than every filed ``E``.  A message at watermark ``t`` can
+open sessions no earlier than ``E > t`` (an on-time record has ``x >= t - lateness``), so when
+``t`` is before the token, the token is replaced by one retained from the message; after
+every invocation it is downgraded to the least filed ``E``, or dropped when nothing is
+pending.  Results are sent at their own ``E`` with that token.  Invariant: ``token is None``
+iff ``times`` is empty, and ``token.time <= times[0]``.
 
 >>> import pytimely as pt
 >>> def build(scope):
@@ -43,7 +45,6 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable
-from itertools import count
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -57,16 +58,16 @@ class EventTimeSessions:
     """The open session counts of one ``window_count(pt.Session(gap), event_time=f)``
     instance (see the module docstring for the state, the emission rule and the token)."""
 
-    __slots__ = ("gap", "lateness", "latest", "older", "heap", "token", "_seq")
+    __slots__ = ("gap", "lateness", "latest", "older", "due", "times", "token")
 
     def __init__(self, gap: int, lateness: int) -> None:
         self.gap = gap
         self.lateness = lateness
         self.latest: dict[Any, list[Any]] = {}
         self.older: dict[Any, list[list[Any]]] = {}
-        self.heap: list[tuple[int, int, list[Any], Any]] = []
+        self.due: dict[int, list[tuple[list[Any], Any]]] = {}  # E -> [(session, key)]
+        self.times: list[int] = []  # heap of the E s in ``due``
         self.token: Capability | None = None
-        self._seq = count()
 
     # -- adding ------------------------------------------------------------------------------
 
@@ -84,12 +85,12 @@ class EventTimeSessions:
         :meth:`hold`)."""
         gap, latest, older = self.gap, self.latest, self.older
         due = gap + self.lateness
-        heap, seq, push = self.heap, self._seq, heapq.heappush
+        file = self._file
         for k, x in zip(keys, times):
             s = latest.get(k)
             if s is None:
                 s = latest[k] = [x, x, 1, True]
-                push(heap, (x + due, next(seq), s, k))
+                file(x + due, s, k)
             elif s[0] <= x:
                 # At or after the latest session's start: no older session can take ``x``
                 # (they all end at least ``gap`` before that start).
@@ -104,7 +105,7 @@ class EventTimeSessions:
                         older[k] = [s]
                     else:
                         rest.append(s)  # still ordered by ``last``
-                    push(heap, (x + due, next(seq), new, k))
+                    file(x + due, new, k)
             elif x > s[0] - gap and k not in older:
                 s[0] = x
                 s[2] += 1
@@ -119,7 +120,7 @@ class EventTimeSessions:
         hit = [o for o in sessions if o[0] - gap < x < o[1] + gap]
         if not hit:
             new = [x, x, 1, True]
-            heapq.heappush(self.heap, (x + gap + self.lateness, next(self._seq), new, k))
+            self._file(x + gap + self.lateness, new, k)
             sessions.append(new)
         else:
             keep = hit[0]
@@ -127,9 +128,18 @@ class EventTimeSessions:
             keep[1] = max(x, *(o[1] for o in hit))
             keep[2] = sum(o[2] for o in hit) + 1
             for o in hit[1:]:
-                o[3] = False  # merged into ``keep``: its heap entry will be skipped
+                o[3] = False  # merged into ``keep``: skipped when its time comes due
             sessions = [o for o in sessions if o[3]]
         self._arrange(k, sessions)
+
+    def _file(self, emit_at: int, s: list[Any], k: Any) -> None:
+        """File session ``s`` of key ``k`` under emission time ``emit_at``."""
+        listed = self.due.get(emit_at)
+        if listed is None:
+            self.due[emit_at] = [(s, k)]
+            heapq.heappush(self.times, emit_at)
+        else:
+            listed.append((s, k))
 
     def _arrange(self, k: Any, sessions: list[list[Any]]) -> None:
         """Record ``sessions`` (live, non-empty) as ``k``'s: the latest and the older ones."""
@@ -146,41 +156,39 @@ class EventTimeSessions:
     def release(self, frontier: Frontier, out: OutputPort) -> None:
         """Send every session whose emission time the frontier has passed, each at its own
         time, in time order; then move the token to the least pending time (or drop it)."""
-        heap, gap, due = self.heap, self.gap, self.gap + self.lateness
-        pop, push = heapq.heappop, heapq.heappush
+        times, filed, gap = self.times, self.due, self.gap
+        due = gap + self.lateness
+        pop, file = heapq.heappop, self._file
         token = self.token
         sends: list[tuple[int, list[Any]]] = []  # (E, sessions emitted at E), E increasing
-        at: int | None = None
-        batch: list[Any] = []
         bound = frontier.int_bound()  # E is passed iff E <= bound (int times)
         if bound is None:
             raise TypeError(f"session windows need integer timestamps, not {frontier!r}")
-        latest, older, seq = self.latest, self.older, self._seq
-        while heap and heap[0][0] <= bound:
-            emit_at, _seq, s, k = pop(heap)
-            if not s[3]:
-                continue  # merged into another session
-            now = s[1] + due
-            if now != emit_at:  # grew since it was pushed: due later
-                push(heap, (now, next(seq), s, k))
-                continue
-            s[3] = False
-            if k in older:
-                self._forget(k, s)
-            else:
-                del latest[k]  # its only session
-            if emit_at != at:
-                at, batch = emit_at, []
-                sends.append((at, batch))
-            batch.append((k, s[0], s[1] + gap, s[2]))
+        latest, older = self.latest, self.older
+        while times and times[0] <= bound:
+            emit_at = pop(times)
+            batch = []
+            for s, k in filed.pop(emit_at):
+                if not s[3]:
+                    continue  # merged into another session
+                now = s[1] + due
+                if now != emit_at:  # grew since it was filed: due later (maybe in this loop)
+                    file(now, s, k)
+                    continue
+                s[3] = False
+                if k in older:
+                    self._forget(k, s)
+                else:
+                    del latest[k]  # its only session
+                batch.append((k, s[0], s[1] + gap, s[2]))
+            if batch:
+                sends.append((emit_at, batch))
         if sends:
             out.give_timed(token, sends)
-        while heap and not heap[0][2][3]:
-            pop(heap)  # dead entries on top would hold the token back for nothing
         if token is not None:
-            if heap:
-                if heap[0][0] != token.time:
-                    token.downgrade(heap[0][0])
+            if times:
+                if times[0] != token.time:
+                    token.downgrade(times[0])
             else:
                 token.drop()
                 self.token = None
@@ -201,8 +209,8 @@ class EventTimeSessions:
     # -- introspection and snapshots -----------------------------------------------------------
 
     def size(self) -> int:
-        """Open sessions plus pending heap entries."""
-        return len(self.heap) + len(self.latest) + sum(map(len, self.older.values()))
+        """Open sessions plus pending emission times."""
+        return len(self.times) + len(self.latest) + sum(map(len, self.older.values()))
 
     def per_key(self) -> list[tuple[Any, list[tuple[int, int, int]]]]:
         """The open sessions by key, ``(key, [(start, last, count), ...])``: the operator's
@@ -219,11 +227,11 @@ class EventTimeSessions:
             opened = []
             for start, last, n in sessions:
                 s = [start, last, n, True]
-                heapq.heappush(self.heap, (last + due, next(self._seq), s, k))
+                self._file(last + due, s, k)
                 opened.append(s)
             self._arrange(k, opened)
-        if self.heap:
-            self.token = cap.delayed(self.heap[0][0])
+        if self.times:
+            self.token = cap.delayed(self.times[0])
 
 
 def event_session_logic(
