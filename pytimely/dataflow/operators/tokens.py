@@ -9,12 +9,12 @@ partially ordered times) and :func:`tokens_for` (which of the two a scope's time
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator
 from heapq import heappop, heappush
 from typing import TYPE_CHECKING, Any
 
 from ...errors import CapabilityError
+from ..idioms import MinToken
 
 if TYPE_CHECKING:
     from ..capability import Capability, CapabilityRef
@@ -23,8 +23,9 @@ if TYPE_CHECKING:
 __all__ = ["LeastToken", "TokenPerTime", "tokens_for"]
 
 
-class LeastToken:
-    """One capability at the least of a multiset of pending ``int`` times.
+class LeastToken(MinToken):
+    """One capability at the least of a multiset of pending ``int`` times: a
+    :class:`~pytimely.dataflow.idioms.MinToken` that also keeps the pending times.
 
     **What.**  An operator that will send at many different times (a window's result at its end,
     a record released at its own timestamp, a timer at its deadline) needs the right to send at
@@ -130,11 +131,10 @@ class LeastToken:
     for "would need a new token").
     """
 
-    __slots__ = ("cap", "time", "_count", "_heap")
+    __slots__ = ("_count", "_heap")
 
     def __init__(self) -> None:
-        self.cap: Capability | None = None
-        self.time: Any = math.inf
+        super().__init__()
         self._count: dict[int, int] = {}  # pending time -> multiplicity (> 0)
         self._heap: list[int] = []  # the pending times, and stale ones (skipped when met)
 
@@ -157,12 +157,7 @@ class LeastToken:
             )
         count[t] = n
         heappush(self._heap, t)
-        if t < self.time:
-            new = ref.delayed(t)
-            if self.cap is not None:
-                self.cap.drop()
-            self.cap = new
-            self.time = t
+        self.cover(ref, t)  # type: ignore[arg-type]  # a held Capability mints just as well
         return True
 
     def done(self, t: int, n: int = 1) -> bool:
@@ -198,30 +193,22 @@ class LeastToken:
         """Pop, least first, every pending time ``t`` whose predecessors are all complete
         (``not frontier.less_than(t)``), yielding it; send at it in the loop body (the token
         allows it until :meth:`settle`)."""
-        heap, count = self._heap, self._count
-        less_than = frontier.less_than
-        while heap:
-            t = heap[0]
-            if t not in count:
-                heappop(heap)
-                continue
-            if less_than(t):
-                return
-            heappop(heap)
-            del count[t]
-            yield t
+        return self._pop_until(frontier.less_than)
 
     def passed(self, frontier: Frontier) -> Iterator[int]:
         """Like :meth:`ready`, for the pending times ``frontier`` has passed
         (``not frontier.less_equal(t)``: nothing at ``t`` can arrive any more)."""
+        return self._pop_until(frontier.less_equal)
+
+    def _pop_until(self, stop: Any) -> Iterator[int]:
+        """Pop and yield the pending times, least first, until ``stop(t)`` holds."""
         heap, count = self._heap, self._count
-        less_equal = frontier.less_equal
         while heap:
             t = heap[0]
             if t not in count:
                 heappop(heap)
                 continue
-            if less_equal(t):
+            if stop(t):
                 return
             heappop(heap)
             del count[t]
@@ -230,17 +217,8 @@ class LeastToken:
     def settle(self) -> None:
         """Move the token to the least pending time (one ``downgrade``), or drop it when
         nothing is pending.  Call once per invocation, after sending what was ready."""
-        cap = self.cap
-        if cap is None:
-            return
-        t = self.least()
-        if t is None:
-            self.cap = None
-            self.time = math.inf
-            cap.drop()
-        elif t != self.time:
-            cap.downgrade(t)
-            self.time = t
+        if self.cap is not None:
+            super().settle(self.least())
 
     def cap_for(self, t: int) -> Capability:
         """The capability to send at ``t`` with (at ``t`` or before): the token."""
