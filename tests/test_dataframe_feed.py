@@ -172,3 +172,34 @@ def test_send_batch_with_times_holds_the_least_token_and_checks_times():
         return out
 
     assert pt.example(build).extract() == [(10, [("b", 2)]), (30, [("a", 1), ("c", 3)])]
+
+
+@pytest.mark.timeout(60)
+def test_a_probe_keeps_the_workers_inputs_within_a_slice_of_each_other():
+    # Worker 0's partition streams in slowly, worker 1's at once: with the probe, worker 1
+    # waits for worker 0 instead of running ahead with its whole partition.
+    import time
+
+    def work(worker):
+        leads: list = []
+
+        def dataflow(scope):
+            handle, stream = scope.new_input()
+            return handle, stream.probe()
+
+        handle, probe = worker.dataflow(dataflow)
+
+        def batches():
+            for i in range(20):
+                if worker.index == 0:
+                    time.sleep(0.02)
+                leads.append(handle.time - min(probe.frontier, default=handle.time))
+                yield _batch(list(range(i * 100, i * 100 + 100)), list(range(100)))
+
+        feed_batches(worker, handle, batches(), "t", "tuples", None, 0, 100, probe)
+        handle.close()
+        worker.run()
+        return max(leads)
+
+    most = pt.execute(work, workers=2, timeout=50)
+    assert max(most) <= 200  # at most two slices (each spans 100 time units) ahead

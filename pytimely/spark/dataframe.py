@@ -209,16 +209,28 @@ def feed_batches(
     progress: EpochProgress | None = None,
     delay: int | None = None,
     step_rows: int = STEP_ROWS,
+    probe: Any = None,
 ) -> int:
     """Send Arrow ``batches`` (sorted by ``time``) into ``handle`` in slices of at most
     ``step_rows`` rows and step ``worker`` once after each slice, telling ``progress`` of every
     advance; returns the number of rows sent.  ``delay=None``: every row at its own time;
     ``delay=D``: rows at the watermark (module docstring, **Times**).  Does not close
-    ``handle``."""
+    ``handle``.
+
+    ``probe`` (a probe of ``handle``'s stream) keeps the workers' inputs in step: before the
+    next slice, the worker steps (parking when idle) until every worker's input has reached
+    the time this worker's input had one slice ago.  Without it, a worker whose partition
+    streams in faster runs ahead, and everything it sends waits, as open state, for the
+    slowest worker's watermark: on two workers that made a sessionization three times slower.
+    """
     rows = 0
+    behind = None  # the input's time one slice ago
     for big in batches:
         for start in range(0, big.num_rows, step_rows):
             batch = big.slice(start, step_rows) if big.num_rows > step_rows else big
+            if probe is not None and behind is not None:
+                worker.step_while(lambda: probe.less_than(behind))
+            behind = handle.time
             _feed_one(handle, batch, time, records, progress, delay)
             rows += batch.num_rows
             worker.step()  # let the dataflow work on this slice while the next streams in
@@ -363,12 +375,14 @@ def run_on_dataframe(
 
                 def dataflow(scope: Any) -> Any:
                     handle, stream = scope.new_input()
-                    return handle, build(scope, stream)
+                    return handle, stream.probe(), build(scope, stream)
 
                 def feed(worker: Any) -> Any:
-                    handle, result = worker.dataflow(dataflow)
+                    handle, probe, result = worker.dataflow(dataflow)
                     bar = _bar(span, delay, worker.index)
-                    feed_batches(worker, handle, batches, time, records, bar, delay, step_rows)
+                    feed_batches(
+                        worker, handle, batches, time, records, bar, delay, step_rows, probe
+                    )
                     handle.close()
                     if bar is not None:
                         bar.finish()
