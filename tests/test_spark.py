@@ -214,9 +214,10 @@ def test_arrow_batches_and_key_placement(spark):
     assert sum(r["rows"] for r in results) == 5_000
     for r in results:
         assert r["times"] == sorted(r["times"])  # the input advanced with the partition's times
-    # Partitioned by key: no key on both workers.
-    assert not (results[0]["keys"] & results[1]["keys"])
-    assert results[0]["keys"] | results[1]["keys"] == set(range(7))
+    # Partitioned by key the way pytimely's exchange routes it: key k starts on worker k % 2.
+    assert results[0]["keys"] == {0, 2, 4, 6} and results[1]["keys"] == {1, 3, 5}
+    three = ps.run_on_dataframe(df, build, time="t", workers=3, key="k", records="arrow")
+    assert [r["keys"] for r in three] == [{0, 3, 6}, {1, 4}, {2, 5}]
 
 
 @pytest.mark.spark

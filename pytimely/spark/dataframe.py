@@ -276,11 +276,15 @@ def _feed_one(
             progress.advanced_to(last)
 
 
-def prepare_dataframe(df: Any, workers: int, time: str | None, key: Any = None) -> Any:
+def prepare_dataframe(
+    df: Any, workers: int, time: str | None, key: Any = None, align: bool = True
+) -> Any:
     """``df`` in exactly ``workers`` partitions (by ``key`` columns, or round-robin), each
     sorted by ``time``; a timestamp-typed ``time`` column becomes int64 milliseconds since the
     Unix epoch.  A ``time`` column that is missing or of another type is refused here, before
-    any job starts."""
+    any job starts.  One integer ``key`` column is partitioned the way pytimely's exchange
+    routes it (``align``; :func:`_aligned_partition`), so rows start on the worker that owns
+    their key."""
     from pyspark.sql import functions as F
     from pyspark.sql.types import IntegralType, TimestampNTZType, TimestampType
 
@@ -299,8 +303,42 @@ def prepare_dataframe(df: Any, workers: int, time: str | None, key: Any = None) 
         parted = df.repartition(workers)
     else:
         keys = [key] if isinstance(key, str) else list(key)
-        parted = df.repartition(workers, *keys)
+        aligned = _aligned_partition(df, keys, workers) if align else None
+        parted = (
+            df.repartition(workers, aligned)
+            if aligned is not None
+            else df.repartition(workers, *keys)
+        )
     return parted.sortWithinPartitions(time) if time is not None else parted
+
+
+def _aligned_partition(df: Any, keys: list[str], workers: int) -> Any:
+    """For one integer key column: an expression that makes Spark put the rows of key ``k``
+    in partition ``k % workers`` -- where pytimely's exchange routes ``k``
+    (:func:`pytimely.communication.routing.route`), so a dataflow that exchanges by that key
+    sends no record to another worker.  ``None`` for other keys (Spark's hash then decides).
+
+    Spark places a row in partition ``pmod(hash(expr), workers)``; for each worker ``i`` we
+    pick a small int whose hash lands on ``i`` (one tiny Spark job) and map ``k % workers``
+    to it.
+    """
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import IntegralType
+
+    if len(keys) != 1 or not isinstance(df.schema[keys[0]].dataType, IntegralType):
+        return None
+    spark = df.sparkSession
+    probe = spark.range(0, 64 * workers).select(
+        "id", F.pmod(F.hash(F.col("id").cast("int")), F.lit(workers)).alias("p")
+    )
+    chosen: dict[int, int] = {}
+    for row in probe.collect():
+        chosen.setdefault(int(row["p"]), int(row["id"]))
+    if len(chosen) < workers:
+        return None  # no small int lands on some partition: let Spark hash the key
+    surrogates = F.array(*[F.lit(chosen[i]).cast("int") for i in range(workers)])
+    route = F.pmod(F.col(keys[0]), F.lit(workers)).cast("int") + 1
+    return F.element_at(surrogates, route)
 
 
 def run_on_dataframe(
@@ -352,7 +390,7 @@ def run_on_dataframe(
         raise ValueError(f"step_rows must be a positive int, not {step_rows!r}")
     if delay is not None and time is None:
         raise ValueError("delay= reads the time column as event time: give time= too")
-    prepare_dataframe(df, workers, time, key)  # check the columns before starting anything
+    prepare_dataframe(df, workers, time, key, align=False)  # check the columns now
     spark = df.sparkSession
     show = sys.stderr.isatty() if progress is None else progress
     if not show:
