@@ -122,10 +122,49 @@ _UNBOUND_FRONTIER = MutableAntichain()
 antichain (``InputPort.bind_frontier``): empty, shared, and never updated."""
 
 
-class InputPort:
-    """An operator input: a FIFO of ``(time, batch)`` messages plus the input frontier."""
+class Bundle:
+    """Several ``(time, batch)`` messages delivered as **one** message at the least of their
+    times (:meth:`OutputPort.give_timed` into a pipeline), counted once by progress tracking:
+    ``len`` is the number of records.  Input ports hand the parts out at their own times.
 
-    __slots__ = ("op", "index", "queue", "_frontier", "consumed", "records", "batches")
+    Why this is safe: while the bundle is in flight, its count at the least time holds every
+    downstream frontier at or before that time, hence before every part's time; the operator
+    that takes it may send at each part's time because that time is at or after the
+    message's (as if it had ``delayed`` the message's capability).  The consumption of the
+    bundle and whatever the operator does with its parts are reported together, after the
+    invocation.  What it saves: a progress count per distinct time, which for results at
+    millisecond times (session ends) is most of what a message costs.
+    """
+
+    __slots__ = ("parts", "n")
+
+    def __init__(self, parts: list[tuple[Any, Any]], n: int) -> None:
+        self.parts = parts
+        self.n = n
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __repr__(self) -> str:
+        return f"<Bundle of {len(self.parts)} messages, {self.n} records>"
+
+
+def _unbundled(queue: list[tuple[Any, Any]]) -> list[tuple[Any, Any]]:
+    """``queue`` with every :class:`Bundle` replaced by its parts."""
+    out: list[tuple[Any, Any]] = []
+    for t, batch in queue:
+        if type(batch) is Bundle:
+            out.extend(batch.parts)
+        else:
+            out.append((t, batch))
+    return out
+
+
+class InputPort:
+    """An operator input: a FIFO of ``(time, batch)`` messages plus the input frontier
+    (a message may be a :class:`Bundle`, handed out as its parts)."""
+
+    __slots__ = ("op", "index", "queue", "_frontier", "consumed", "records", "batches", "bundled")
 
     def __init__(self, op: OperatorCore, index: int) -> None:
         self.op = op
@@ -137,6 +176,7 @@ class InputPort:
         # (see ``OperatorCore.observe``).
         self.records = 0
         self.batches = 0
+        self.bundled = False  # whether the queue may hold a Bundle
 
     @property
     def frontier(self) -> Frontier:
@@ -164,10 +204,10 @@ class InputPort:
         self.queue.append((t, batch))
         self.op.activate()
 
-    def push_many(self, messages: list[tuple[Any, Any]]) -> None:
-        """Deliver several messages in order (a pipeline from :meth:`OutputPort.give_timed`)
-        and wake the operator once."""
-        self.queue.extend(messages)
+    def push_bundle(self, t: Any, bundle: Bundle) -> None:
+        """Deliver a :class:`Bundle` (one message at ``t``, the least of its parts' times)."""
+        self.bundled = True
+        self.queue.append((t, bundle))
         self.op.activate()
 
     def __iter__(self) -> Iterator[tuple[CapabilityRef, Any]]:
@@ -177,6 +217,12 @@ class InputPort:
             queue, self.queue = self.queue, []
             for t, batch in queue:
                 consumed.update(t, len(batch))
+                if type(batch) is Bundle:
+                    for part_t, part in batch.parts:
+                        ref = CapabilityRef(part_t, self)
+                        refs.append(ref)
+                        yield ref, part
+                    continue
                 ref = CapabilityRef(t, self)
                 refs.append(ref)
                 yield ref, batch
@@ -187,6 +233,11 @@ class InputPort:
             return None
         t, batch = self.queue.pop(0)
         self.consumed.update(t, len(batch))
+        if type(batch) is Bundle:
+            # Consumed whole: the rest goes back as a bundle that counts nothing more.
+            (t, batch), *rest = batch.parts
+            if rest:
+                self.queue.insert(0, (t, Bundle(rest, 0)))
         ref = CapabilityRef(t, self)
         self.op._refs.append(ref)
         return ref, batch
@@ -201,6 +252,9 @@ class InputPort:
         consumed = self.consumed
         for t, batch in queue:
             consumed.update(t, len(batch))
+        if self.bundled:
+            self.bundled = False
+            return _unbundled(queue)
         return queue
 
     def take_all(self) -> tuple[CapabilityRef | None, list[tuple[Any, Any]]]:
@@ -401,16 +455,18 @@ class OutputPort:
                 self.forward(t, batch)
             return
         produced = self.produced
-        for t, batch in sent:
-            produced.update(t, len(batch))
         consumers = self.tee.consumers
         push = consumers[0] if len(consumers) == 1 else self.tee.push
-        # A pipeline straight into one operator's input takes them all in one call.
+        # A pipeline straight into one (unobserved) operator's input takes them all as one
+        # message at the least time, counted once (see Bundle).
         port = getattr(push, "__self__", None)
-        if type(port) is InputPort or type(port) is CountingInputPort:
-            port.push_many(sent)
+        if type(port) is InputPort and len(sent) > 1:
+            n = sum(len(batch) for _t, batch in sent)
+            produced.update(least, n)
+            port.push_bundle(least, Bundle(sent, n))
             return
         for t, batch in sent:
+            produced.update(t, len(batch))
             push(t, batch)
 
     def _give_at(self, t: Any, record: Any) -> None:

@@ -391,3 +391,57 @@ def test_give_timed_sends_many_times_with_one_token_and_checks_the_least():
     with pytest.raises(OperatorError, match="Early") as info:
         pt.example(bad)
     assert isinstance(info.value.__cause__, CapabilityError)
+
+
+def test_a_bundle_of_times_is_handed_out_at_each_time_and_counted_once():
+    # give_timed into a pipeline sends one message (a Bundle at the least time); the next
+    # operator still sees every part at its own time, by iteration or by next(), and may
+    # hold a capability at a part's time.
+    from pytimely.dataflow.operator import Bundle
+
+    seen: dict = {"iter": [], "next": [], "kinds": set()}
+
+    def peek(cap, info):
+        cap.drop()
+        held: dict = {}
+
+        def logic(inp, out):
+            seen["kinds"].update(type(b).__name__ for _t, b in inp.queue)
+            for ref, batch in inp:
+                seen["iter"].append((ref.time, list(batch)))
+                if ref.time == 20:
+                    held["cap"] = ref.retain()  # a token at a part's time, not the least
+            if "cap" in held and inp.frontier.is_empty():
+                out.session(held.pop("cap")).give("late")
+
+        return logic
+
+    def one_by_one(cap, info):
+        cap.drop()
+
+        def logic(inp, out):
+            while (message := inp.next()) is not None:
+                ref, batch = message
+                seen["next"].append((ref.time, list(batch)))
+                out.session(ref).give_batch(list(batch))
+
+        return logic
+
+    def build(scope):
+        inp, stream = scope.new_input()
+
+        def relay(name):  # one consumer each: a bundle goes to a single pipeline
+            give = _one_token_relay(lambda out, tok, pairs: out.give_timed(tok, pairs))
+            return stream.unary_frontier(pt.Pipeline, name, give)
+
+        peeked = relay("Relay1").unary_frontier(pt.Pipeline, "Peek", peek)
+        after = relay("Relay2").unary(pt.Pipeline, "OneByOne", one_by_one).capture()
+        inp.send_batch(["c", "a", "b"], times=[30, 10, 20])
+        return peeked.capture(), after
+
+    peeked, after = pt.example(build)
+    assert "Bundle" in seen["kinds"] and Bundle.__name__ == "Bundle"
+    assert seen["iter"] == [(10, ["a"]), (20, ["b"]), (30, ["c"])]
+    assert seen["next"] == seen["iter"]
+    assert after.extract() == [(10, ["a"]), (20, ["b"]), (30, ["c"])]
+    assert peeked.extract() == [(20, ["late"])]
