@@ -43,6 +43,7 @@ from __future__ import annotations
 import math
 import types
 from collections.abc import Callable, Iterable, Iterator
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 from ..progress.antichain import MutableAntichain
@@ -147,6 +148,10 @@ class Bundle:
 
     def __repr__(self) -> str:
         return f"<Bundle of {len(self.parts)} messages, {self.n} records>"
+
+
+_first = itemgetter(0)
+_second = itemgetter(1)
 
 
 def _unbundled(queue: list[tuple[Any, Any]]) -> list[tuple[Any, Any]]:
@@ -436,15 +441,12 @@ class OutputPort:
         small messages of an operator that releases results at many times (windows and
         sessions at their own end times) cost a counter update and a push each, not a check
         and a call each."""
-        sent = []
-        least: Any = None
-        for t, batch in batches:
-            if len(batch):
-                sent.append((t, batch))
-                if least is None or t < least:
-                    least = t
+        sent = batches
+        if not all(map(len, map(_second, batches))):
+            sent = [(t, batch) for t, batch in batches if len(batch)]
         if not sent:
             return
+        least = min(map(_first, sent))
         self._check(cap, least)
         if not self.tee.consumers:
             return  # nobody reads this output (a sink's pass-through): no edge to count on
@@ -461,7 +463,7 @@ class OutputPort:
         # message at the least time, counted once (see Bundle).
         port = getattr(push, "__self__", None)
         if type(port) is InputPort and len(sent) > 1:
-            n = sum(len(batch) for _t, batch in sent)
+            n = sum(map(len, map(_second, sent)))
             produced.update(least, n)
             port.push_bundle(least, Bundle(sent, n))
             return

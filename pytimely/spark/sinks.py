@@ -262,7 +262,7 @@ class _Tables:
         if len(epochs) == 1:
             return self.table(epochs[0], batches[0])
         flat = [b for bs in batches for b in bs]
-        sizes = [sum(len(b) for b in bs) for bs in batches]
+        sizes = [sum(map(len, bs)) for bs in batches]
         fixed = self.schema
         try:
             table = to_arrow(flat, self.columns, fixed)

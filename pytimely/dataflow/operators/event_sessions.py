@@ -85,12 +85,16 @@ class EventTimeSessions:
         :meth:`hold`)."""
         gap, latest, older = self.gap, self.latest, self.older
         due = gap + self.lateness
-        file = self._file
+        file, filed = self._file, self.due
         for k, x in zip(keys, times):
             s = latest.get(k)
             if s is None:
                 s = latest[k] = [x, x, 1, True]
-                file(x + due, s, k)
+                listed = filed.get(x + due)
+                if listed is None:
+                    file(x + due, s, k)
+                else:
+                    listed.append((s, k))
             elif s[0] <= x:
                 # At or after the latest session's start: no older session can take ``x``
                 # (they all end at least ``gap`` before that start).
