@@ -409,6 +409,12 @@ class OutputPort:
         """Ask the scope to schedule the operator this output belongs to."""
         self.op.activate()
 
+    @property
+    def connected(self) -> bool:
+        """Whether anything reads this output (an operator, a probe, a capture): a
+        pass-through sink whose output nobody reads may skip building what it would send."""
+        return bool(self.tee.consumers)
+
     # -- checks ---------------------------------------------------------------------------
 
     # Checks a send against a capability: defined beside the tokens it inspects (it is a

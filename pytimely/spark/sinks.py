@@ -51,6 +51,7 @@ import re
 import time as _time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from operator import itemgetter
 from typing import Any
 
 from ..dataflow.channels import Pipeline
@@ -59,6 +60,8 @@ from ..dataflow.operators.generic import unary_frontier
 from ..errors import TimelyError
 from ..progress.operate import FrontierInterest
 from .staging import output_folder
+
+_first = itemgetter(0)
 
 __all__ = [
     "ROW_GROUP_BYTES",
@@ -175,6 +178,9 @@ def to_arrow(
     tables = []
     rows: list[Any] = []
     for batch in batches:
+        if type(batch) is list:
+            rows.extend(batch)
+            continue
         kind = _arrow_kind(batch)
         if kind == "RecordBatch":
             tables.append(pa.Table.from_batches([batch]))
@@ -486,32 +492,54 @@ def write_parquet(
             # All messages at once, with one ref at their least time: a sink fed results at
             # many fine-grained times pays a dictionary entry per time, not a ref each.
             ref, messages = inp.take_all()
+            frontier = inp.frontier
+            bound = frontier.int_bound()  # epoch e is complete iff e < bound
+            arrived: list[tuple[int, list[Any]]] = []  # complete on arrival, by epoch
             if ref is not None:
-                get = pending.get
-                for t, batch in messages:
-                    entry = get(t)
-                    if entry is None:
-                        if type(t) is not int:
-                            raise TimelyError(f"{what}: times must be int epochs, not {t!r}")
-                        pending[t] = [batch]
-                    else:
-                        entry.append(batch)
+                if (
+                    not pending
+                    and type(ref.time) is int
+                    and bound is not None
+                    and max(map(_first, messages)) < bound
+                ):
+                    # The common case for results sent at their own (passed) times: every
+                    # epoch is complete already, so group them without the pending dict.
+                    messages.sort(key=_first)
+                    last = None
+                    for t, batch in messages:
+                        if t == last:
+                            arrived[-1][1].append(batch)
+                        else:
+                            arrived.append((t, [batch]))
+                            last = t
+                else:
+                    get = pending.get
+                    for t, batch in messages:
+                        entry = get(t)
+                        if entry is None:
+                            if type(t) is not int:
+                                raise TimelyError(f"{what}: times must be int epochs, not {t!r}")
+                            pending[t] = [batch]
+                        else:
+                            entry.append(batch)
                 if token is None:
                     token = ref.retain()
                 elif ref.time < token.time:  # earlier than any held: hold that one instead
                     earlier = ref.retain()
                     token.drop()
                     token = earlier
-            frontier = inp.frontier
-            bound = frontier.int_bound()  # epoch e is complete iff e < bound
-            if bound is None:
+            if arrived:
+                ready = [t for t, _batches in arrived]
+                done = [batches for _t, batches in arrived]
+            elif bound is None:
                 ready = release_ready(pending, frontier)
+                done = [pending.pop(t) for t in ready]
             elif pending:
                 ready = sorted(t for t in pending if t < bound)
+                done = [pending.pop(t) for t in ready]
             else:
                 ready = []
             if ready:
-                done = [pending.pop(t) for t in ready]
                 if rolling is None:
                     for t, batches in zip(ready, done):
                         table = tables.table(t, batches)
@@ -521,7 +549,8 @@ def write_parquet(
                     table = tables.tables(ready, done)
                     if table is not None:
                         rolling.add(ready[0], ready[-1], table)  # commits when big enough
-                out.give_timed(token, [(t, b) for t, bs in zip(ready, done) for b in bs])
+                if out.connected:  # the pass-through, if anything reads it
+                    out.give_timed(token, [(t, b) for t, bs in zip(ready, done) for b in bs])
             if rolling is not None and (frontier.is_empty() or rolling.due()):
                 rolling.commit()
             # Hold the least epoch not in a committed file: the open file's first, else the
