@@ -93,10 +93,11 @@ def pandas_sessions(table: Any) -> tuple[set, float]:
 
 class Clock(dict):
     """A worker's clock readings; pickled (to go back to the driver) once the worker's
-    dataflow is done, and reads its CPU time then, as ``cpu_end``."""
+    dataflow is done (every session committed to Parquet), and reads its clocks then, as
+    ``wall_end`` and ``cpu_end``."""
 
     def __reduce__(self) -> tuple:
-        return (dict, (dict(self, cpu_end=time.process_time()),))
+        return (dict, (dict(self, wall_end=time.time(), cpu_end=time.process_time()),))
 
 
 def build_sessions(out: str, event_time_input: bool) -> Any:
@@ -139,13 +140,12 @@ def run_job(spark: Any, data: str, out: str, workers: int, baseline: bool) -> di
             df, build_sessions(out, True), time="ts_ms", delay=DISORDER_MS, key="user",
             records="tuples", workers=workers, progress=False,
         )  # fmt: skip
-    ended = time.time()
     job_s = time.perf_counter() - started
-    # The dataflow's time: from the first Arrow batch any worker received to the moment the
-    # job returned on the driver (every session committed), so it includes the end of the
-    # Spark job.  Its CPU time: every worker process's, from its first batch to the end of
-    # its dataflow (the clocks are cloud-pickled back once the worker is done).
-    dataflow_s = ended - min(c["wall0"] for c in clocks)
+    # The dataflow's time: from the first Arrow batch any worker received until the last
+    # worker's dataflow was done (every session committed).  Its CPU time: every worker
+    # process's over its own part of that span.  (The clocks are cloud-pickled back once a
+    # worker is done; the workers share this machine's clock.)
+    dataflow_s = max(c["wall_end"] for c in clocks) - min(c["wall0"] for c in clocks)
     cpu_s = sum(c["cpu_end"] - c["cpu0"] for c in clocks)
     files = {}
     for base, _dirs, names in os.walk(out):

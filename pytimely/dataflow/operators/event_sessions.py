@@ -109,7 +109,11 @@ class EventTimeSessions:
                         older[k] = [s]
                     else:
                         rest.append(s)  # still ordered by ``last``
-                    file(x + due, new, k)
+                    listed = filed.get(x + due)
+                    if listed is None:
+                        file(x + due, new, k)
+                    else:
+                        listed.append((new, k))
             elif x > s[0] - gap and k not in older:
                 s[0] = x
                 s[2] += 1
@@ -177,7 +181,11 @@ class EventTimeSessions:
                     continue  # merged into another session
                 now = s[1] + due
                 if now != emit_at:  # grew since it was filed: due later (maybe in this loop)
-                    file(now, s, k)
+                    listed = filed.get(now)
+                    if listed is None:
+                        file(now, s, k)
+                    else:
+                        listed.append((s, k))
                     continue
                 s[3] = False
                 if k in older:
