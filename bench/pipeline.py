@@ -124,7 +124,9 @@ def build_sessions(out: str, event_time_input: bool) -> Any:
     return build
 
 
-def run_job(spark: Any, data: str, out: str, workers: int, baseline: bool) -> dict[str, Any]:
+def run_job(
+    spark: Any, data: str, out: str, workers: int, baseline: bool, step_rows: int | None = None
+) -> dict[str, Any]:
     from pytimely import spark as ps
 
     shutil.rmtree(out, ignore_errors=True)
@@ -138,7 +140,7 @@ def run_job(spark: Any, data: str, out: str, workers: int, baseline: bool) -> di
     else:
         clocks = ps.run_on_dataframe(
             df, build_sessions(out, True), time="ts_ms", delay=DISORDER_MS, key="user",
-            records="tuples", workers=workers, progress=False,
+            records="tuples", workers=workers, progress=False, step_rows=step_rows,
         )  # fmt: skip
     job_s = time.perf_counter() - started
     # The dataflow's time: from the first Arrow batch any worker received until the last
@@ -175,6 +177,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--baseline", action="store_true", help="also the epoch-column job")
     parser.add_argument("--baseline-clicks", type=int, default=100_000)
+    parser.add_argument(
+        "--step-rows", type=int, default=None, help="rows fed between two steps of a worker"
+    )
     args = parser.parse_args(argv)
 
     import pyarrow.parquet as pq
@@ -199,7 +204,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         load_before = os.getloadavg()
         run_job(spark, data, out, args.workers, False)  # warm the JVM and the Python workers
         for _ in range(args.repeat):
-            r = run_job(spark, data, out, args.workers, False)
+            r = run_job(spark, data, out, args.workers, False, args.step_rows)
             r["equal_to_pandas"] = read_sessions(out) == expected
             runs["pytimely"].append(r)
             _, seconds = pandas_sessions(table)

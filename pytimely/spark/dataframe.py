@@ -5,22 +5,26 @@ columns, or round-robin), sorts each partition by the ``time`` column and runs t
 ``mapInArrow(task, schema, barrier=True)``: worker ``i`` receives partition ``i`` as Arrow
 record batches (the fast path between the JVM and Python).  On every worker ``build(scope,
 stream)`` builds the dataflow around one input stream carrying that partition's rows; the
-worker then feeds the batches in and steps its dataflows once per Arrow batch, however many
-distinct times the batch holds.  When the partition is exhausted the input closes and the
-worker runs its dataflows to completion; ``build``'s return value is the worker's result.
+worker then feeds the batches in slices of :data:`STEP_ROWS` rows and steps its dataflows once
+per slice, however many distinct times the slice holds, keeping its input within a slice of
+the other workers' (a worker whose partition streams in faster waits, parked, instead of
+running ahead).  When the partition is exhausted the input closes and the worker runs its
+dataflows to completion; ``build``'s return value is the worker's result.  One integer
+``key`` column is partitioned the way pytimely's exchange routes it, so rows start on the
+worker that owns their key.
 
 **Times.**  The ``time`` column is read in one of two ways:
 
 * **Exact times** (``delay=None``, the default): every row is sent at its own time (an int
   ``>= 0``: epochs, seconds, ...).  The input holds its one token at the least time it may
-  still send at and advances once per Arrow batch (:meth:`InputHandle.send_batch` with
+  still send at and advances once per slice (:meth:`InputHandle.send_batch` with
   ``times=``), so distinct times cost no progress round each; but every distinct time is still
   a message of its own through the dataflow, so use this for coarse times.
 * **Event time** (``delay=D``, an int ``>= 0`` in the column's units): the column is each
   row's event time and stays in the row; the stream's timestamps are the worker's
   **watermark**, the largest event time fed so far minus ``D`` (never decreasing, never below
-  0).  Each Arrow batch is sent at the watermark in force when it starts, and the input then
-  advances to the watermark after it: one time per batch, however fine the event times.  This
+  0).  Each slice is sent at the watermark in force when it starts, and the input then
+  advances to the watermark after it: one time per slice, however fine the event times.  This
   is the Structured Streaming bridge's rule (:mod:`pytimely.spark.streaming`); event-time
   operators read the column (``window_count(..., event_time=lambda r: r["ts_ms"])``) and
   treat the timestamp as the watermark.  Since each partition is sorted by the column, no row
@@ -69,11 +73,15 @@ __all__ = [
 
 RECORD_FORMATS = ("arrow", "rows", "tuples")
 
-#: Rows fed between two steps of the worker (Arrow batches are sliced to this size): with
-#: event time, one watermark advance per slice.  Smaller slices give the dataflow more
-#: chances to release results (lower latency, more steps); much larger ones keep more state
-#: pending at once and run slower.  ``run_on_dataframe(step_rows=...)`` changes it.
-STEP_ROWS = 10_000
+#: Rows fed between two steps of a worker, per record format (Arrow batches are sliced to
+#: this size): with event time, one watermark advance per slice, and the workers' inputs are
+#: kept within a slice of each other.  Smaller slices release results sooner and keep less
+#: state pending; each slice costs a step and a wait for the slowest worker (tens of
+#: microseconds).  Per-record formats pay microseconds per row, so small slices cost them
+#: nothing: the sessionization of ``bench/pipeline.py`` ran at 600 k clicks/s with 1,000 rows,
+#: 470 k with 5,000, 410 k with 10,000 and 230 k with 40,000.  Arrow batches, cheap per row,
+#: take larger slices.  ``run_on_dataframe(step_rows=...)`` overrides it.
+STEP_ROWS = {"rows": 1_000, "tuples": 1_000, "arrow": 10_000}
 _RESULT_SCHEMA = "worker long, result binary"
 
 
@@ -208,7 +216,7 @@ def feed_batches(
     records: str,
     progress: EpochProgress | None = None,
     delay: int | None = None,
-    step_rows: int = STEP_ROWS,
+    step_rows: int | None = None,
     probe: Any = None,
 ) -> int:
     """Send Arrow ``batches`` (sorted by ``time``) into ``handle`` in slices of at most
@@ -223,6 +231,7 @@ def feed_batches(
     streams in faster runs ahead, and everything it sends waits, as open state, for the
     slowest worker's watermark: on two workers that made a sessionization three times slower.
     """
+    step_rows = STEP_ROWS[records] if step_rows is None else step_rows
     rows = 0
     behind = None  # the input's time one slice ago
     for big in batches:
@@ -353,7 +362,7 @@ def run_on_dataframe(
     attempts: int = 1,
     dashboard: int | None = None,
     progress: bool | None = None,
-    step_rows: int = STEP_ROWS,
+    step_rows: int | None = None,
     **options: Any,
 ) -> list[Any]:
     """Run a dataflow over ``df`` on ``workers`` Spark-placed workers (module docstring).
@@ -367,8 +376,9 @@ def run_on_dataframe(
     (``timeout``, ``secret``, ...) ``options`` are.  ``progress``: show every worker's progress
     bar (on its stderr, if that is a terminal); None (default): when the driver's stderr is a
     terminal.  It costs one Spark job on the driver (the distinct epochs, or the range of event
-    times).  ``step_rows``: rows fed between two steps of a worker (:data:`STEP_ROWS`, the
-    knob that trades latency for throughput; with event time, one watermark per slice).
+    times).  ``step_rows``: rows fed between two steps of a worker (default
+    :data:`STEP_ROWS`: 1,000 rows as dicts or tuples, 10,000 as Arrow; with event time, one
+    watermark per slice).
 
     Sessionizing clicks by their millisecond event times (``ts_ms``), on two workers::
 
@@ -386,7 +396,7 @@ def run_on_dataframe(
         raise ValueError(f"records must be one of {RECORD_FORMATS}, not {records!r}")
     if delay is not None and (type(delay) is not int or delay < 0):
         raise ValueError(f"delay must be None or an int >= 0, not {delay!r}")
-    if type(step_rows) is not int or step_rows < 1:
+    if step_rows is not None and (type(step_rows) is not int or step_rows < 1):
         raise ValueError(f"step_rows must be a positive int, not {step_rows!r}")
     if delay is not None and time is None:
         raise ValueError("delay= reads the time column as event time: give time= too")
