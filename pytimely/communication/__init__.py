@@ -5,6 +5,8 @@
 * :mod:`.tcp` — :class:`TcpAllocator`, one worker per process over an authenticated TCP mesh;
 * :mod:`.mesh` — building that mesh: listen, rendezvous, connect and accept every peer;
 * :mod:`.wire` — frames and payload serialization (pickle 5 with out-of-band buffers);
+* :mod:`.codec` — the compact tagged encoding of records that cross workers;
+* :mod:`.flow` — flow control: the bound on a worker's data in flight to each peer;
 * :mod:`.handshake` — mutual HMAC authentication of every connection;
 * :mod:`.acceptor` — authenticating many callers at once, so strangers cannot block a listener;
 * :mod:`.rendezvous` — how peers learn each other's addresses (static, local launcher, Spark);

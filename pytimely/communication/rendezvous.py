@@ -66,11 +66,6 @@ class StaticRendezvous(Rendezvous):
         super().__init__(secret)
         self.addresses = [(str(host), int(port)) for host, port in addresses]
 
-    @classmethod
-    def from_hostfile(cls, path: str, processes: int, secret: bytes) -> StaticRendezvous:
-        """Rendezvous at the first ``processes`` addresses of a host file."""
-        return cls(read_hostfile(path, processes), secret)
-
     def bind_address(self, index: int) -> Address:
         """Worker ``index`` listens on its own listed address."""
         return self.addresses[index]

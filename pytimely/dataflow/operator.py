@@ -561,12 +561,6 @@ class Session:
         """Send one ``record`` at the session's time (buffered)."""
         self._port._give_at(self.time, record)
 
-    def give_iterator(self, records: Iterable[Any]) -> None:
-        """Send every record of ``records`` at the session's time (buffered)."""
-        port, t = self._port, self.time
-        for r in records:
-            port._give_at(t, r)
-
     def give_batch(self, batch: Any) -> None:
         """Send a whole batch at the session's time, uncopied, after the buffered records."""
         port = self._port

@@ -22,7 +22,7 @@ frontier-``F`` state of every query equals ``reference.qN(events, frontier=F)``.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -151,11 +151,3 @@ def time_batches(events: Any, quantum: int = 1) -> Iterator[tuple[int, Any]]:
         groups.setdefault(e.date_time // quantum * quantum, []).append(e)
     for t in sorted(groups):
         yield t, groups[t]
-
-
-def concat_rows(batches: Iterable[Sequence[Any]]) -> list[Any]:
-    """All records of several output batches, in one list."""
-    out: list[Any] = []
-    for b in batches:
-        out.extend(b)
-    return out

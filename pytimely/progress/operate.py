@@ -9,9 +9,12 @@ method.
 
 Contract of ``SharedProgress`` (all times are the child's scope's times):
 
-* ``frontiers[i]`` — written by the scope: changes (±1 per element) of input ``i``'s frontier,
-  consolidated.  The child applies them whenever it next runs.  Changes that cancel while the
-  child sleeps vanish here, which is why a sleeping region costs nothing to keep up to date.
+* ``frontiers[i]`` — written by the scope, for a child that asked for copies: changes (±1 per
+  element) of input ``i``'s frontier, consolidated.  The child applies them whenever it next
+  runs; changes that cancel while it sleeps vanish here, which is why a sleeping region costs
+  nothing to keep up to date.  Operators do not take copies: they read their inputs' live
+  frontiers from the scope's tracker (``bind_frontiers`` below), and the scope writes nothing
+  for them.
 * ``consumeds[i]`` — written by the child: records consumed from input ``i`` per time.
 * ``produceds[o]`` — written by the child: records sent on output ``o`` per time.
 * ``internals[o]`` — written by the child: changes in the capabilities it holds on output ``o``.

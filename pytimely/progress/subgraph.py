@@ -18,9 +18,10 @@ What one ``schedule()`` does (after Naiad and ``Subgraph::schedule`` in timely-d
 4. *Propagate* (``_propagate_pointstamps``): apply the received counts to the tracker.  Counts
    at the boundary go to the parent instead (records leaving through scope output ``q`` are
    the parent's produced messages; records harvested at input ``p`` are the parent's consumed
-   messages).  Frontier changes at children's inputs are queued in the children's
-   ``SharedProgress.frontiers`` and wake a child only if its :class:`FrontierInterest` asks for
-   it — ``ALWAYS``, or ``IF_CAPABILITY`` while the child holds a capability in the aggregated
+   messages).  A frontier change at a child's input is visible at once to an operator (it
+   reads the tracker's live frontier), is queued in a nested scope's
+   ``SharedProgress.frontiers``, and wakes the child only if its :class:`FrontierInterest` asks
+   for it — ``ALWAYS``, or ``IF_CAPABILITY`` while the child holds a capability in the aggregated
    view (``_notify_children``).  A child whose inputs are all finished and who holds nothing is
    woken once to retire (``_wake_released``).
 5. *Run the activated children* (``_schedule_children``), in index order, each at most once

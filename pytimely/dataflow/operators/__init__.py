@@ -1,4 +1,5 @@
-"""The operator library, one small module per family.
+"""The operator library: a module per family of operators (maps, aggregation, joins, keyed
+state, windows, ...), and the token holders they share (:mod:`.tokens`).
 
 ``stream.map(f)`` is ``map.map(stream, f)``: the modules hold the implementations and their
 documentation, and :class:`~pytimely.dataflow.stream.Stream` spells out one delegating method

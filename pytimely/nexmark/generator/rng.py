@@ -79,10 +79,6 @@ class Pcg64Mcg:
         """The 24 bits behind ``gen::<f32>()``: the value is ``u * 2**-24``."""
         return (self.next_u64() & 0xFFFFFFFF) >> 8
 
-    def gen_f32(self) -> float:
-        """rand 0.6.5's ``gen::<f32>()``: a uniform float in [0, 1) with 24 bits."""
-        return self.gen_u24() * 2.0**-24
-
     def gen_price(self) -> int:
         """A bid or auction price drawn as Megaphone does (see :func:`price_from_u24`)."""
         return price_from_u24(self.gen_u24())
