@@ -31,7 +31,7 @@ def _replay(args: argparse.Namespace) -> int:
         if args.inspect:
             error = inspect_file(args.file, progress=not args.no_progress).get("error")
         else:
-            error = _replay_and_print(args.file)
+            error = _replay_and_print(args.file, progress=not args.no_progress)
     except CaptureError as exc:
         error = str(exc)
     if error:
@@ -40,22 +40,56 @@ def _replay(args: argparse.Namespace) -> int:
     return 0
 
 
-def _replay_and_print(path: str) -> str | None:
+class _ReadingBar:
+    """A capture reader that moves a progress bar (bytes read of the file's size) on every
+    ``poll``; the bar shows only when stderr is a terminal (never in logs or pipes)."""
+
+    def __init__(self, reader: object, size: int, enabled: bool, desc: str) -> None:
+        from .capture.inspect import progress_bar
+
+        self._reader = reader
+        self._bar = progress_bar(size, enabled and hasattr(reader, "offset"), desc)
+
+    def poll(self) -> list:
+        events = self._reader.poll()  # type: ignore[attr-defined]
+        if events:
+            self._bar.update_to(self._reader.offset)  # type: ignore[attr-defined]
+        return events
+
+    @property
+    def done(self) -> bool:
+        return self._reader.done  # type: ignore[attr-defined,no-any-return]
+
+    def close(self) -> None:
+        self._bar.close()
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._reader, name)
+
+
+def _replay_and_print(path: str, progress: bool = True) -> str | None:
     """Replay the capture at ``path`` into a one-worker dataflow, printing every record with its
-    time; the reader's error message if the capture is torn or corrupt (the prefix is printed)."""
+    time; the reader's error message if the capture is torn or corrupt (the prefix is printed).
+    ``progress``: a bar of the bytes read, on stderr if it is a terminal."""
     import pytimely as pt
 
     from .capture import FileReader, ParquetReader, ReplayHandle, replay_into
     from .errors import CaptureError
 
-    reader = ParquetReader(path) if path.endswith(".parquet") else FileReader(path)
+    raw = ParquetReader(path) if path.endswith(".parquet") else FileReader(path)
+    reader = _ReadingBar(
+        raw, os.path.getsize(path), progress, f"replaying {os.path.basename(path)}"
+    )
     handle = ReplayHandle()
 
     def build(scope):
         replayed = replay_into([reader], scope, on_error="close", handle=handle)
         replayed.inspect_time(lambda t, x: print(f"{t!r}\t{x!r}"))
 
-    pt.example(build)
+    try:
+        pt.example(build)
+    finally:
+        reader.close()
     if handle.errors:
         return str(handle.errors[0])
     try:  # the stream finished; the file must also end cleanly (with END, nothing torn after)
@@ -101,7 +135,9 @@ def main(argv: list[str] | None = None) -> int:
     rp = sub.add_parser("replay", help="inspect or replay a capture file")
     rp.add_argument("file", help="a capture file (written by capture_into or FileWriter)")
     rp.add_argument("--inspect", action="store_true", help="print events/records per time")
-    rp.add_argument("--no-progress", action="store_true", help="no progress bar")
+    rp.add_argument(
+        "--no-progress", action="store_true", help="no progress bar (shown only on a terminal)"
+    )
     sub.add_parser(
         "demo",
         help="run the main job (needs pytimely[spark])",

@@ -130,3 +130,21 @@ def test_run_on_dataframe_collects_the_epochs_only_for_a_bar(spark, monkeypatch)
     )
     assert collected == [[0, 2, 5]]
     assert sum(map(len, shown)) == sum(map(len, quiet)) == 12
+
+
+def test_replaying_a_capture_shows_a_bar_only_on_a_terminal(tmp_path, monkeypatch, capsys):
+    from pytimely.cli import _replay_and_print
+
+    path = tmp_path / "c.ptcap"
+    _capture(path)
+    assert _replay_and_print(str(path)) is None
+    out, err = capsys.readouterr()
+    assert out.count("\n") == 5000 and err == ""  # every record; no bar in logs or pipes
+    terminal = _Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    assert _replay_and_print(str(path)) is None
+    assert "replaying c.ptcap" in terminal.getvalue()
+    terminal.seek(0)
+    terminal.truncate(0)
+    assert _replay_and_print(str(path), progress=False) is None  # --no-progress
+    assert terminal.getvalue() == ""

@@ -19,7 +19,7 @@ from ..errors import CaptureError, TruncatedCapture
 from ..order import Product, less_equal
 from .fileformat import MAGIC, FileReader
 
-__all__ = ["inspect_file"]
+__all__ = ["inspect_file", "progress_bar"]
 
 
 class _Bar:
@@ -63,6 +63,12 @@ class _Bar:
         else:
             sys.stderr.write("\r" + " " * 40 + "\r")
             sys.stderr.flush()
+
+
+def progress_bar(total: int, enabled: bool, desc: str) -> _Bar:
+    """A bar of ``total`` bytes on stderr (``update_to(n)``, ``close()``), shown only when
+    ``enabled`` and stderr is a terminal: ``pytimely replay`` and ``inspect_file`` use it."""
+    return _Bar(total, enabled, desc)
 
 
 def _minimum_like(t: Any) -> Any:
