@@ -737,9 +737,6 @@ def _session_logic(
     return logic
 
 
-_VECTOR_GROUP = 16  # keys sharing an event time worth one vectorized SessionCounts step
-
-
 def _drained_first(
     op: str, name: str, waiting: InTimeOrder, per_key: Callable[[], list]
 ) -> Callable[[], list]:
@@ -753,26 +750,20 @@ def _drained_first(
     return source
 
 
-def _session_count_logic(
-    op: str,
-    key: Any,
-    event_time: Any,
-    lateness: int,
-    state: SessionCounts,
-    waiting: InTimeOrder,
-) -> Callable:
-    """Session counts: a batch is counted per key (``Counter``, in C) and applied to the
-    column-wise :class:`SessionCounts` one event time at a time.
+def _session_count_logic(op: str, key: Any, state: SessionCounts, waiting: InTimeOrder) -> Callable:
+    """Session counts with timestamps as event times: a batch is counted per key
+    (``Counter``, in C) and applied to the column-wise :class:`SessionCounts` at its time.
+    (Event times carried in the records go to :class:`~.event_sessions.EventTimeSessions`.)
 
-    With timestamps as event times, batches are applied in timestamp order (``waiting``
-    stashes a batch until every earlier time is complete, holding one capability for all the
-    stashed times, at the least).  Workers' inputs are not in step: a worker ahead in time
-    would otherwise open sessions that a lagging worker's records then arrive *before*, and
-    every such record takes the slow one-key path of :meth:`SessionCounts.add` (2% to a fifth
-    of them in a 2-worker run of ``bench/windows.py``, growing with the skew).  In order,
-    every key takes the vectorized paths.  The stash adds no latency to results: a session
-    holding a record at ``t`` is emitted at ``E > t``, once the frontier has passed
-    ``E - 1 >= t``, and by then the record has been applied."""
+    Batches are applied in timestamp order (``waiting`` stashes a batch until every earlier
+    time is complete, holding one capability for all the stashed times, at the least).
+    Workers' inputs are not in step: a worker ahead in time would otherwise open sessions that
+    a lagging worker's records then arrive *before*, and every such record takes the slow
+    one-key path of :meth:`SessionCounts.add` (2% to a fifth of them in a 2-worker run of
+    ``bench/windows.py``, growing with the skew).  In order, every key takes the vectorized
+    paths.  The stash adds no latency to results: a session holding a record at ``t`` is
+    emitted at ``E > t``, once the frontier has passed ``E - 1 >= t``, and by then the record
+    has been applied."""
 
     def count_at(send: Capability | CapabilityRef, t: int, batch: list, _out: Any) -> None:
         _check_time(op, t)
@@ -780,38 +771,10 @@ def _session_count_logic(
         state.add_counts_at(send, t, list(counts), list(counts.values()))
 
     def logic(inp: InputPort, out: OutputPort, late_out: OutputPort) -> None:
-        if event_time is None:  # one event time per batch: applied in time order
-            frontier = inp.frontier
-            waiting.apply_ready(frontier, count_at, None)
-            waiting.admit(inp, count_at, None)
-            state.release(frontier, lambda cap, e, results: out.give_batch(cap, results, e))
-            return
-        for ref, batch in inp:
-            t = ref.time
-            _check_time(op, t)
-            keys = _split_keys(op, key, batch, False)[0]
-            times = _event_times(op, event_time, batch)
-            floor = t - lateness  # on time iff x >= t - lateness
-            late = [r for r, x in zip(batch, times) if x < floor]
-            if late:
-                late_out.session(ref).give_batch(late)
-                on_time = Counter((x, k) for k, x in zip(keys, times) if x >= floor)
-            else:
-                on_time = Counter(zip(times, keys))
-            by_time: dict[int, list] = {}
-            for x, k in on_time:
-                g = by_time.get(x)
-                if g is None:
-                    by_time[x] = [k]
-                else:
-                    g.append(k)
-            for x, ks in by_time.items():
-                if len(ks) >= _VECTOR_GROUP:
-                    state.add_counts_at(ref, x, ks, [on_time[x, k] for k in ks])
-                else:
-                    for k in ks:
-                        state.add(ref, k, x, on_time[x, k])
-        state.release(inp.frontier, lambda cap, e, results: out.give_batch(cap, results, e))
+        frontier = inp.frontier
+        waiting.apply_ready(frontier, count_at, None)
+        waiting.admit(inp, count_at, None)
+        state.release(frontier, lambda cap, e, results: out.give_batch(cap, results, e))
 
     return logic
 
@@ -985,7 +948,7 @@ def _build(
         elif isinstance(windower, Session) and kind.name == "count":
             state = SessionCounts(windower.gap, lateness)
             waiting = InTimeOrder()
-            logic = _session_count_logic(op, key, event_time, lateness, state, waiting)
+            logic = _session_count_logic(op, key, state, waiting)
             state_source = _drained_first(op, name, waiting, state.per_key)
         elif isinstance(windower, Session):
             state = _Sessions(windower.gap, lateness)
