@@ -97,22 +97,6 @@ def arrow_to_records(batch: Any, records: str) -> Any:
     raise ValueError(f"records must be one of {RECORD_FORMATS}, not {records!r}")
 
 
-def time_runs(batch: Any, time: str | None) -> Iterator[tuple[int, Any]]:
-    """``(t, slice)`` for every run of equal times in ``batch`` (sorted by ``time``)."""
-    n = batch.num_rows
-    if n == 0:
-        return
-    if time is None:
-        yield 0, batch
-        return
-    times = _times(batch, time, exact=True)
-    cuts = (np.flatnonzero(times[1:] != times[:-1]) + 1).tolist()
-    start = 0
-    for end in [*cuts, n]:
-        yield int(times[start]), batch.slice(start, end - start)
-        start = end
-
-
 def _times(batch: Any, time: str, exact: bool) -> Any:
     """Column ``time`` of ``batch`` as an int64 numpy array (timestamps as milliseconds),
     checked: no nulls, and for exact times no negative values."""
