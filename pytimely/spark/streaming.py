@@ -371,7 +371,8 @@ class StreamingBridge:
         self.on_epoch = on_epoch
         self.wait = wait
         self.results: list[Any] | None = None
-        self.completed = -1  # highest epoch every worker has finished
+        # The highest epoch every worker has finished: after a restart, the restored one.
+        self.completed = self.restored["batch"] if self.restored is not None else -1
         self._last_closed = -1
         self._epoch_lock = threading.Condition()
         self._closed_at: dict[int, float] = {}
