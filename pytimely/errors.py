@@ -144,7 +144,14 @@ class HandshakeTimeout(HandshakeRejected):
 
 
 class UnroutableKey(TypeError):
-    """A key that no worker can route: equal keys could not be guaranteed to meet."""
+    """A key that no worker can route: equal keys could not be guaranteed to meet.
+
+    Raised by an exchange channel with a message that names the channel, the consuming
+    operator and the key (``leads``): a scope reporting it puts that message first and the
+    sending operator after it, since the mistake is the key, not the sender's code."""
+
+    #: The message says what went wrong and where: wrappers lead with it.
+    leads = True
 
 
 class SerializationError(CommunicationError, TypeError):

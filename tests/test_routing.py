@@ -511,3 +511,20 @@ def test_route_strs_agrees_with_route_for_every_string():
     for peers in (1, 2, 3, 7):
         assert route_strs(words, peers) == [route(w, peers) for w in words]
     assert route_strs([], 2) == []
+
+
+def test_an_unroutable_key_is_reported_by_the_exchange_before_the_sender():
+    # The mistake is the key: the error leads with the exchange's message (channel, consuming
+    # operator, key, what to do) and names the operator that sent the record after it.
+    import pytimely as pt
+    from pytimely.errors import OperatorError
+
+    def build(scope):
+        scope.to_stream([[1, 2], [3]]).exchange(lambda r: r).inspect(print)
+
+    with pytest.raises(OperatorError) as info:
+        pt.example(build)
+    message = str(info.value)
+    assert message.startswith("exchange channel") and "cannot route the key [1, 2]" in message
+    assert message.endswith("(raised while operator 'ToStream' at (0, 1) sent it)")
+    assert isinstance(info.value.__cause__, UnroutableKey)

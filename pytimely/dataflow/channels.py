@@ -355,10 +355,10 @@ class _Router:
         except UnroutableKey as e:
             raise self._unroutable(keys, e) from None
 
-    def _unroutable(self, key: Any, cause: Exception) -> TypeError:
+    def _unroutable(self, key: Any, cause: Exception) -> UnroutableKey:
         shown = repr(key)
         shown = shown if len(shown) <= 60 else shown[:57] + "..."
-        return TypeError(
+        return UnroutableKey(
             f"{self.channel_name} cannot route the key {shown} of type "
             f"{type(key).__qualname__}: {cause}.  Pass a key function returning int/str/bytes/"
             "tuple (of these), e.g. Exchange(key=lambda r: tuple(r.ids)) or "

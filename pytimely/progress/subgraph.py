@@ -401,12 +401,13 @@ class Subgraph:
             except Exception as exc:  # user logic: name the operator and where it lives
                 # Token misuse stays catchable as CapabilityError too.
                 cls = OperatorCapabilityError if isinstance(exc, CapabilityError) else OperatorError
-                raise cls(
-                    f"operator {child.name!r} at {self.path + (index,)} raised "
-                    f"{type(exc).__name__}: {exc}{raised_in(exc, child.name)}",
-                    child.name,
-                    self.path + (index,),
-                ) from exc
+                where = f"operator {child.name!r} at {self.path + (index,)}"
+                if getattr(exc, "leads", False):  # its message says what and where: first
+                    message = f"{exc} (raised while {where} sent it)"
+                else:
+                    message = f"{where} raised {type(exc).__name__}: {exc}"
+                    message += raised_in(exc, child.name)
+                raise cls(message, child.name, self.path + (index,)) from exc
             # Drain the counts of this invocation into the right accumulation: records
             # consumed count -1 at the input's location, records produced +weight at every
             # target the output feeds, capability changes at the output's location.  (An empty
