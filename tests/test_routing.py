@@ -516,9 +516,6 @@ def test_route_strs_agrees_with_route_for_every_string():
 def test_an_unroutable_key_is_reported_by_the_exchange_before_the_sender():
     # The mistake is the key: the error leads with the exchange's message (channel, consuming
     # operator, key, what to do) and names the operator that sent the record after it.
-    import pytimely as pt
-    from pytimely.errors import OperatorError
-
     def build(scope):
         scope.to_stream([[1, 2], [3]]).exchange(lambda r: r).inspect(print)
 
