@@ -270,7 +270,7 @@ class InputPort:
         queue = self.drain_batches()
         if not queue:
             return None, queue
-        least = min(t for t, _batch in queue)
+        least = min(map(_first, queue))
         ref = CapabilityRef(least, self)
         self.op._refs.append(ref)
         return ref, queue

@@ -55,6 +55,7 @@ from operator import itemgetter
 from typing import Any
 
 from ..dataflow.channels import Pipeline
+from ..dataflow.idioms import MinToken
 from ..dataflow.operators.aggregation import release_ready
 from ..dataflow.operators.generic import unary_frontier
 from ..errors import TimelyError
@@ -484,11 +485,10 @@ def write_parquet(
                 info.activator(),
             )
         )
-        # The one capability: at the least epoch received and not committed (None: nothing).
-        token: Any = None
+        # The one capability: at the least epoch received and not committed (none: nothing).
+        token = MinToken()
 
         def logic(inp: Any, out: Any) -> None:
-            nonlocal token
             # All messages at once, with one ref at their least time: a sink fed results at
             # many fine-grained times pays a dictionary entry per time, not a ref each.
             ref, messages = inp.take_all()
@@ -522,12 +522,7 @@ def write_parquet(
                             pending[t] = [batch]
                         else:
                             entry.append(batch)
-                if token is None:
-                    token = ref.retain()
-                elif ref.time < token.time:  # earlier than any held: hold that one instead
-                    earlier = ref.retain()
-                    token.drop()
-                    token = earlier
+                token.cover(ref, ref.time)
             if arrived:
                 ready = [t for t, _batches in arrived]
                 done = [batches for _t, batches in arrived]
@@ -550,7 +545,7 @@ def write_parquet(
                     if table is not None:
                         rolling.add(ready[0], ready[-1], table)  # commits when big enough
                 if out.connected:  # the pass-through, if anything reads it
-                    out.give_timed(token, [(t, b) for t, bs in zip(ready, done) for b in bs])
+                    out.give_timed(token.cap, [(t, b) for t, bs in zip(ready, done) for b in bs])
             if rolling is not None and (frontier.is_empty() or rolling.due()):
                 rolling.commit()
             # Hold the least epoch not in a committed file: the open file's first, else the
@@ -558,12 +553,7 @@ def write_parquet(
             least = rolling.first if rolling is not None else None
             if least is None and pending:
                 least = min(pending)
-            if least is None:
-                if token is not None:
-                    token.drop()
-                    token = None
-            elif least != token.time:
-                token.downgrade(least)
+            token.settle(least)
 
         return logic
 

@@ -26,10 +26,11 @@ session, a list append and a look at it when due, plus a heap operation per dist
 **One token** (seed 004, section 6.2: hold only the least token): the operator holds at most
 one capability, at a time no later than every filed ``E``.  A message at watermark ``t`` can
 open sessions no earlier than ``E > t`` (an on-time record has ``x >= t - lateness``), so when
-``t`` is before the token, the token is replaced by one retained from the message; after
+``t`` is before the token, the token is replaced by one taken from the message; after
 every invocation it is downgraded to the least filed ``E``, or dropped when nothing is
-pending.  Results are sent at their own ``E`` with that token.  Invariant: ``token is None``
-iff ``times`` is empty, and ``token.time <= times[0]``.
+pending (a :class:`~pytimely.dataflow.idioms.MinToken`).  Results are sent at their own ``E``
+with that token.  Invariant: the token is held iff ``times`` is non-empty, and
+``token.time <= times[0]``.
 
 >>> import pytimely as pt
 >>> def build(scope):
@@ -46,6 +47,8 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
+
+from ..idioms import MinToken
 
 if TYPE_CHECKING:
     from ..capability import Capability, CapabilityRef
@@ -67,18 +70,14 @@ class EventTimeSessions:
         self.older: dict[Any, list[list[Any]]] = {}
         self.due: dict[int, list[tuple[list[Any], Any]]] = {}  # E -> [(session, key)]
         self.times: list[int] = []  # heap of the E s in ``due``
-        self.token: Capability | None = None
+        self.token = MinToken()  # the one capability, at or before every filed E
 
     # -- adding ------------------------------------------------------------------------------
 
     def hold(self, ref: Capability | CapabilityRef) -> None:
         """Make sure the token is at or before ``ref``'s time (call before adding the records
         of ``ref``'s message: every session they open is emitted after it)."""
-        token = self.token
-        if token is None or ref.time < token.time:
-            self.token = ref.retain()
-            if token is not None:
-                token.drop()
+        self.token.cover(ref, ref.time)
 
     def add(self, keys: list, times: list) -> None:
         """Count records of ``keys[j]`` at event time ``times[j]`` (on time, after
@@ -167,7 +166,6 @@ class EventTimeSessions:
         times, filed, gap = self.times, self.due, self.gap
         due = gap + self.lateness
         pop, file = heapq.heappop, self._file
-        token = self.token
         sends: list[tuple[int, list[Any]]] = []  # (E, sessions emitted at E), E increasing
         bound = frontier.int_bound()  # E is passed iff E <= bound (int times)
         if bound is None:
@@ -196,14 +194,8 @@ class EventTimeSessions:
             if batch:
                 sends.append((emit_at, batch))
         if sends:
-            out.give_timed(token, sends)
-        if token is not None:
-            if times:
-                if times[0] != token.time:
-                    token.downgrade(times[0])
-            else:
-                token.drop()
-                self.token = None
+            out.give_timed(self.token.cap, sends)
+        self.token.settle(times[0] if times else None)
 
     def _forget(self, k: Any, s: list[Any]) -> None:
         """Remove the emitted session ``s`` from ``k``'s sessions."""
@@ -243,7 +235,7 @@ class EventTimeSessions:
                 opened.append(s)
             self._arrange(k, opened)
         if self.times:
-            self.token = cap.delayed(self.times[0])
+            self.token.cover(cap, self.times[0])  # type: ignore[arg-type]
 
 
 def event_session_logic(
