@@ -219,3 +219,57 @@ def test_without_a_registry_operators_attach_nothing():
     registry.attach("Op@0.1", list)
     with pytest.raises(TimelyError, match="two stateful operators"):
         registry.attach("Op@0.1", list)
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize(("before", "after"), [(2, 1), (1, 3)])
+def test_event_time_sessions_restored_onto_another_worker_count_continue_as_a_clean_run(
+    before, after
+):
+    """``window_count(pt.Session, event_time=f)`` keeps its own session store: its state too
+    is snapshotted at a completed epoch and restored, re-partitioned by key."""
+
+    def build(scope):
+        inp, stream = scope.new_input()
+        counted = stream.window_count(pt.Session(gap=40), event_time=lambda r: r[1], lateness=10)
+        return inp, counted.output.capture(), counted.output.probe()
+
+    def run(times, registry=None):
+        def work(worker):
+            reg = registry(worker) if registry is not None else StateRegistry()
+            with reg.building():
+                inp, out, probe = worker.dataflow(build)
+            if registry is not None:
+                assert reg.unclaimed() == []
+            feed(worker, inp, times)
+            if times[-1] < CUT:
+                inp.advance_to(CUT)
+                worker.step_while(lambda: probe.less_than(CUT), timeout=30)
+                return reg.snapshot(), out
+            return None, out
+
+        return pt.execute(work, workers=before if registry is None else after, timeout=60)
+
+    def found(handles, keep=lambda t: True):
+        return collections.Counter(
+            (t, r) for h in handles for t, batch in h.extract() if keep(t) for r in batch
+        )
+
+    clean = found(pt.execute(lambda worker: _run_all(worker, build), workers=2, timeout=60))
+    first = run(list(range(CUT)))
+    snapshot = [record for records, _ in first for record in records]
+    assert snapshot  # open sessions at the cut
+    restored = run(
+        list(range(CUT, END)),
+        lambda worker: StateRegistry(partition(snapshot, worker.index, worker.peers)),
+    )
+    resumed = found((out for _s, out in first), lambda t: t < CUT) + found(
+        out for _s, out in restored
+    )
+    assert resumed == clean
+
+
+def _run_all(worker, build):
+    inp, out, _probe = worker.dataflow(build)
+    feed(worker, inp, range(END))
+    return out
