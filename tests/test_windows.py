@@ -337,6 +337,47 @@ def test_session_counts_of_crowded_batches_match_reference(workers, event_times,
     assert len(expected) > 2 * len({k for k, _s, _e in expected})
 
 
+def test_millisecond_sessions_are_exact_and_prompt():
+    """Event times in ms with a gap of seconds (the session store files sessions in buckets of
+    many ms): every session equals the reference, and each is emitted as soon as the frontier
+    reaches its emission time, though its bucket has not passed yet."""
+    gap, lateness = 3_000, 2_000
+    rng = random.Random(5)
+    records = []
+    for _ in range(3_000):
+        ts = rng.randrange(0, 60_000)
+        x = ts + rng.choice([-2_600, -1_500, -200, 0, 0, 40, 900]) + rng.randrange(-50, 50)
+        records.append((ts, (rng.randrange(300), (x, None))))
+    records.sort(key=lambda r: r[0])
+    expected, expected_late = reference(pt.Session(gap), "count", records, lateness, True)
+    worker = pt.Worker()
+    seen = {}
+
+    def build(scope):
+        inp, stream = scope.new_input()
+        w = stream.window_count(pt.Session(gap), event_time=lambda r: r[1][0], lateness=lateness)
+        checked = check_once_at_close(w.output, lateness)
+        checked.inspect_time(lambda t, r: seen.__setitem__(r[:3], (t, r[3])))
+        return inp, checked.probe(), w
+
+    inp, probe, w = worker.dataflow(build)
+    assert w.state_size() == 0
+    for i, (ts, record) in enumerate(records):
+        inp.advance_to(ts)
+        inp.send(record)
+        if i % 7 == 0:  # stop the frontier at many times inside buckets
+            worker.step_while(lambda: probe.less_than(ts), timeout=10)
+            due = {k: v for k, v in expected.items() if v[0] <= ts}
+            assert {k: seen[k] for k in due if k in seen} == due
+            assert seen.keys() <= expected.keys()
+            assert len(seen) == len(due), f"at {ts}: {len(due) - len(seen)} sessions held back"
+    inp.close()
+    worker.run()
+    assert seen == expected
+    assert w.state_size() == 0
+    assert len(expected) > 200 and expected_late
+
+
 def test_session_counts_of_inputs_out_of_step_are_applied_in_time_order(monkeypatch):
     """One input ahead of another (as workers' inputs are): the later time's records wait for
     the earlier one's, so no key is counted *before* its open session -- the one-key

@@ -14,23 +14,18 @@ that returns after a gap while its previous session waits for the watermark).  A
 gap``; a record that two sessions take merges them.  Sessions of one key are disjoint.
 
 **Emission** follows the windowing rule: a session is emitted at ``E = last + gap +
-lateness`` once the input frontier has passed every time before ``E``.  ``due[E]`` lists the
-sessions (with their keys) filed under ``E``, and ``times`` is a heap of the ``E`` s that have a
-list.  A session is filed when it opens and *not* when it grows: sessions only move later, so
-the ``E`` it is filed under is at most its own.  When ``E`` comes due its list is checked: a
-dead (merged) session is skipped, a grown one is filed again under its new ``E``, and the
-rest are emitted, all at ``E``.  A record costs a dictionary look-up and a few list updates; a
-session, a list append and a look at it when due, plus a heap operation per distinct ``E``
-(coarse event times share them).
-
-**One token** (seed 004, section 6.2: hold only the least token): the operator holds at most
-one capability, at a time no later than every filed ``E``.  A message at watermark ``t`` can
-open sessions no earlier than ``E > t`` (an on-time record has ``x >= t - lateness``), so when
-``t`` is before the token, the token is replaced by one taken from the message; after
-every invocation it is downgraded to the least filed ``E``, or dropped when nothing is
-pending (a :class:`~pytimely.dataflow.idioms.MinToken`).  Results are sent at their own ``E``
-with that token.  Invariant: the token is held iff ``times`` is non-empty, and
-``token.time <= times[0]``.
+lateness`` once the input frontier has passed every time before ``E``.  Sessions are filed
+in lists under *keys*: ``due[K]`` lists sessions (with their keys) whose ``E`` is at least
+``K``, and ``times`` is a heap of the keys that have a list.  A new session is filed under the
+start of its *bucket*, ``E`` rounded down to a multiple of ``2 ** shift`` (``shift`` chosen
+so that a gap spans a few hundred buckets): at millisecond times most sessions close at a
+millisecond of their own, and a bucket shares the dictionary entry and heap operation among
+them.  A session is filed when it opens and *not* when it grows: sessions only move later,
+so the key it is filed under stays at most its ``E``.  When the frontier passes a key, its list
+is checked: a dead (merged) session is skipped, a session whose ``E`` has passed is emitted
+at ``E``, and any other is filed again -- under its bucket's start if the frontier has not
+reached it, else under ``E`` itself, so that a session is looked at a bounded number of times
+(at most twice before its ``E`` passes, plus once per growth).
 
 >>> import pytimely as pt
 >>> def build(scope):
@@ -56,20 +51,24 @@ if TYPE_CHECKING:
 
 __all__ = ["EventTimeSessions"]
 
+BUCKETS_PER_GAP = 256  # at most this many buckets span one session gap (see ``shift``)
+
 
 class EventTimeSessions:
     """The open session counts of one ``window_count(pt.Session(gap), event_time=f)``
     instance (see the module docstring for the state, the emission rule and the token)."""
 
-    __slots__ = ("gap", "lateness", "latest", "older", "due", "times", "token")
+    __slots__ = ("gap", "lateness", "shift", "latest", "older", "due", "times", "token")
 
     def __init__(self, gap: int, lateness: int) -> None:
         self.gap = gap
         self.lateness = lateness
+        # Buckets of 2**shift times, the largest power of two at most gap / 256 (1 if less).
+        self.shift = max(0, (gap // BUCKETS_PER_GAP).bit_length() - 1)
         self.latest: dict[Any, list[Any]] = {}
         self.older: dict[Any, list[list[Any]]] = {}
-        self.due: dict[int, list[tuple[list[Any], Any]]] = {}  # E -> [(session, key)]
-        self.times: list[int] = []  # heap of the E s in ``due``
+        self.due: dict[int, list[tuple[list[Any], Any]]] = {}  # key -> [(session, key)]
+        self.times: list[int] = []  # heap of the keys in ``due``
         self.token = MinToken()  # the one capability, at or before every filed E
 
     # -- adding ------------------------------------------------------------------------------
@@ -82,16 +81,17 @@ class EventTimeSessions:
     def add(self, keys: list, times: list) -> None:
         """Count records of ``keys[j]`` at event time ``times[j]`` (on time, after
         :meth:`hold`)."""
-        gap, latest, older = self.gap, self.latest, self.older
+        gap, latest, older, shift = self.gap, self.latest, self.older, self.shift
         due = gap + self.lateness
         file, filed = self._file, self.due
         for k, x in zip(keys, times):
             s = latest.get(k)
             if s is None:
                 s = latest[k] = [x, x, 1, True]
-                listed = filed.get(x + due)
+                bucket = (x + due) >> shift << shift
+                listed = filed.get(bucket)
                 if listed is None:
-                    file(x + due, s, k)
+                    file(bucket, s, k)
                 else:
                     listed.append((s, k))
             elif s[0] <= x:
@@ -108,9 +108,10 @@ class EventTimeSessions:
                         older[k] = [s]
                     else:
                         rest.append(s)  # still ordered by ``last``
-                    listed = filed.get(x + due)
+                    bucket = (x + due) >> shift << shift
+                    listed = filed.get(bucket)
                     if listed is None:
-                        file(x + due, new, k)
+                        file(bucket, new, k)
                     else:
                         listed.append((new, k))
             elif x > s[0] - gap and k not in older:
@@ -127,7 +128,7 @@ class EventTimeSessions:
         hit = [o for o in sessions if o[0] - gap < x < o[1] + gap]
         if not hit:
             new = [x, x, 1, True]
-            self._file(x + gap + self.lateness, new, k)
+            self._file((x + gap + self.lateness) >> self.shift << self.shift, new, k)
             sessions.append(new)
         else:
             keep = hit[0]
@@ -139,12 +140,12 @@ class EventTimeSessions:
             sessions = [o for o in sessions if o[3]]
         self._arrange(k, sessions)
 
-    def _file(self, emit_at: int, s: list[Any], k: Any) -> None:
-        """File session ``s`` of key ``k`` under emission time ``emit_at``."""
-        listed = self.due.get(emit_at)
+    def _file(self, key: int, s: list[Any], k: Any) -> None:
+        """File session ``s`` of key ``k`` under ``key`` (at most its emission time)."""
+        listed = self.due.get(key)
         if listed is None:
-            self.due[emit_at] = [(s, k)]
-            heapq.heappush(self.times, emit_at)
+            self.due[key] = [(s, k)]
+            heapq.heappush(self.times, key)
         else:
             listed.append((s, k))
 
@@ -162,26 +163,27 @@ class EventTimeSessions:
 
     def release(self, frontier: Frontier, out: OutputPort) -> None:
         """Send every session whose emission time the frontier has passed, each at its own
-        time, in time order; then move the token to the least pending time (or drop it)."""
-        times, filed, gap = self.times, self.due, self.gap
+        time; then move the token to the least pending key (or drop it)."""
+        times, filed, gap, shift = self.times, self.due, self.gap, self.shift
         due = gap + self.lateness
         pop, file = heapq.heappop, self._file
-        sends: list[tuple[int, list[Any]]] = []  # (E, sessions emitted at E), E increasing
         bound = frontier.int_bound()  # E is passed iff E <= bound (int times)
         if bound is None:
             raise TypeError(f"session windows need integer timestamps, not {frontier!r}")
         latest, older = self.latest, self.older
+        sends: dict[int, list[Any]] = {}  # E -> sessions emitted at E
         while times and times[0] <= bound:
-            emit_at = pop(times)
-            batch = []
-            for s, k in filed.pop(emit_at):
+            for s, k in filed.pop(pop(times)):
                 if not s[3]:
                     continue  # merged into another session
-                now = s[1] + due
-                if now != emit_at:  # grew since it was filed: due later (maybe in this loop)
-                    listed = filed.get(now)
+                emit_at = s[1] + due
+                if emit_at > bound:  # not yet: under its bucket, or under E once that started
+                    key = emit_at >> shift << shift
+                    if key <= bound:
+                        key = emit_at
+                    listed = filed.get(key)
                     if listed is None:
-                        file(now, s, k)
+                        file(key, s, k)
                     else:
                         listed.append((s, k))
                     continue
@@ -190,11 +192,13 @@ class EventTimeSessions:
                     self._forget(k, s)
                 else:
                     del latest[k]  # its only session
-                batch.append((k, s[0], s[1] + gap, s[2]))
-            if batch:
-                sends.append((emit_at, batch))
+                batch = sends.get(emit_at)
+                if batch is None:
+                    sends[emit_at] = [(k, s[0], s[1] + gap, s[2])]
+                else:
+                    batch.append((k, s[0], s[1] + gap, s[2]))
         if sends:
-            out.give_timed(self.token.cap, sends)
+            out.give_timed(self.token.cap, list(sends.items()))
         self.token.settle(times[0] if times else None)
 
     def _forget(self, k: Any, s: list[Any]) -> None:
@@ -226,16 +230,18 @@ class EventTimeSessions:
 
     def restore(self, cap: Capability, pairs: list[tuple[Any, Any]]) -> None:
         """Reopen the sessions of ``per_key`` pairs; the token is minted from ``cap``."""
-        due = self.gap + self.lateness
+        due, shift = self.gap + self.lateness, self.shift
+        least = None
         for k, sessions in pairs:
             opened = []
             for start, last, n in sessions:
                 s = [start, last, n, True]
-                self._file(last + due, s, k)
+                self._file((last + due) >> shift << shift, s, k)
                 opened.append(s)
+                least = last + due if least is None else min(least, last + due)
             self._arrange(k, opened)
-        if self.times:
-            self.token.cover(cap, self.times[0])  # type: ignore[arg-type]
+        if least is not None:
+            self.token.cover(cap, least)  # type: ignore[arg-type]
 
 
 def event_session_logic(
