@@ -14,7 +14,7 @@ MODULES = [
     "pytimely.dataflow.stream",
     "pytimely.naming",
     "pytimely.windows",
-    "pytimely.dataflow.operators.windowing",
+    "pytimely.dataflow.operators.windowing.api",
     "pytimely.dataflow.operators.keyed",
     "pytimely.dataflow.operators.join",
     "pytimely.dataflow.snapshot",
@@ -30,7 +30,7 @@ RUN_ONLY = [
     "pytimely.spark.dataframe",
     "pytimely.dataflow.operators.generic",
     "pytimely.dataflow.operators.tokens",
-    "pytimely.dataflow.operators.event_sessions",
+    "pytimely.dataflow.operators.windowing.event_sessions",
     "pytimely.dataflow.operators.input",
     "pytimely.communication.codec",
 ]

@@ -17,7 +17,7 @@ from pytimely.dataflow.operators.watermarks import (
     WatermarkStats,
     watermark_input,
 )
-from pytimely.dataflow.operators.window import tumbling_average, window_end
+from pytimely.dataflow.operators.windowing.tumbling_average import tumbling_average, window_end
 
 
 def settle(worker: pt.Worker) -> None:

@@ -383,7 +383,7 @@ def test_session_counts_of_inputs_out_of_step_are_applied_in_time_order(monkeypa
     the earlier one's, so no key is counted *before* its open session -- the one-key
     ``SessionCounts.add`` path, many times slower than the vectorized one, is never taken --
     and the sessions are those of the records in time order."""
-    from pytimely.dataflow.operators.session_counts import SessionCounts
+    from pytimely.dataflow.operators.windowing.session_counts import SessionCounts
 
     one_key_adds = []
     add = SessionCounts.add

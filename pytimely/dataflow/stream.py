@@ -363,13 +363,13 @@ class Stream:
         name: str = "TumblingAverage",
     ) -> Stream:
         """The average of each tumbling window of ``width`` time units, at the window's end
-        (per key with ``key``); see :mod:`pytimely.dataflow.operators.window`.
+        (per key with ``key``); see :mod:`pytimely.dataflow.operators.windowing.tumbling_average`.
 
         >>> import pytimely as pt
         >>> pt.example(lambda s: s.to_stream([1, 2]).tumbling_average(10).capture()).extract()
         [(10, [1.5])]
         """
-        return _window.tumbling_average(self, width, key, value, event_time, offset, name)
+        return _tumbling_average.tumbling_average(self, width, key, value, event_time, offset, name)
 
     # -- observing progress (operators/probe.py, operators/capture.py) -----------------------
 
@@ -779,5 +779,5 @@ from .operators import notify as _notify  # noqa: E402
 from .operators import probe as _probe  # noqa: E402
 from .operators import routing as _routing  # noqa: E402
 from .operators import watermarks as _watermarks  # noqa: E402
-from .operators import window as _window  # noqa: E402
 from .operators import windowing as _windowing  # noqa: E402
+from .operators.windowing import tumbling_average as _tumbling_average  # noqa: E402

@@ -20,7 +20,6 @@ from . import (
     probe,
     routing,
     watermarks,
-    window,
     windowing,
 )
 
@@ -36,6 +35,5 @@ __all__ = [
     "probe",
     "routing",
     "watermarks",
-    "window",
     "windowing",
 ]

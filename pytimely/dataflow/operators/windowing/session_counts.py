@@ -16,14 +16,14 @@ one) extend it in place; keys with no session, and keys whose sessions all end b
 through :meth:`SessionCounts.add`, which merges the sessions a record bridges.  Keys are
 looked up in a :class:`KeyIndex`, a numpy table for small int keys.
 
-**Tokens** are those of the session windows (:mod:`.windowing`): a
-:class:`~.tokens.LeastToken` counts the live sessions emitted at each pending emission time
-``E`` and holds one capability, at the least such ``E`` (not one per ``E``: with event times
-in milliseconds nearly every session has its own).  A batch re-counts them once per distinct
-old ``E`` and once per new one; :meth:`release` emits each ready ``E`` at ``E`` and then
-moves the token once.  ``closing[E]`` holds the slots that were sent to ``E`` (possibly
-stale: moved later, merged away or freed); :meth:`release` keeps those still live and aimed
-at ``E``.
+**Tokens** are those of the session windows (:mod:`pytimely.dataflow.operators.windowing`): a
+:class:`~pytimely.dataflow.operators.tokens.LeastToken` counts the live sessions emitted at
+each pending emission time ``E`` and holds one capability, at the least such ``E`` (not one per
+``E``: with event times in milliseconds nearly every session has its own). A batch re-counts
+them once per distinct old ``E`` and once per new one; :meth:`release` emits each ready ``E``
+at ``E`` and then moves the token once. ``closing[E]`` holds the slots that were sent to ``E``
+(possibly stale: moved later, merged away or freed); :meth:`release` keeps those still live and
+aimed at ``E``.
 
 Event times live in ``int64`` arrays while they stay within ``±2**61`` (every time the
 library's users report — ns since 1970 included — does); a time beyond that widens the arrays
@@ -39,11 +39,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .tokens import LeastToken
+from ..tokens import LeastToken
 
 if TYPE_CHECKING:
-    from ..capability import Capability, CapabilityRef
-    from ..operator import Frontier
+    from ...capability import Capability, CapabilityRef
+    from ...operator import Frontier
 
 __all__ = ["KeyIndex", "SessionCounts"]
 

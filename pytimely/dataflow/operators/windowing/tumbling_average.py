@@ -40,14 +40,14 @@ import heapq
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ...progress.operate import FrontierInterest
-from ..channels import Exchange
-from ..stream import Stream
-from .generic import unary_frontier
+from ....progress.operate import FrontierInterest
+from ...channels import Exchange
+from ...stream import Stream
+from ..generic import unary_frontier
 
 if TYPE_CHECKING:
-    from ..capability import Capability, CapabilityRef
-    from ..operator import InputPort, OperatorInfo, OutputPort
+    from ...capability import Capability, CapabilityRef
+    from ...operator import InputPort, OperatorInfo, OutputPort
 
 __all__ = ["tumbling_average", "window_end"]
 

@@ -1,11 +1,12 @@
 """Session counts over event times carried in the records, with one token.
 
-``window_count(pt.Session(gap), event_time=f)`` reads every record's event time with ``f``;
-the timestamp is the watermark (:mod:`.windowing`).  Event times here are as fine as the
-source's clock (milliseconds, nanoseconds): nearly every record has an event time of its own
-and nearly every session a closing time of its own.  :class:`~.session_counts.SessionCounts`
-vectorizes a batch *at one event time*, which is the wrong shape for that; this module keeps
-the open sessions in plain dicts and lists and pays a few dictionary operations per record.
+``window_count(pt.Session(gap), event_time=f)`` reads every record's event time with ``f``; the
+timestamp is the watermark (:mod:`pytimely.dataflow.operators.windowing`). Event times here are
+as fine as the source's clock (milliseconds, nanoseconds): nearly every record has an event
+time of its own and nearly every session a closing time of its own.
+:class:`~.session_counts.SessionCounts` vectorizes a batch *at one event time*, which is the
+wrong shape for that; this module keeps the open sessions in plain dicts and lists and pays a
+few dictionary operations per record.
 
 **State.**  ``latest[k]`` is key ``k``'s latest open session, a list ``[start, last, count,
 alive]``; ``older[k]`` lists its earlier sessions whose emission is still pending (rare: a key
@@ -43,11 +44,11 @@ import heapq
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ..idioms import MinToken
+from ...idioms import MinToken
 
 if TYPE_CHECKING:
-    from ..capability import Capability, CapabilityRef
-    from ..operator import Frontier, OutputPort
+    from ...capability import Capability, CapabilityRef
+    from ...operator import Frontier, OutputPort
 
 __all__ = ["EventTimeSessions"]
 
