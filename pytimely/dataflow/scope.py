@@ -24,12 +24,12 @@ from ..progress.operate import Operate
 from ..progress.reachability import Builder
 from ..progress.subgraph import Subgraph
 from .operator import Tee
+from .stream import Stream
 
 if TYPE_CHECKING:
     from ..worker import WorkerServices
     from .operators.feedback import LoopHandle
     from .operators.input import ActivateCapability, InputHandle, UnorderedHandle
-    from .stream import Stream
 
 T = TypeVar("T")
 
@@ -118,13 +118,22 @@ class Scope:
         self._edge_pacts.append(pact)
         self._edge_taps.append(tap if tap is not None else _untappable)
 
-    # -- scope inputs and outputs -----------------------------------------------------------
+    # -- streams, scope inputs and outputs ---------------------------------------------------
+
+    def stream(self, source: tuple[int, int], tee: Tee) -> Stream:
+        """The stream of ``source`` (``(operator index, output port)`` in this scope), whose
+        batches ``tee`` fans out: how operators make the streams they return, without
+        depending on :class:`~pytimely.dataflow.stream.Stream` (which depends on them).
+
+        >>> import pytimely as pt
+        >>> pt.example(lambda s: s.stream((0, 0), pt.dataflow.operator.Tee()))
+        <Stream from (0, 0) in 'Dataflow 0'>
+        """
+        return Stream(self, source, tee)
 
     def new_scope_input(self, parent_stream: Stream) -> Stream:
         """Make ``parent_stream`` (of the parent scope) scope input ``p``; return the inner
         stream."""
-        from .stream import Stream
-
         self._check_open()
         p = len(self._ingress_tees)
         inner_tee = Tee()
@@ -143,12 +152,10 @@ class Scope:
             inner_tee.push(ti, batch)
 
         parent_stream._connect((self.index_in_parent, p), ingress)
-        return Stream(self, (0, p), inner_tee)
+        return self.stream((0, p), inner_tee)
 
     def new_scope_output(self, inner_stream: Stream) -> Stream:
         """Make ``inner_stream`` scope output ``q``; return the parent-side stream."""
-        from .stream import Stream
-
         self._check_open()
         q = len(self._egress_tees)
         outer_tee = Tee()
@@ -163,7 +170,7 @@ class Scope:
                 outer_tee.push(t[0], batch)
 
         inner_stream._connect((0, q), egress)
-        return Stream(self.parent, (self.index_in_parent, q), outer_tee)
+        return self.parent.stream((self.index_in_parent, q), outer_tee)
 
     # -- user API -------------------------------------------------------------------------
 

@@ -19,6 +19,18 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from ..errors import GraphError
+from .operators import aggregation as _aggregation
+from .operators import capture as _capture
+from .operators import generic as _generic
+from .operators import join as _join
+from .operators import keyed as _keyed
+from .operators import map as _map
+from .operators import notify as _notify
+from .operators import probe as _probe
+from .operators import routing as _routing
+from .operators import watermarks as _watermarks
+from .operators import windowing as _windowing
+from .operators.windowing import tumbling_average as _tumbling_average
 
 if TYPE_CHECKING:
     from ..progress.operate import FrontierInterest
@@ -462,8 +474,6 @@ class Stream:
         >>> pt.example(build).extract()
         [(0, [3])]
         """
-        if interest is None:
-            return _generic.unary_frontier(self, pact, name, constructor)
         return _generic.unary_frontier(self, pact, name, constructor, interest)
 
     def binary(
@@ -517,8 +527,6 @@ class Stream:
         >>> pt.example(build).extract()
         [(0, [3])]
         """
-        if interest is None:
-            return _generic.binary_frontier(self, other, pact1, pact2, name, constructor)
         return _generic.binary_frontier(self, other, pact1, pact2, name, constructor, interest)
 
     def sink(
@@ -765,19 +773,3 @@ class Stream:
 
     def __repr__(self) -> str:
         return f"<Stream from {self.source} in {self.scope.name!r}>"
-
-
-# The operator modules import ``Stream``, so they are imported once the class exists; the
-# methods above look them up as module globals when a dataflow is built.
-from .operators import aggregation as _aggregation  # noqa: E402
-from .operators import capture as _capture  # noqa: E402
-from .operators import generic as _generic  # noqa: E402
-from .operators import join as _join  # noqa: E402
-from .operators import keyed as _keyed  # noqa: E402
-from .operators import map as _map  # noqa: E402
-from .operators import notify as _notify  # noqa: E402
-from .operators import probe as _probe  # noqa: E402
-from .operators import routing as _routing  # noqa: E402
-from .operators import watermarks as _watermarks  # noqa: E402
-from .operators import windowing as _windowing  # noqa: E402
-from .operators.windowing import tumbling_average as _tumbling_average  # noqa: E402

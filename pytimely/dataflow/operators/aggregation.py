@@ -21,12 +21,12 @@ from ...order import less_equal
 from ...progress.operate import FrontierInterest
 from ..channels import Exchange, Pipeline
 from ..idioms import TimeStash
-from ..stream import Stream
 from .generic import binary_frontier, unary_frontier
 
 if TYPE_CHECKING:
     from ..capability import Capability
     from ..operator import Frontier, InputPort, OperatorInfo, OutputPort
+    from ..stream import Stream
 
 __all__ = ["accumulate", "count", "aggregate", "delay", "reclock", "release_ready"]
 

@@ -18,13 +18,13 @@ from typing import TYPE_CHECKING, Any
 from ...progress.antichain import frontier_changes
 from ...progress.operate import FrontierInterest
 from ..channels import Pipeline
-from ..stream import Stream
 from .event import Messages, Progress
 from .event import extract as extract_events
 from .generic import sink
 
 if TYPE_CHECKING:
     from ..operator import InputPort
+    from ..stream import Stream
 
 __all__ = ["capture_into", "capture", "CaptureHandle"]
 

@@ -17,11 +17,11 @@ from ...order import results_in
 from ...progress.operate import FrontierInterest
 from ..channels import Pipeline
 from ..operator import OperatorCore
-from ..stream import Stream
 from .generic import OperatorBuilder
 
 if TYPE_CHECKING:
     from ..scope import Scope
+    from ..stream import Stream
 
 __all__ = ["LoopHandle", "feedback"]
 
@@ -72,4 +72,4 @@ def feedback(scope: Scope, summary: Any = 1) -> tuple[LoopHandle, Stream]:
                 forward(t2, batch)
 
     core.set_logic(logic)
-    return LoopHandle(core), Stream(scope, (core.index, 0), out.tee)
+    return LoopHandle(core), scope.stream((core.index, 0), out.tee)

@@ -26,12 +26,12 @@ from ...errors import GraphError
 from ...progress.operate import FrontierInterest
 from ..channels import Pact, Pipeline
 from ..operator import OperatorCore, OperatorInfo
-from ..stream import Stream
 
 if TYPE_CHECKING:
     from ..capability import Capability
     from ..operator import InputPort, OutputPort
     from ..scope import Scope
+    from ..stream import Stream
 
 __all__ = [
     "OperatorBuilder",
@@ -157,7 +157,7 @@ class OperatorBuilder:
         core.set_logic(logic, (*core.input_ports, *core.output_ports))
         scope.install_child(core.index, core)
         return [
-            Stream(scope, (core.index, o), core.output_ports[o].tee) for o in range(self._outputs)
+            scope.stream((core.index, o), core.output_ports[o].tee) for o in range(self._outputs)
         ]
 
     @staticmethod
@@ -306,7 +306,7 @@ def _single(
     return b.build(lambda caps, info: ctor(caps[0], info))[0]
 
 
-def unary(stream: Stream, pact: Pact, name: str, constructor: Callable) -> Stream:
+def unary(stream: Stream, pact: Pact, name: str, constructor: Callable[..., Any]) -> Stream:
     """One input, one output; woken only by data or activation.  ``constructor(cap, info)``
     returns ``logic(input, output)``."""
     return _single(stream, pact, name, constructor, FrontierInterest.NEVER)
@@ -316,11 +316,12 @@ def unary_frontier(
     stream: Stream,
     pact: Pact,
     name: str,
-    constructor: Callable,
-    interest: FrontierInterest = FrontierInterest.ALWAYS,
+    constructor: Callable[..., Any],
+    interest: FrontierInterest | None = None,
 ) -> Stream:
-    """Like :func:`unary`, also woken when the input frontier changes (per ``interest``)."""
-    return _single(stream, pact, name, constructor, interest)
+    """Like :func:`unary`, also woken when the input frontier changes (per ``interest``,
+    default ``FrontierInterest.ALWAYS``)."""
+    return _single(stream, pact, name, constructor, interest or FrontierInterest.ALWAYS)
 
 
 def _double(
@@ -339,22 +340,31 @@ def _double(
     return b.build(lambda caps, info: ctor(caps[0], info))[0]
 
 
-def binary(s1: Stream, s2: Stream, p1: Pact, p2: Pact, name: str, constructor: Callable) -> Stream:
+def binary(
+    stream: Stream,
+    other: Stream,
+    pact1: Pact,
+    pact2: Pact,
+    name: str,
+    constructor: Callable[..., Any],
+) -> Stream:
     """Two inputs, one output; ``logic(input1, input2, output)``; woken only by data."""
-    return _double(s1, s2, p1, p2, name, constructor, FrontierInterest.NEVER)
+    return _double(stream, other, pact1, pact2, name, constructor, FrontierInterest.NEVER)
 
 
 def binary_frontier(
-    s1: Stream,
-    s2: Stream,
-    p1: Pact,
-    p2: Pact,
+    stream: Stream,
+    other: Stream,
+    pact1: Pact,
+    pact2: Pact,
     name: str,
-    constructor: Callable,
-    interest: FrontierInterest = FrontierInterest.ALWAYS,
+    constructor: Callable[..., Any],
+    interest: FrontierInterest | None = None,
 ) -> Stream:
-    """Like :func:`binary`, also woken when an input frontier changes (per ``interest``)."""
-    return _double(s1, s2, p1, p2, name, constructor, interest)
+    """Like :func:`binary`, also woken when an input frontier changes (per ``interest``,
+    default ``FrontierInterest.ALWAYS``)."""
+    interest = interest or FrontierInterest.ALWAYS
+    return _double(stream, other, pact1, pact2, name, constructor, interest)
 
 
 def sink(

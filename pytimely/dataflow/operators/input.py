@@ -29,12 +29,12 @@ from ...errors import CapabilityError, TimelyError
 from ...order import domain_of, less_equal
 from ..capability import Capability
 from ..operator import BATCH, OperatorCore, Session
-from ..stream import Stream
 from .generic import OperatorBuilder
 
 if TYPE_CHECKING:
     from ..operator import OperatorInfo
     from ..scope import Scope
+    from ..stream import Stream
 
 __all__ = [
     "InputHandle",
@@ -270,7 +270,7 @@ def new_input(scope: Scope, name: str = "Input") -> tuple[InputHandle, Stream]:
     core = OperatorBuilder.raw(scope, name)  # no logic: the handle does the sending
     handle = InputHandle(core)
     scope.worker.track_input(handle)
-    return handle, Stream(scope, (core.index, 0), core.output_ports[0].tee)
+    return handle, scope.stream((core.index, 0), core.output_ports[0].tee)
 
 
 class ActivateCapability(Capability):
@@ -341,7 +341,7 @@ def new_unordered_input(
         port.flush()
 
     core.set_logic(logic)
-    return (UnorderedHandle(core), cap), Stream(scope, (core.index, 0), port.tee)
+    return (UnorderedHandle(core), cap), scope.stream((core.index, 0), port.tee)
 
 
 def to_stream(scope: Scope, iterable: Iterable[Any], name: str = "ToStream") -> Stream:

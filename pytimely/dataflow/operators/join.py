@@ -32,13 +32,13 @@ from typing import TYPE_CHECKING, Any
 from ...order import Product, less_equal
 from .. import snapshot
 from ..channels import Exchange
-from ..stream import Stream
 from .generic import binary
 from .keyed import StateStats, checked_key, failure, split_key
 
 if TYPE_CHECKING:
     from ..capability import Capability, CapabilityRef
     from ..operator import Frontier, InputPort, OperatorInfo, OutputPort
+    from ..stream import Stream
 
 __all__ = ["join"]
 

@@ -49,13 +49,13 @@ from ...order import less_equal
 from ...progress.operate import FrontierInterest
 from .. import snapshot
 from ..channels import Exchange
-from ..stream import Stream
 from .generic import unary_frontier
 from .tokens import LeastToken, tokens_for
 
 if TYPE_CHECKING:
     from ..capability import Capability, CapabilityRef
     from ..operator import Frontier, InputPort, OperatorInfo, OutputPort
+    from ..stream import Stream
 
 __all__ = ["EventTimers", "KeyedContext", "StateStats", "keyed_process", "stateful_map"]
 

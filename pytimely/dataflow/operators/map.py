@@ -14,11 +14,11 @@ from typing import TYPE_CHECKING, Any
 
 from ...naming import operator_name
 from ..channels import Pipeline
-from ..stream import Stream
 from .generic import BatchTransform, forward_batches, sink
 
 if TYPE_CHECKING:
     from ..operator import InputPort
+    from ..stream import Stream
 
 __all__ = ["map", "flat_map", "filter", "inspect", "inspect_batch", "inspect_time", "map_batch"]
 

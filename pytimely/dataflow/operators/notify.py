@@ -37,11 +37,12 @@ from typing import TYPE_CHECKING, Any
 
 from ...progress.operate import FrontierInterest
 from ..capability import Capability
-from ..stream import Stream
 from .generic import binary_frontier, unary_frontier
 
 if TYPE_CHECKING:
+    from ..channels import Pact
     from ..operator import InputPort, OperatorInfo, OutputPort
+    from ..stream import Stream
 
 __all__ = ["Notificator", "binary_notify", "unary_notify"]
 
@@ -160,7 +161,7 @@ class Notificator:
 
 def unary_notify(
     stream: Stream,
-    pact: Any,
+    pact: Pact,
     name: str,
     init: Iterable[Any],
     logic: Callable[[Any, Any, Notificator], Any],
@@ -194,8 +195,8 @@ def unary_notify(
 def binary_notify(
     stream: Stream,
     other: Stream,
-    pact1: Any,
-    pact2: Any,
+    pact1: Pact,
+    pact2: Pact,
     name: str,
     init: Iterable[Any],
     logic: Callable[[Any, Any, Any, Notificator], Any],

@@ -13,11 +13,11 @@ from typing import TYPE_CHECKING, Any
 from ...progress.antichain import Antichain, MutableAntichain, frontier_changes
 from ...progress.operate import FrontierInterest
 from ..channels import Pipeline
-from ..stream import Stream
 from .generic import sink
 
 if TYPE_CHECKING:
     from ..operator import InputPort
+    from ..stream import Stream
 
 __all__ = ["ProbeHandle", "probe", "probe_with"]
 

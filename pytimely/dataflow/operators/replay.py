@@ -37,12 +37,12 @@ from typing import TYPE_CHECKING, Any
 
 from ...errors import CaptureError, TimelyError, TruncatedCapture
 from ...progress.change_batch import ChangeBatch
-from ..stream import Stream
 from .event import Messages, Progress
 from .generic import OperatorBuilder
 
 if TYPE_CHECKING:
     from ..scope import Scope
+    from ..stream import Stream
 
 __all__ = ["replay_into", "ReplayHandle"]
 
@@ -127,7 +127,7 @@ def replay_into(
             stats.finished = True
 
     core.set_logic(logic)
-    return Stream(scope, (core.index, 0), port.tee)
+    return scope.stream((core.index, 0), port.tee)
 
 
 def _ended_early(name: str, reader: Any, held: ChangeBatch) -> TruncatedCapture:

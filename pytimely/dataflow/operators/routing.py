@@ -15,13 +15,13 @@ from ...errors import GraphError
 from ...naming import describe_function, operator_name
 from ...progress.operate import FrontierInterest
 from ..channels import Broadcast, Exchange, Pipeline
-from ..stream import Stream
 from .generic import OperatorBuilder, forward_batches
 
 if TYPE_CHECKING:
     from ..capability import Capability
     from ..operator import InputPort, OperatorInfo, OutputPort
     from ..scope import Scope
+    from ..stream import Stream
 
 __all__ = ["exchange", "broadcast", "concat", "concatenate", "partition", "branch", "ok_err"]
 

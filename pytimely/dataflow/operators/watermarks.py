@@ -63,7 +63,6 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Self
 
 from ...progress.operate import FrontierInterest
 from ..channels import Exchange, Pipeline, open_channel
-from ..stream import Stream
 from .generic import OperatorBuilder, unary, unary_frontier
 
 if TYPE_CHECKING:
@@ -71,6 +70,7 @@ if TYPE_CHECKING:
     from ..capability import Capability
     from ..operator import InputPort, OperatorInfo, OutputPort
     from ..scope import Scope
+    from ..stream import Stream
 
 __all__ = [
     "END",

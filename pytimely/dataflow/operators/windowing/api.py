@@ -11,7 +11,6 @@ from ....progress.operate import FrontierInterest
 from ....windows import Session, Sliding
 from ... import snapshot
 from ...channels import Exchange, Pact
-from ...stream import Stream
 from ..generic import OperatorBuilder
 from ..keyed import InTimeOrder
 from ..map import map_batch
@@ -31,8 +30,10 @@ from .sessions import (
 )
 
 if TYPE_CHECKING:
+    from ....windows import Windower
     from ...capability import Capability
     from ...operator import OperatorInfo
+    from ...stream import Stream
 
 _first = itemgetter(0)
 
@@ -127,7 +128,7 @@ class WindowJoined(Windowed):
 def _build(
     stream: Stream,
     op: str,
-    windower: Any,
+    windower: Windower,
     kind: Kind,
     key: Any,
     event_time: Any,
@@ -209,7 +210,7 @@ def _build(
 
 def window_fold(
     stream: Stream,
-    windower: Any,
+    windower: Windower,
     init: Callable[[], Any],
     fold: Callable[[Any, Any], Any],
     key: Any = None,
@@ -249,7 +250,7 @@ def window_fold(
 
 def window_count(
     stream: Stream,
-    windower: Any,
+    windower: Windower,
     key: Any = None,
     event_time: Any = None,
     lateness: int = 0,
@@ -278,7 +279,7 @@ def window_count(
 
 def window_collect(
     stream: Stream,
-    windower: Any,
+    windower: Windower,
     key: Any = None,
     event_time: Any = None,
     lateness: int = 0,
@@ -306,7 +307,7 @@ def window_collect(
 def window_join(
     stream: Stream,
     other: Stream,
-    windower: Any,
+    windower: Windower,
     key: Any = None,
     other_key: Any = None,
     event_time: Any = None,

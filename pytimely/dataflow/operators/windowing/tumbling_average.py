@@ -42,12 +42,12 @@ from typing import TYPE_CHECKING, Any
 
 from ....progress.operate import FrontierInterest
 from ...channels import Exchange
-from ...stream import Stream
 from ..generic import unary_frontier
 
 if TYPE_CHECKING:
     from ...capability import Capability, CapabilityRef
     from ...operator import InputPort, OperatorInfo, OutputPort
+    from ...stream import Stream
 
 __all__ = ["tumbling_average", "window_end"]
 
