@@ -32,7 +32,7 @@ from ..errors import CapabilityError
 from ..order import less_equal, results_in
 
 if TYPE_CHECKING:
-    from .operator import OutputPort
+    from .ports import OutputPort
 
 __all__ = ["Capability", "CapabilityRef", "CapabilitySet", "send_time", "invalidate"]
 

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 if TYPE_CHECKING:
     from .capability import Capability, CapabilityRef
-    from .operator import Frontier
+    from .ports import Frontier
 
 __all__ = ["MinToken", "TimeStash"]
 

@@ -23,7 +23,7 @@ from ..order import summarize as order_summarize
 from ..progress.operate import Operate
 from ..progress.reachability import Builder
 from ..progress.subgraph import Subgraph
-from .operator import Tee
+from .ports import Tee
 from .stream import Stream
 
 if TYPE_CHECKING:
@@ -126,7 +126,7 @@ class Scope:
         depending on :class:`~pytimely.dataflow.stream.Stream` (which depends on them).
 
         >>> import pytimely as pt
-        >>> pt.example(lambda s: s.stream((0, 0), pt.dataflow.operator.Tee()))
+        >>> pt.example(lambda s: s.stream((0, 0), pt.dataflow.ports.Tee()))
         <Stream from (0, 0) in 'Dataflow 0'>
         """
         return Stream(self, source, tee)

@@ -36,7 +36,6 @@ if TYPE_CHECKING:
     from ..progress.operate import FrontierInterest
     from ..windows import Windower
     from .channels import Pact
-    from .operator import Tee
     from .operators.capture import CaptureHandle
     from .operators.feedback import LoopHandle
     from .operators.keyed import KeyedContext, StateStats
@@ -44,6 +43,7 @@ if TYPE_CHECKING:
     from .operators.probe import ProbeHandle
     from .operators.watermarks import WatermarkStats, WStream
     from .operators.windowing import Windowed, WindowJoined
+    from .ports import Tee
     from .scope import Scope
 
 __all__ = ["Stream"]

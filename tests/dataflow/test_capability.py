@@ -397,7 +397,7 @@ def test_a_bundle_of_times_is_handed_out_at_each_time_and_counted_once():
     # give_timed into a pipeline sends one message (a Bundle at the least time); the next
     # operator still sees every part at its own time, by iteration or by next(), and may
     # hold a capability at a part's time.
-    from pytimely.dataflow.operator import Bundle
+    from pytimely.dataflow.ports import Bundle
 
     seen: dict = {"iter": [], "next": [], "kinds": set()}
 

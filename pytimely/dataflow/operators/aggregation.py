@@ -25,7 +25,8 @@ from .generic import binary_frontier, unary_frontier
 
 if TYPE_CHECKING:
     from ..capability import Capability
-    from ..operator import Frontier, InputPort, OperatorInfo, OutputPort
+    from ..operator import OperatorInfo
+    from ..ports import Frontier, InputPort, OutputPort
     from ..stream import Stream
 
 __all__ = ["accumulate", "count", "aggregate", "delay", "reclock", "release_ready"]

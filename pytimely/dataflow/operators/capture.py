@@ -23,7 +23,7 @@ from .event import extract as extract_events
 from .generic import sink
 
 if TYPE_CHECKING:
-    from ..operator import InputPort
+    from ..ports import InputPort
     from ..stream import Stream
 
 __all__ = ["capture_into", "capture", "CaptureHandle"]

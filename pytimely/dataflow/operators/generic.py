@@ -29,7 +29,7 @@ from ..operator import OperatorCore, OperatorInfo
 
 if TYPE_CHECKING:
     from ..capability import Capability
-    from ..operator import InputPort, OutputPort
+    from ..ports import InputPort, OutputPort
     from ..scope import Scope
     from ..stream import Stream
 

@@ -28,7 +28,8 @@ from typing import TYPE_CHECKING, Any
 from ...errors import CapabilityError, TimelyError
 from ...order import domain_of, less_equal
 from ..capability import Capability
-from ..operator import BATCH, OperatorCore, Session
+from ..operator import OperatorCore
+from ..ports import BATCH, Session
 from .generic import OperatorBuilder
 
 if TYPE_CHECKING:

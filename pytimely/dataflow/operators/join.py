@@ -37,7 +37,8 @@ from .keyed import StateStats, checked_key, failure, split_key
 
 if TYPE_CHECKING:
     from ..capability import Capability, CapabilityRef
-    from ..operator import Frontier, InputPort, OperatorInfo, OutputPort
+    from ..operator import OperatorInfo
+    from ..ports import Frontier, InputPort, OutputPort
     from ..stream import Stream
 
 __all__ = ["join"]

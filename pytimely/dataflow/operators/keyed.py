@@ -54,7 +54,8 @@ from .tokens import LeastToken, tokens_for
 
 if TYPE_CHECKING:
     from ..capability import Capability, CapabilityRef
-    from ..operator import Frontier, InputPort, OperatorInfo, OutputPort
+    from ..operator import OperatorInfo
+    from ..ports import Frontier, InputPort, OutputPort
     from ..stream import Stream
 
 __all__ = ["EventTimers", "KeyedContext", "StateStats", "keyed_process", "stateful_map"]

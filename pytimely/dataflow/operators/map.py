@@ -17,7 +17,7 @@ from ..channels import Pipeline
 from .generic import BatchTransform, forward_batches, sink
 
 if TYPE_CHECKING:
-    from ..operator import InputPort
+    from ..ports import InputPort
     from ..stream import Stream
 
 __all__ = ["map", "flat_map", "filter", "inspect", "inspect_batch", "inspect_time", "map_batch"]

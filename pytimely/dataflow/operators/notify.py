@@ -41,7 +41,8 @@ from .generic import binary_frontier, unary_frontier
 
 if TYPE_CHECKING:
     from ..channels import Pact
-    from ..operator import InputPort, OperatorInfo, OutputPort
+    from ..operator import OperatorInfo
+    from ..ports import InputPort, OutputPort
     from ..stream import Stream
 
 __all__ = ["Notificator", "binary_notify", "unary_notify"]

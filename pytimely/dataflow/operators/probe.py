@@ -16,7 +16,7 @@ from ..channels import Pipeline
 from .generic import sink
 
 if TYPE_CHECKING:
-    from ..operator import InputPort
+    from ..ports import InputPort
     from ..stream import Stream
 
 __all__ = ["ProbeHandle", "probe", "probe_with"]

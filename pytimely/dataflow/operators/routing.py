@@ -19,7 +19,8 @@ from .generic import OperatorBuilder, forward_batches
 
 if TYPE_CHECKING:
     from ..capability import Capability
-    from ..operator import InputPort, OperatorInfo, OutputPort
+    from ..operator import OperatorInfo
+    from ..ports import InputPort, OutputPort
     from ..scope import Scope
     from ..stream import Stream
 

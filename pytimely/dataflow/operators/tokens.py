@@ -18,7 +18,7 @@ from ..idioms import MinToken
 
 if TYPE_CHECKING:
     from ..capability import Capability, CapabilityRef
-    from ..operator import Frontier, OutputPort, Session
+    from ..ports import Frontier, OutputPort, Session
 
 __all__ = ["LeastToken", "TokenPerTime", "tokens_for"]
 

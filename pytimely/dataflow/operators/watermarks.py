@@ -68,7 +68,8 @@ from .generic import OperatorBuilder, unary, unary_frontier
 if TYPE_CHECKING:
     from ...worker import WorkerServices
     from ..capability import Capability
-    from ..operator import InputPort, OperatorInfo, OutputPort
+    from ..operator import OperatorInfo
+    from ..ports import InputPort, OutputPort
     from ..scope import Scope
     from ..stream import Stream
 

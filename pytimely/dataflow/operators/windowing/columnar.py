@@ -20,7 +20,7 @@ from .kinds import Kind
 
 if TYPE_CHECKING:
     from ...capability import Capability
-    from ...operator import InputPort, OutputPort
+    from ...ports import InputPort, OutputPort
 
 _MISSING = object()
 

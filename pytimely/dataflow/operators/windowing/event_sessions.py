@@ -48,7 +48,7 @@ from ...idioms import MinToken
 
 if TYPE_CHECKING:
     from ...capability import Capability, CapabilityRef
-    from ...operator import Frontier, OutputPort
+    from ...ports import Frontier, OutputPort
 
 __all__ = ["EventTimeSessions"]
 

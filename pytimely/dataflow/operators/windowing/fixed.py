@@ -17,7 +17,7 @@ from .sessions import read_event_times
 
 if TYPE_CHECKING:
     from ...capability import Capability, CapabilityRef
-    from ...operator import Frontier, InputPort, OutputPort
+    from ...ports import Frontier, InputPort, OutputPort
 
 _first = itemgetter(0)
 _second = itemgetter(1)

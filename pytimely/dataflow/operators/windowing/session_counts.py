@@ -43,7 +43,7 @@ from ..tokens import LeastToken
 
 if TYPE_CHECKING:
     from ...capability import Capability, CapabilityRef
-    from ...operator import Frontier
+    from ...ports import Frontier
 
 __all__ = ["KeyIndex", "SessionCounts"]
 

@@ -18,7 +18,7 @@ from .session_counts import SessionCounts
 
 if TYPE_CHECKING:
     from ...capability import Capability, CapabilityRef
-    from ...operator import Frontier, InputPort, OutputPort
+    from ...ports import Frontier, InputPort, OutputPort
 
 _first = itemgetter(0)
 _second = itemgetter(1)

@@ -46,7 +46,8 @@ from ..generic import unary_frontier
 
 if TYPE_CHECKING:
     from ...capability import Capability, CapabilityRef
-    from ...operator import InputPort, OperatorInfo, OutputPort
+    from ...operator import OperatorInfo
+    from ...ports import InputPort, OutputPort
     from ...stream import Stream
 
 __all__ = ["tumbling_average", "window_end"]
