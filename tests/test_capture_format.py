@@ -35,7 +35,7 @@ from pytimely.capture import (
     read_header,
     write_events,
 )
-from pytimely.capture.fileformat import FRAME_HEADER_SIZE, encode_event
+from pytimely.capture.frames import FRAME_HEADER_SIZE, encode_event
 from pytimely.errors import CaptureError, CaptureFileExists, TimelyError, TruncatedCapture
 from pytimely.order import Product
 

@@ -6,9 +6,10 @@ This package is the storage layer above the dataflow: the event model (:class:`E
 timely dataflow's ``dataflow/operators/core/capture/``), and are re-exported here.
 
 * :mod:`.link` -- in-memory :class:`EventLink` (:class:`LinkWriter` / :class:`LinkReader`).
-* :mod:`.fileformat` -- the versioned, checksummed binary capture format for files
-  (:class:`FileWriter` / :class:`FileReader`) and streams (:class:`StreamWriter` /
-  :class:`StreamReader`); its module docstring is the format specification.
+* :mod:`.frames` -- the versioned, checksummed binary capture format; its module docstring is
+  the format specification.  :mod:`.fileformat` writes and reads it in files
+  (:class:`FileWriter` / :class:`FileReader`), :mod:`.streams` over sockets, pipes and file
+  objects (:class:`StreamWriter` / :class:`StreamReader`).
 * :mod:`.sockets` -- :func:`listen_capture` / :func:`connect_capture`: capture streams over TCP,
   authenticated with a shared secret unless explicitly ``insecure``.
 * :mod:`.parquet` -- :class:`ParquetWriter` / :class:`ParquetReader` (needs pyarrow).
@@ -30,21 +31,13 @@ from ..dataflow.operators.event import (
     extract,
 )
 from ..dataflow.operators.replay import ReplayHandle, replay_into
-from .fileformat import (
-    FORMAT_VERSION,
-    MAGIC,
-    FileReader,
-    FileWriter,
-    StreamReader,
-    StreamWriter,
-    read_events,
-    read_header,
-    write_events,
-)
+from .fileformat import FileReader, FileWriter, read_events, read_header, write_events
+from .frames import FORMAT_VERSION, MAGIC
 from .inspect import inspect_file
 from .link import EventLink, LinkReader, LinkWriter
 from .parquet import ParquetReader, ParquetWriter
 from .sockets import CaptureListener, connect_capture, listen_capture
+from .streams import StreamReader, StreamWriter
 
 __all__ = [
     "CaptureListener",

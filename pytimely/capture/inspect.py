@@ -17,7 +17,8 @@ from typing import Any, TextIO
 from ..dataflow.operators.event import Messages, Progress, batch_len, batch_records
 from ..errors import CaptureError, TruncatedCapture
 from ..order import Product, less_equal
-from .fileformat import MAGIC, FileReader
+from .fileformat import FileReader
+from .frames import MAGIC
 
 __all__ = ["inspect_file", "progress_bar"]
 

@@ -27,7 +27,7 @@ from typing import Any, Self
 from ..communication.acceptor import Acceptor, Rejection, describe_rejections, format_address
 from ..communication.handshake import CAPTURE, HandshakeRejected, connect_handshake
 from ..errors import AuthenticationError, CaptureError
-from .fileformat import StreamReader, StreamWriter
+from .streams import StreamReader, StreamWriter
 
 __all__ = ["CaptureListener", "connect_capture", "listen_capture"]
 
