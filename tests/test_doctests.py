@@ -94,7 +94,7 @@ def test_every_public_stream_method_has_an_example():
         for name, obj in vars(Stream).items()
         if not name.startswith("_") and inspect.isfunction(obj)
     ]
-    assert len(methods) > 40, "Stream spells out its operator methods"
+    assert len(methods) > 40, "Stream has its operator methods"
     missing = [name for name in methods if ">>>" not in (getattr(Stream, name).__doc__ or "")]
     assert not missing, f"Stream methods without a docstring example: {', '.join(missing)}"
 

@@ -2,8 +2,9 @@
 state, windows, ...), and the token holders they share (:mod:`.tokens`).
 
 ``stream.map(f)`` is ``map.map(stream, f)``: the modules hold the implementations and their
-documentation, and :class:`~pytimely.dataflow.stream.Stream` spells out one delegating method
-per operator, so that type checkers see them.
+documentation, and :class:`~pytimely.dataflow.stream.Stream` takes each operator as a method by
+assignment (``map = _map.map``), so type checkers see one signature.  The modules import
+``Stream`` only for annotations; they make their output streams with ``Scope.stream``.
 """
 
 from __future__ import annotations

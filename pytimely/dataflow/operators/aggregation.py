@@ -51,7 +51,14 @@ def accumulate(
     name: str | None = None,
 ) -> Stream:
     """Per time: ``acc = fold(acc, batch)`` from ``init()``; emit ``acc`` when the time
-    completes."""
+    completes.
+
+    >>> import pytimely as pt
+    >>> def build(s):
+    ...     return s.to_stream([1, 2, 3]).accumulate(int, lambda a, b: a + sum(b)).capture()
+    >>> pt.example(build).extract()
+    [(0, [6])]
+    """
     name = operator_name(name, "Accumulate", fold)
 
     def ctor(cap: Capability, info: OperatorInfo) -> Callable[..., None]:
@@ -70,7 +77,12 @@ def accumulate(
 
 
 def count(stream: Stream, name: str = "Count") -> Stream:
-    """Per time, the number of records (one record per non-empty time)."""
+    """Per time, the number of records (one record per non-empty time).
+
+    >>> import pytimely as pt
+    >>> pt.example(lambda s: s.to_stream("abc").count().capture()).extract()
+    [(0, [3])]
+    """
     return accumulate(stream, int, lambda acc, batch: acc + len(batch), name)
 
 
@@ -86,6 +98,13 @@ def aggregate(
 
     Records are exchanged by key; per time and key ``agg = fold(key, value, agg)`` from
     ``init()``; when the time completes each key emits ``emit(key, agg)``.
+
+    >>> import pytimely as pt
+    >>> def build(s):
+    ...     pairs = s.to_stream([("a", 1), ("b", 2), ("a", 3)])
+    ...     return pairs.aggregate(lambda k, v, acc: acc + v, lambda k, acc: (k, acc)).capture()
+    >>> pt.example(build).extract()
+    [(0, [('a', 4), ('b', 2)])]
     """
     name = operator_name(name, "Aggregate", fold)
     route = key or itemgetter(0)  # C: the exchange calls it once per record
@@ -109,7 +128,12 @@ def aggregate(
 
 def delay(stream: Stream, f: Callable[[Any, Any], Any], name: str | None = None) -> Stream:
     """Move each record to the time ``f(record, time)`` (which must not be earlier), emitting
-    it once that time is complete at the input."""
+    it once that time is complete at the input.
+
+    >>> import pytimely as pt
+    >>> pt.example(lambda s: s.to_stream([1, 3]).delay(lambda x, t: t + x).capture()).extract()
+    [(1, [1]), (3, [3])]
+    """
     name = operator_name(name, "Delay", f)
 
     def ctor(cap: Capability, info: OperatorInfo) -> Callable[..., None]:
@@ -130,7 +154,16 @@ def delay(stream: Stream, f: Callable[[Any, Any], Any], name: str | None = None)
 
 def reclock(stream: Stream, clock: Stream, name: str = "Reclock") -> Stream:
     """Re-time ``stream`` to the times of ``clock``: each record is emitted at the first clock
-    time at or after its own, once that clock time is complete on both inputs."""
+    time at or after its own, once that clock time is complete on both inputs.
+
+    >>> import pytimely as pt
+    >>> def build(s):
+    ...     data = s.to_stream(["x"]).delay(lambda r, t: 1)
+    ...     ticks = s.to_stream([None]).delay(lambda r, t: 5)
+    ...     return data.reclock(ticks).capture()
+    >>> pt.example(build).extract()
+    [(5, ['x'])]
+    """
 
     def ctor(cap: Capability, info: OperatorInfo) -> Callable[..., None]:
         cap.drop()

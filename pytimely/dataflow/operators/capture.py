@@ -34,6 +34,13 @@ def capture_into(stream: Stream, writer: Any, name: str = "Capture", close: bool
 
     When the stream is complete (its frontier is empty) the writer is flushed and, if
     ``close`` and it has a ``close()`` method, closed: nothing more can ever be written.
+
+    >>> import pytimely as pt
+    >>> class Printer:
+    ...     def push(self, event): print(type(event).__name__)
+    >>> pt.example(lambda s: s.to_stream([1]).capture_into(Printer()))
+    Messages
+    Progress
     """
     t0 = stream.scope.domain.minimum()
     state = {"shown": [t0]}
@@ -88,7 +95,12 @@ class CaptureHandle:
 
 
 def capture(stream: Stream, name: str = "Capture") -> CaptureHandle:
-    """Record ``stream``'s batches and frontier changes in memory (:meth:`Stream.capture`)."""
+    """Record ``stream``'s batches and frontier changes in memory (:meth:`Stream.capture`).
+
+    >>> import pytimely as pt
+    >>> pt.example(lambda s: s.to_stream([2, 1]).capture()).extract()
+    [(0, [1, 2])]
+    """
     writer = _ListWriter()
     capture_into(stream, writer, name)
     return CaptureHandle(writer)

@@ -308,7 +308,19 @@ def _single(
 
 def unary(stream: Stream, pact: Pact, name: str, constructor: Callable[..., Any]) -> Stream:
     """One input, one output; woken only by data or activation.  ``constructor(cap, info)``
-    returns ``logic(input, output)``."""
+    returns ``logic(input, output)``.
+
+    >>> import pytimely as pt
+    >>> def ctor(cap, info):
+    ...     cap.drop()  # it only forwards: messages carry their own capability
+    ...     def logic(inp, out):
+    ...         for ref, batch in inp:
+    ...             out.give_batch(ref, [x * 2 for x in batch])
+    ...     return logic
+    >>> pt.example(lambda s: s.to_stream([1, 2]).unary(pt.Pipeline, "Double", ctor).capture(),
+    ...            ).extract()
+    [(0, [2, 4])]
+    """
     return _single(stream, pact, name, constructor, FrontierInterest.NEVER)
 
 
@@ -320,7 +332,23 @@ def unary_frontier(
     interest: FrontierInterest | None = None,
 ) -> Stream:
     """Like :func:`unary`, also woken when the input frontier changes (per ``interest``,
-    default ``FrontierInterest.ALWAYS``)."""
+    default ``FrontierInterest.ALWAYS``).
+
+    >>> import pytimely as pt
+    >>> def ctor(cap, info):
+    ...     seen = []
+    ...     def logic(inp, out):
+    ...         for _ref, batch in inp:
+    ...             seen.extend(batch)
+    ...         if cap.valid and inp.frontier.is_empty():  # input complete: emit and let go
+    ...             out.give(cap, len(seen))
+    ...             cap.drop()
+    ...     return logic
+    >>> def build(s):
+    ...     return s.to_stream("abc").unary_frontier(pt.Pipeline, "Len", ctor).capture()
+    >>> pt.example(build).extract()
+    [(0, [3])]
+    """
     return _single(stream, pact, name, constructor, interest or FrontierInterest.ALWAYS)
 
 
@@ -348,7 +376,23 @@ def binary(
     name: str,
     constructor: Callable[..., Any],
 ) -> Stream:
-    """Two inputs, one output; ``logic(input1, input2, output)``; woken only by data."""
+    """Two inputs, one output; ``logic(input1, input2, output)``; woken only by data.
+
+    >>> import pytimely as pt
+    >>> def ctor(cap, info):
+    ...     cap.drop()
+    ...     def logic(left, right, out):
+    ...         for ref, batch in left:
+    ...             out.give_batch(ref, [("L", x) for x in batch])
+    ...         for ref, batch in right:
+    ...             out.give_batch(ref, [("R", x) for x in batch])
+    ...     return logic
+    >>> def build(s):
+    ...     return s.to_stream([1]).binary(s.to_stream([2]), pt.Pipeline, pt.Pipeline,
+    ...                                    "Tag", ctor).capture()
+    >>> pt.example(build).extract()
+    [(0, [('L', 1), ('R', 2)])]
+    """
     return _double(stream, other, pact1, pact2, name, constructor, FrontierInterest.NEVER)
 
 
@@ -362,7 +406,24 @@ def binary_frontier(
     interest: FrontierInterest | None = None,
 ) -> Stream:
     """Like :func:`binary`, also woken when an input frontier changes (per ``interest``,
-    default ``FrontierInterest.ALWAYS``)."""
+    default ``FrontierInterest.ALWAYS``).
+
+    >>> import pytimely as pt
+    >>> def ctor(cap, info):
+    ...     total = [0]
+    ...     def logic(left, right, out):
+    ...         for _ref, batch in [*left, *right]:
+    ...             total[0] += sum(batch)
+    ...         if cap.valid and left.frontier.is_empty() and right.frontier.is_empty():
+    ...             out.give(cap, total[0])
+    ...             cap.drop()
+    ...     return logic
+    >>> def build(s):
+    ...     return s.to_stream([1]).binary_frontier(s.to_stream([2]), pt.Pipeline,
+    ...                                             pt.Pipeline, "Sum", ctor).capture()
+    >>> pt.example(build).extract()
+    [(0, [3])]
+    """
     interest = interest or FrontierInterest.ALWAYS
     return _double(stream, other, pact1, pact2, name, constructor, interest)
 
@@ -371,13 +432,22 @@ def sink(
     stream: Stream,
     pact: Pact,
     name: str,
-    logic_or_ctor: Callable,
-    interest: FrontierInterest = FrontierInterest.ALWAYS,
+    logic: Callable[..., Any],
+    interest: FrontierInterest | None = None,
 ) -> None:
-    """One input, no output.  Given ``logic(input)`` directly (sinks hold no capability)."""
+    """End the stream in a custom operator with no output, given its ``logic(input)``
+    directly (a sink holds no capability); woken per ``interest`` (default ``ALWAYS``).
+
+    >>> import pytimely as pt
+    >>> def show(inp):
+    ...     for t, batch in inp.drain_batches():
+    ...         print(t, batch)
+    >>> pt.example(lambda s: s.to_stream([7]).sink(pt.Pipeline, "Show", show))
+    0 [7]
+    """
     b = OperatorBuilder(name, stream.scope)
-    b.new_input(stream, pact, interest=interest)
-    b.build(lambda caps, info: logic_or_ctor)
+    b.new_input(stream, pact, interest=interest or FrontierInterest.ALWAYS)
+    b.build(lambda caps, info: logic)
 
 
 def source(scope: Scope, name: str, constructor: Callable) -> Stream:

@@ -56,31 +56,56 @@ class _FilterRecords(BatchTransform):
 
 
 def map(stream: Stream, f: Callable[[Any], Any], name: str | None = None) -> Stream:
-    """``f(record)`` for every record."""
+    """``f(record)`` for every record.
+
+    >>> import pytimely as pt
+    >>> pt.example(lambda s: s.to_stream(range(4)).map(lambda x: x * 10).capture()).extract()
+    [(0, [0, 10, 20, 30])]
+    """
     name = operator_name(name, "Map", f)
     return _stateless(stream, name, _MapRecords(f))
 
 
 def map_batch(stream: Stream, f: Callable[[Any], Any], name: str | None = None) -> Stream:
-    """``f(batch) -> batch`` for every batch (vectorized transforms of numpy/Arrow batches)."""
+    """``f(batch) -> batch`` for every batch (vectorized transforms of numpy/Arrow batches).
+
+    >>> import pytimely as pt
+    >>> pt.example(lambda s: s.to_stream([3, 1, 2]).map_batch(sorted).capture()).extract()
+    [(0, [1, 2, 3])]
+    """
     name = operator_name(name, "MapBatch", f)
     return _stateless(stream, name, f)
 
 
 def flat_map(stream: Stream, f: Callable[[Any], Iterable[Any]], name: str | None = None) -> Stream:
-    """Every record of ``f(record)`` for every record."""
+    """Every record of ``f(record)`` for every record.
+
+    >>> import pytimely as pt
+    >>> pt.example(lambda s: s.to_stream(["a b", "c"]).flat_map(str.split).capture()).extract()
+    [(0, ['a', 'b', 'c'])]
+    """
     name = operator_name(name, "FlatMap", f)
     return _stateless(stream, name, lambda batch: [y for x in batch for y in f(x)])
 
 
 def filter(stream: Stream, predicate: Callable[[Any], bool], name: str | None = None) -> Stream:
-    """The records for which ``predicate`` is true."""
+    """The records for which ``predicate`` is true.
+
+    >>> import pytimely as pt
+    >>> pt.example(lambda s: s.to_stream(range(6)).filter(lambda x: x % 2).capture()).extract()
+    [(0, [1, 3, 5])]
+    """
     name = operator_name(name, "Filter", predicate)
     return _stateless(stream, name, _FilterRecords(predicate))
 
 
 def inspect(stream: Stream, f: Callable[[Any], Any], name: str | None = None) -> Stream:
-    """Call ``f(record)`` on every record; pass the stream through unchanged."""
+    """Call ``f(record)`` on every record; pass the stream through unchanged.
+
+    >>> import pytimely as pt
+    >>> _ = pt.example(lambda s: s.to_stream(["hi"]).inspect(print))
+    hi
+    """
     name = operator_name(name, "Inspect", f)
 
     def look(batch: Any) -> Any:
@@ -92,7 +117,12 @@ def inspect(stream: Stream, f: Callable[[Any], Any], name: str | None = None) ->
 
 
 def inspect_time(stream: Stream, f: Callable[[Any, Any], Any], name: str | None = None) -> Stream:
-    """Call ``f(time, record)`` on every record; pass the stream through."""
+    """Call ``f(time, record)`` on every record; pass the stream through.
+
+    >>> import pytimely as pt
+    >>> _ = pt.example(lambda s: s.to_stream(["hi"]).inspect_time(print))
+    0 hi
+    """
     name = operator_name(name, "InspectTime", f)
 
     def look(t: Any, batch: Any) -> None:
@@ -103,13 +133,24 @@ def inspect_time(stream: Stream, f: Callable[[Any, Any], Any], name: str | None 
 
 
 def inspect_batch(stream: Stream, f: Callable[[Any, Any], Any], name: str | None = None) -> Stream:
-    """Call ``f(time, batch)`` on every batch; pass the stream through."""
+    """Call ``f(time, batch)`` on every batch; pass the stream through.
+
+    >>> import pytimely as pt
+    >>> _ = pt.example(lambda s: s.to_stream([1, 2]).inspect_batch(print))
+    0 [1, 2]
+    """
     name = operator_name(name, "InspectBatch", f)
     return forward_batches(stream, Pipeline, name, inspect=f)
 
 
 def for_each(stream: Stream, f: Callable[[Any, Any], Any], name: str | None = None) -> None:
-    """A sink calling ``f(time, batch)`` per batch (woken by data only)."""
+    """End the stream in a sink calling ``f(time, batch)`` for every batch (woken by data
+    only).
+
+    >>> import pytimely as pt
+    >>> _ = pt.example(lambda s: s.to_stream([1, 2]).for_each(print))
+    0 [1, 2]
+    """
     name = operator_name(name, "ForEach", f)
     from ...progress.operate import FrontierInterest
 

@@ -172,6 +172,18 @@ def unary_notify(
 
     Each delivered notification is a capability: use it to send, then drop it (or
     ``notify_at`` it again at a later time).  ``per_call``: see :class:`Notificator`.
+
+    >>> import pytimely as pt
+    >>> def logic(inp, out, notificator):
+    ...     for ref, batch in inp:
+    ...         notificator.notify_at(ref.retain())
+    ...     for cap in notificator:  # times the input can no longer produce
+    ...         out.give(cap, f"done {cap.time}")
+    ...         cap.drop()
+    >>> def build(s):
+    ...     return s.to_stream("ab").unary_notify(pt.Pipeline, "Done", [], logic).capture()
+    >>> pt.example(build).extract()
+    [(0, ['done 0'])]
     """
 
     def ctor(cap: Capability, info: OperatorInfo) -> Callable[..., None]:
@@ -203,7 +215,21 @@ def binary_notify(
     logic: Callable[[Any, Any, Any, Notificator], Any],
     per_call: int | None = None,
 ) -> Stream:
-    """``logic(input1, input2, output, notificator)``; notified once both frontiers pass."""
+    """``logic(input1, input2, output, notificator)``; notified once both frontiers pass.
+
+    >>> import pytimely as pt
+    >>> def logic(left, right, out, notificator):
+    ...     for ref, batch in [*left, *right]:
+    ...         notificator.notify_at(ref.retain())
+    ...     for cap in notificator:
+    ...         out.give(cap, cap.time)
+    ...         cap.drop()
+    >>> def build(s):
+    ...     return s.to_stream([1]).binary_notify(s.to_stream([2]), pt.Pipeline, pt.Pipeline,
+    ...                                           "Both", [], logic).capture()
+    >>> pt.example(build).extract()
+    [(0, [0])]
+    """
 
     def ctor(cap: Capability, info: OperatorInfo) -> Callable[..., None]:
         state: dict[str, Any] = {"n": None}

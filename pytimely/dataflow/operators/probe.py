@@ -52,7 +52,14 @@ class ProbeHandle:
 
 
 def probe_with(stream: Stream, handle: ProbeHandle, name: str = "Probe") -> Stream:
-    """Mirror ``stream``'s frontier into ``handle``; returns ``stream``."""
+    """Mirror ``stream``'s frontier into ``handle``; returns ``stream``.
+
+    >>> import pytimely as pt
+    >>> handle = pt.ProbeHandle()
+    >>> _ = pt.example(lambda s: s.to_stream([1]).probe_with(handle))
+    >>> handle.done()
+    True
+    """
     mirror = handle._frontier
     t0 = stream.scope.domain.minimum()
     mirror.update_iter([(t0, 1)])
@@ -72,7 +79,12 @@ def probe_with(stream: Stream, handle: ProbeHandle, name: str = "Probe") -> Stre
 
 
 def probe(stream: Stream, name: str = "Probe") -> ProbeHandle:
-    """A new :class:`ProbeHandle` on ``stream``."""
+    """A new :class:`ProbeHandle` on ``stream``.
+
+    >>> import pytimely as pt
+    >>> pt.example(lambda s: s.to_stream([1]).probe()).done()
+    True
+    """
     handle = ProbeHandle()
     probe_with(stream, handle, name)
     return handle

@@ -35,14 +35,24 @@ def exchange(
 ) -> Stream:
     """Re-partition by ``key(record)`` (the record itself without ``key``; column ``column`` of
     Arrow or structured numpy batches); see :class:`~pytimely.Exchange` for how keys map to
-    workers."""
+    workers.
+
+    >>> import pytimely as pt
+    >>> pt.example(lambda s: s.to_stream(["b", "a"]).exchange(len).capture()).extract()
+    [(0, ['a', 'b'])]
+    """
     if name is None:
         name = "Exchange" if key is None else f"Exchange({describe_function(key)})"
     return forward_batches(stream, Exchange(key, column=column), name)
 
 
 def broadcast(stream: Stream, name: str = "Broadcast") -> Stream:
-    """Every record to every worker."""
+    """Every record to every worker.
+
+    >>> import pytimely as pt
+    >>> pt.example(lambda s: s.to_stream([1, 2]).broadcast().capture()).extract()
+    [(0, [1, 2])]
+    """
     return forward_batches(stream, Broadcast, name)
 
 
@@ -70,7 +80,12 @@ def concatenate(scope: Scope, streams: Iterable[Stream], name: str = "Concatenat
 
 
 def concat(stream: Stream, other: Stream, name: str = "Concat") -> Stream:
-    """The records of both streams."""
+    """The records of both streams.
+
+    >>> import pytimely as pt
+    >>> pt.example(lambda s: s.to_stream([1]).concat(s.to_stream([2])).capture()).extract()
+    [(0, [1, 2])]
+    """
     return concatenate(stream.scope, [stream, other], name)
 
 
@@ -78,7 +93,15 @@ def partition(
     stream: Stream, parts: int, route: Callable[[Any], tuple[int, Any]], name: str | None = None
 ) -> list[Stream]:
     """``parts`` streams; ``route(record) -> (index, value)`` sends ``value`` to stream
-    ``index``."""
+    ``index``.
+
+    >>> import pytimely as pt
+    >>> def build(s):
+    ...     parts = s.to_stream(range(5)).partition(2, lambda x: (x % 2, x))
+    ...     return [p.capture() for p in parts]
+    >>> [c.extract() for c in pt.example(build)]
+    [[(0, [0, 2, 4])], [(0, [1, 3])]]
+    """
     name = operator_name(name, "Partition", route)
     if parts < 1:
         raise GraphError("partition(): parts must be at least 1")
@@ -109,7 +132,15 @@ def partition(
 def branch(
     stream: Stream, condition: Callable[[Any, Any], bool], name: str | None = None
 ) -> tuple[Stream, Stream]:
-    """``(false_stream, true_stream)`` split by ``condition(time, record)``."""
+    """``(false_stream, true_stream)`` split by ``condition(time, record)``.
+
+    >>> import pytimely as pt
+    >>> def build(s):
+    ...     small, big = s.to_stream(range(4)).branch(lambda t, x: x >= 2)
+    ...     return small.capture(), big.capture()
+    >>> [c.extract() for c in pt.example(build)]
+    [[(0, [0, 1])], [(0, [2, 3])]]
+    """
     name = operator_name(name, "Branch", condition)
     b = OperatorBuilder(name, stream.scope)
     b.new_input(stream, Pipeline, interest=FrontierInterest.NEVER)
@@ -135,7 +166,15 @@ def branch(
 def ok_err(
     stream: Stream, logic: Callable[[Any], tuple[bool, Any]], name: str | None = None
 ) -> tuple[Stream, Stream]:
-    """``(oks, errs)``: ``logic(record) -> (is_ok, value)`` decides where ``value`` goes."""
+    """``(oks, errs)``: ``logic(record) -> (is_ok, value)`` decides where ``value`` goes.
+
+    >>> import pytimely as pt
+    >>> def build(s):
+    ...     oks, errs = s.to_stream(["1", "x"]).ok_err(lambda r: (r.isdigit(), r))
+    ...     return oks.capture(), errs.capture()
+    >>> [c.extract() for c in pt.example(build)]
+    [[(0, ['1'])], [(0, ['x'])]]
+    """
     name = operator_name(name, "OkErr", logic)
 
     def route(x: Any) -> tuple[int, Any]:

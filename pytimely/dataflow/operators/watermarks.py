@@ -479,7 +479,12 @@ def assign_watermarks(
 ) -> WStream:
     """An ordinary stream as a watermarked one: data pass unchanged (any batch type); whenever
     the input frontier advances, its minimum (``END`` once empty) is emitted as a watermark.
-    This source adapter is the only watermark operator that reads a system frontier."""
+    This source adapter is the only watermark operator that reads a system frontier.
+
+    >>> import pytimely as pt
+    >>> pt.example(lambda s: s.to_stream([1]).assign_watermarks().stream.capture()).extract()
+    [(0, [1]), (9223372036854775807, [Watermark(time=9223372036854775807, src=0, dst=0)])]
+    """
     stats = stats if stats is not None else WatermarkStats()
     holder: list[WStream] = []
 

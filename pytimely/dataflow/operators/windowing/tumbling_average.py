@@ -83,6 +83,10 @@ def tumbling_average(
 
     Output timestamps are the window ends; within one end, keys come out in sorted order when
     they are mutually comparable.
+
+    >>> import pytimely as pt
+    >>> pt.example(lambda s: s.to_stream([1, 2]).tumbling_average(10).capture()).extract()
+    [(10, [1.5])]
     """
     if not isinstance(width, int) or width <= 0:
         raise ValueError(f"tumbling_average: width must be a positive int, got {width!r}")
