@@ -9,7 +9,7 @@
  *     A record's key is `keys[i]` if `keys` is a list, else the record itself
  *     (key_index < 0), else `record[key_index]` of an exact tuple or list record.  The
  *     destination of an exact ASCII str or 64-bit int key is computed here by the rule of
- *     pytimely/communication/routing.py; any other key's is `memo[key]` (a dict lookup, so
+ *     pytimely/dataflow/exchange/routing.py; any other key's is `memo[key]` (a dict lookup, so
  *     equal keys find one entry whatever their type), cached per key object.  None means
  *     "not every key is known" (a miss, an unhashable key, a record that is not a tuple):
  *     the caller routes in Python.  `me`, this worker's index, lets the split offer the str
@@ -223,14 +223,17 @@ str_cache_offer(PyObject *s)
 
 /* ---- split ------------------------------------------------------------------------------ */
 
-/* The routes of the commonest keys, computed here as pytimely/communication/routing.py and
+/* The routes of the commonest keys, computed here as pytimely/dataflow/exchange/routing.py and
  * hashing.py define them, without any table: an exact int that fits 64 bits goes to
  * `key % peers` (Python's modulo: never negative); an exact str whose UTF-8 is its own storage
  * (compact ASCII) to `mix(crc32(text) ^ STR_SALT) % peers`, crc32 being zlib's (reflected
  * polynomial 0xEDB88320) and mix that of hashing.py.  Reading the key object is all it costs:
  * a table of routes by key object (the RouteCache below) costs a probe that misses the caches
  * once the keys are many, and a dict lookup and more for every key object it does not hold.
- * Any other key returns -1 and takes the RouteCache path. */
+ * Any other key returns -1 and takes the RouteCache path.
+ * TWIN: this restates the rule of pytimely/dataflow/exchange/routing.py and the hash of
+ * pytimely/dataflow/exchange/hashing.py (whose package docstring says so too); change one and
+ * the other must follow -- tests/test_speedups.py and tests/test_routing.py compare them. */
 #define HASH_GOLDEN 0x9E3779B97F4A7C15ull
 #define HASH_STR_SALT 0x27D4EB2F165667C5ull
 

@@ -33,8 +33,6 @@ from pytimely.communication import (
     parse_args,
     read_hostfile,
     run_processes,
-    stable_hash,
-    stable_hash_array,
 )
 from pytimely.communication.handshake import (
     _HELLO,
@@ -53,6 +51,7 @@ from pytimely.communication.wire import (
     encode_goodbye,
     serialize,
 )
+from pytimely.dataflow.exchange import stable_hash, stable_hash_array
 from pytimely.errors import AuthenticationError, CommunicationError, WorkerFailure
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -1025,7 +1024,7 @@ def test_stable_hash_is_stable_across_processes_and_seeds():
     expected = [stable_hash(k) for k in HASH_KEYS]
     assert all(0 <= h < 2**64 for h in expected)
     code = (
-        "import json; from pytimely.communication import stable_hash; "
+        "import json; from pytimely.dataflow.exchange import stable_hash; "
         f"print(json.dumps([stable_hash(k) for k in {HASH_KEYS!r}]))"
     )
     for seed in ("1", "2"):

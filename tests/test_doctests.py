@@ -33,6 +33,7 @@ RUN_ONLY = [
     "pytimely.dataflow.operators.windowing.event_sessions",
     "pytimely.dataflow.operators.input",
     "pytimely.communication.codec",
+    "pytimely.dataflow.exchange",
 ]
 
 # The methods users build dataflows with: each has an example.

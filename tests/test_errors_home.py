@@ -15,8 +15,8 @@ from pytimely import errors
         ("ConfigError", "pytimely.communication"),
         ("HandshakeRejected", "pytimely.communication.handshake"),
         ("HandshakeTimeout", "pytimely.communication.handshake"),
-        ("UnroutableKey", "pytimely.communication.routing"),
-        ("UnroutableKey", "pytimely.communication"),
+        ("UnroutableKey", "pytimely.dataflow.exchange.routing"),
+        ("UnroutableKey", "pytimely.dataflow.exchange"),
     ],
 )
 def test_exception_is_defined_in_errors_and_reexported(name, module):

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 import pytimely as pt
 from pytimely import _native
 from pytimely.communication import Allocator
-from pytimely.communication.routing import (
+from pytimely.dataflow.exchange.routing import (
     UnroutableKey,
     canonical_key,
     route,
@@ -503,8 +503,8 @@ def test_numpy_and_arrow_batches_route_like_their_records_on_two_workers():
 
 
 def test_route_strs_agrees_with_route_for_every_string():
-    from pytimely.communication.hashing import stable_hash, stable_hash_strs
-    from pytimely.communication.routing import route_strs
+    from pytimely.dataflow.exchange.hashing import stable_hash, stable_hash_strs
+    from pytimely.dataflow.exchange.routing import route_strs
 
     words = ["", "a", "word", "é", "日本語", "\ud800lone surrogate", "x" * 1000, "a\x00b"]
     assert stable_hash_strs(words).tolist() == [stable_hash(w) for w in words]

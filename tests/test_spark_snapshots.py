@@ -8,7 +8,7 @@ import os
 import pytest
 
 from pytimely.capture.fileformat import write_events
-from pytimely.communication.routing import route
+from pytimely.dataflow.exchange.routing import route
 from pytimely.dataflow.operators.event import Messages
 from pytimely.errors import CaptureError
 from pytimely.spark.recovery import InputLog

@@ -23,9 +23,9 @@ from hypothesis import strategies as st
 import pytimely as pt
 from pytimely import _native
 from pytimely.communication import codec
-from pytimely.communication.routing import route
 from pytimely.communication.wire import deserialize, serialize
-from pytimely.dataflow.channels import _Router
+from pytimely.dataflow.exchange.pusher import Router
+from pytimely.dataflow.exchange.routing import route
 
 EXAMPLES = int(os.environ.get("PYTIMELY_PROPERTY_EXAMPLES", "200"))
 
@@ -102,10 +102,10 @@ def test_compiled_split_equals_pure_split(keys, peers, form):
     else:
         key = itemgetter(0) if form == "itemgetter" else (lambda r: r[0])
         batches = [[(k, i) for i, k in enumerate(b)] for b in keys]
-    compiled = _Router(key, None, peers, "c")
+    compiled = Router(key, None, peers, "c")
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(_native, "speedups", None)
-        pure = [_Router(key, None, peers, "c").split(b) for b in batches]
+        pure = [Router(key, None, peers, "c").split(b) for b in batches]
     for batch, want in zip(batches, pure):
         assert compiled.split(batch) == want
         for w, part in enumerate(want):  # and the rule itself
@@ -122,7 +122,7 @@ def test_compiled_split_computes_str_and_int_routes_as_the_routing_rule():
     ints = [0, 1, -1, 7, -7, (1 << 63) - 1, -(1 << 63), 1 << 63, -(1 << 63) - 1, 1 << 90]
     for peers in range(1, 10):
         for me in (-1, 0, peers - 1):
-            router = _Router(itemgetter(0), None, peers, "c", me)
+            router = Router(itemgetter(0), None, peers, "c", me)
             for keys in (words, ints):
                 parts = router.split([(k, 1) for k in keys])
                 assert sorted(k for part in parts for k, _ in part) == sorted(keys)
@@ -140,10 +140,10 @@ def test_compiled_split_stays_right_while_its_cache_grows_backs_off_and_resumes(
     stream = [vocabulary[i % 3000 :] + vocabulary[: i % 3000] for i in range(0, 60_000, 997)]
     stream += [fresh[i : i + 1000] for i in range(0, len(fresh), 1000)]
     stream += stream[:30]
-    compiled = _Router(None, None, 3, "c")
+    compiled = Router(None, None, 3, "c")
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(_native, "speedups", None)
-        pure = _Router(None, None, 3, "c")
+        pure = Router(None, None, 3, "c")
         want = [pure.split(b) for b in stream]
     assert [compiled.split(b) for b in stream] == want
 
@@ -151,7 +151,7 @@ def test_compiled_split_stays_right_while_its_cache_grows_backs_off_and_resumes(
 def test_compiled_split_leaves_records_it_cannot_read_to_the_python_path():
     # itemgetter(0) of a dict record, and an unhashable key: the Python path decides (and
     # reports the unroutable key naming the channel).
-    router = _Router(itemgetter(0), None, 2, "exchange channel 3 into operator 'Count'")
+    router = Router(itemgetter(0), None, 2, "exchange channel 3 into operator 'Count'")
     records = [{0: "a"}, {0: 7}]
     assert router.split(records) == _split_pure(router, records)
     with pytest.raises(TypeError, match="exchange channel 3 into operator 'Count'.*list"):

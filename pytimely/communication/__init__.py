@@ -11,13 +11,13 @@
 * :mod:`.acceptor` — authenticating many callers at once, so strangers cannot block a listener;
 * :mod:`.rendezvous` — how peers learn each other's addresses (static, local launcher, Spark);
 * :mod:`.launch` — :func:`run_processes`, timely's command-line flags, hand-started clusters;
-* :mod:`.diagnosis` — asking a worker process what it is doing (when a run times out);
-* :mod:`.hashing` — :func:`stable_hash`, the process-independent hash Exchange routes by;
-* :mod:`.routing` — :func:`route`, the one rule that sends equal keys of any type to one worker.
+* :mod:`.diagnosis` — asking a worker process what it is doing (when a run times out).
+
+Which worker a record goes to is not decided here: the routing rule and its hash belong to the
+exchange (:mod:`pytimely.dataflow.exchange`).
 """
 
 from .allocator import Allocator, ThreadAllocator
-from .hashing import stable_hash, stable_hash_array
 from .launch import Config, ConfigError, connect_from_config, parse_args, run_processes
 from .rendezvous import (
     GatherRendezvous,
@@ -26,7 +26,6 @@ from .rendezvous import (
     StaticRendezvous,
     read_hostfile,
 )
-from .routing import UnroutableKey, route, route_array, route_arrow
 from .tcp import TcpAllocator
 
 __all__ = [
@@ -39,14 +38,8 @@ __all__ = [
     "StaticRendezvous",
     "TcpAllocator",
     "ThreadAllocator",
-    "UnroutableKey",
     "connect_from_config",
     "parse_args",
     "read_hostfile",
-    "route",
-    "route_array",
-    "route_arrow",
     "run_processes",
-    "stable_hash",
-    "stable_hash_array",
 ]

@@ -34,7 +34,7 @@ Who waits: only inputs, never operators
     most one side: a receiver holds at most about one bound per peer in its inbox.
 
 Data an exchange holds back to send it in fewer messages (at most 256 KB per channel, see
-``_ExchangePusher`` in :mod:`pytimely.dataflow.channels`) is counted when it is sent; an input
+``_ExchangePusher`` in :mod:`pytimely.dataflow.pacts`) is counted when it is sent; an input
 that checks for credit has it sent first, so the bound it waits on includes it.
 
 Invariant: ``acked[peer] <= sent[peer]`` (an acknowledgement counts data that was sent), so a

@@ -3,7 +3,6 @@ operator library.  Built on :mod:`pytimely.progress` and :mod:`pytimely.communic
 
 from . import operators  # noqa: F401  (the operator library behind the Stream methods)
 from .capability import Capability, CapabilityRef, CapabilitySet
-from .channels import Broadcast, Exchange, Pipeline
 from .operator import Activator, OperatorInfo
 from .operators.capture import CaptureHandle
 from .operators.feedback import LoopHandle
@@ -11,6 +10,7 @@ from .operators.generic import OperatorBuilder
 from .operators.input import ActivateCapability, InputHandle, UnorderedHandle
 from .operators.notify import Notificator
 from .operators.probe import ProbeHandle
+from .pacts import Broadcast, Exchange, Pipeline
 from .scope import Scope
 from .stream import Stream
 

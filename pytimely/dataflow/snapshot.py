@@ -20,7 +20,7 @@ operators (windows, ``stateful_map``, ``keyed_process``, ``join``):
   Global States of Distributed Systems" (Chandy and Lamport, 1985), reached here by draining
   rather than by markers.
 * State is keyed, and the keyed operators route records with
-  :func:`pytimely.communication.routing.route`, so state restored onto ``peers`` workers is
+  :func:`pytimely.dataflow.exchange.routing.route`, so state restored onto ``peers`` workers is
   re-partitioned by giving worker ``i`` the records whose ``route(key, peers) == i``
   (:func:`partition`).
 """
@@ -33,8 +33,8 @@ import pickle
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from ..communication.routing import route
 from ..errors import TimelyError
+from .exchange.routing import route
 
 if TYPE_CHECKING:
     from .operator import OperatorInfo

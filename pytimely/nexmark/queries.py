@@ -69,7 +69,6 @@ from typing import Any
 
 import numpy as np
 
-from ..dataflow.channels import Exchange, Pipeline
 from ..dataflow.idioms import MinToken
 from ..dataflow.operators.generic import (
     binary,
@@ -84,6 +83,7 @@ from ..dataflow.operators.watermarks import (
     WStream,
     assign_watermarks,
 )
+from ..dataflow.pacts import Exchange, Pipeline
 from ..progress.operate import FrontierInterest
 from ..windows import Sliding, Tumbling
 from .events import auctions_of, bid_columns, bids_of, event_rows, persons_of

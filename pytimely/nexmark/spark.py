@@ -329,9 +329,9 @@ def align_to_epochs(stream: Any, epoch: int, name: str = "AlignToEpochs") -> Any
     """Every batch of ``stream`` (integer times) at the next multiple of ``epoch`` at or after
     its time: batches already at a multiple pass at once, the others wait (holding a token at
     the multiple) until their input frontier passes it."""
-    from ..dataflow.channels import Pipeline
     from ..dataflow.operators.aggregation import release_ready
     from ..dataflow.operators.generic import unary_frontier
+    from ..dataflow.pacts import Pipeline
     from ..progress.operate import FrontierInterest
 
     if epoch < 1:

@@ -308,7 +308,7 @@ def prepare_dataframe(
 def _aligned_partition(df: Any, keys: list[str], workers: int) -> Any:
     """For one integer key column: an expression that makes Spark put the rows of key ``k``
     in partition ``k % workers`` -- where pytimely's exchange routes ``k``
-    (:func:`pytimely.communication.routing.route`), so a dataflow that exchanges by that key
+    (:func:`pytimely.dataflow.exchange.routing.route`), so a dataflow that exchanges by that key
     sends no record to another worker.  ``None`` for other keys (Spark's hash then decides).
 
     Spark places a row in partition ``pmod(hash(expr), workers)``; for each worker ``i`` we

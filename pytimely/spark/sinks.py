@@ -54,10 +54,10 @@ from contextlib import contextmanager
 from operator import itemgetter
 from typing import Any
 
-from ..dataflow.channels import Pipeline
 from ..dataflow.idioms import MinToken
 from ..dataflow.operators.aggregation import release_ready
 from ..dataflow.operators.generic import unary_frontier
+from ..dataflow.pacts import Pipeline
 from ..errors import TimelyError
 from ..progress.operate import FrontierInterest
 from .staging import output_folder

@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any
 from ...naming import operator_name
 from ...order import less_equal
 from ...progress.operate import FrontierInterest
-from ..channels import Exchange, Pipeline
 from ..idioms import TimeStash
+from ..pacts import Exchange, Pipeline
 from .generic import binary_frontier, unary_frontier
 
 if TYPE_CHECKING:

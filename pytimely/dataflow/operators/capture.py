@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...progress.antichain import frontier_changes
 from ...progress.operate import FrontierInterest
-from ..channels import Pipeline
+from ..pacts import Pipeline
 from .event import Messages, Progress
 from .event import extract as extract_events
 from .generic import sink

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 from ...errors import GraphError
 from ...order import results_in
 from ...progress.operate import FrontierInterest
-from ..channels import Pipeline
 from ..operator import OperatorCore
+from ..pacts import Pipeline
 from .generic import OperatorBuilder
 
 if TYPE_CHECKING:

@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Any
 
 from ...errors import GraphError
 from ...progress.operate import FrontierInterest
-from ..channels import Pact, Pipeline
 from ..operator import OperatorCore, OperatorInfo
+from ..pacts import Pact, Pipeline
 
 if TYPE_CHECKING:
     from ..capability import Capability

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...order import Product, less_equal
 from .. import snapshot
-from ..channels import Exchange
+from ..pacts import Exchange
 from .generic import binary
 from .keyed import StateStats, checked_key, failure, split_key
 

@@ -48,7 +48,7 @@ from ...naming import describe_function
 from ...order import less_equal
 from ...progress.operate import FrontierInterest
 from .. import snapshot
-from ..channels import Exchange
+from ..pacts import Exchange
 from .generic import unary_frontier
 from .tokens import LeastToken, tokens_for
 

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from ...naming import operator_name
-from ..channels import Pipeline
+from ..pacts import Pipeline
 from .generic import BatchTransform, forward_batches, sink
 
 if TYPE_CHECKING:

@@ -40,8 +40,8 @@ from ..capability import Capability
 from .generic import binary_frontier, unary_frontier
 
 if TYPE_CHECKING:
-    from ..channels import Pact
     from ..operator import OperatorInfo
+    from ..pacts import Pact
     from ..ports import InputPort, OutputPort
     from ..stream import Stream
 

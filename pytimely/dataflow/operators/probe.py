@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...progress.antichain import Antichain, MutableAntichain, frontier_changes
 from ...progress.operate import FrontierInterest
-from ..channels import Pipeline
+from ..pacts import Pipeline
 from .generic import sink
 
 if TYPE_CHECKING:

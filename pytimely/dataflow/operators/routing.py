@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from ...errors import GraphError
 from ...naming import describe_function, operator_name
 from ...progress.operate import FrontierInterest
-from ..channels import Broadcast, Exchange, Pipeline
+from ..pacts import Broadcast, Exchange, Pipeline
 from .generic import OperatorBuilder, forward_batches
 
 if TYPE_CHECKING:

@@ -62,7 +62,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, NamedTuple, Self
 
 from ...progress.operate import FrontierInterest
-from ..channels import Exchange, Pipeline, open_channel
+from ..pacts import Exchange, Pipeline, open_channel
 from .generic import OperatorBuilder, unary, unary_frontier
 
 if TYPE_CHECKING:

@@ -10,7 +10,7 @@ from ....naming import describe_function
 from ....progress.operate import FrontierInterest
 from ....windows import Session, Sliding
 from ... import snapshot
-from ...channels import Exchange, Pact
+from ...pacts import Exchange, Pact
 from ..generic import OperatorBuilder
 from ..keyed import InTimeOrder
 from ..map import map_batch

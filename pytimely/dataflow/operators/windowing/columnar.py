@@ -4,7 +4,7 @@ array arithmetic.
 A columnar batch is a *single* message whose ``len()`` is its number of rows (progress
 tracking counts rows, as for a list of records).  The logic reads columns with :func:`column`
 and keeps rows with :func:`select`; ``Exchange(column=name)`` routes rows by a key column with
-the one routing rule of :mod:`pytimely.communication.routing`.
+the one routing rule of :mod:`pytimely.dataflow.exchange.routing`.
 """
 
 from __future__ import annotations

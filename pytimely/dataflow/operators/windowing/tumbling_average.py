@@ -41,7 +41,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ....progress.operate import FrontierInterest
-from ...channels import Exchange
+from ...pacts import Exchange
 from ..generic import unary_frontier
 
 if TYPE_CHECKING:

@@ -28,6 +28,10 @@ their familiar placement — and every other canonical key to
 The vectorized routes :func:`route_array` (numpy) and :func:`route_arrow` (Arrow arrays) give,
 element for element, what :func:`route` gives for the element as a Python value (``arr[i]``,
 respectively ``arr[i].as_py()``).
+
+**Twin.**  ``direct_route`` in ``pytimely/_speedups.c`` computes the same routes for exact
+``int`` and ASCII ``str`` keys without calling this module: a change to the rule (or to
+:mod:`.hashing`) must be made there too (see :mod:`pytimely.dataflow.exchange`).
 """
 
 from __future__ import annotations
@@ -37,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import UnroutableKey
+from ...errors import UnroutableKey
 from .hashing import stable_hash, stable_hash_strs
 
 __all__ = [

@@ -1,25 +1,12 @@
-"""Parallelization contracts: how records on an edge reach the workers' operator instances.
+"""The exchange's pusher: records of a batch split by destination worker and sent.
 
-* :class:`Pipeline` — stay on this worker; the batch is handed to the consumer as is.
-* :class:`Exchange` — route each record by ``key(record)`` under the one routing rule of
-  :mod:`pytimely.communication.routing`: keys that compare equal meet on one worker, whatever
-  their types.  On one worker nothing moves (the channel is still allocated, so channel ids
-  agree), but keys are still checked, so an unroutable key fails on one worker as on many.
-* :class:`Broadcast` — every record to every worker.
-
-A contract never changes how many records exist at a time *in total*: progress tracking counts
-a batch of ``n`` records once at the consumer's input location (a location shared by all
-workers), however the records are split.  (``Broadcast`` is the exception that proves the rule:
-it multiplies records by ``peers`` and the edge is counted with that weight.)
-
-Routing never uses Python's ``hash()`` of ``str``/``bytes`` (it differs between processes unless
-``PYTHONHASHSEED`` is fixed).
-
-Records that cross workers are pickled.  One that cannot be pickled fails with a
-:class:`~pytimely.errors.SerializationError` naming the exchange channel, the operator it feeds
-and the record's type.  On one worker nothing is pickled; a *strict* worker
-(``Worker(strict=True)``, or ``PYTIMELY_STRICT=1`` in the environment) round-trips the first
-record of every batch of every Exchange through the codec, so the same mistake fails there too.
+:class:`ExchangePusher` is what an :class:`~pytimely.dataflow.pacts.Exchange` edge pushes
+into: it computes every record's destination with a router (the key function's routes under
+the rule of :mod:`.routing`, memoized per key, or the user's ``route=`` function), keeps this
+worker's share and hands the others to the allocator, counted once at the consumer (the
+progress counts of a batch do not depend on where its records go).  The split of a list batch
+runs in C when the extension is built (``RouteCache.split`` in ``pytimely/_speedups.c``), with
+the same routes as the Python path here.
 """
 
 from __future__ import annotations
@@ -31,10 +18,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .. import _native
-from ..communication.codec import encode as codec_encode
-from ..communication.codec import encode_pair_of_lists, list_form
-from ..communication.routing import (
+from ... import _native
+from ...communication.codec import encode as codec_encode
+from ...communication.codec import encode_pair_of_lists, list_form
+from ...communication.wire import deserialize, serialize
+from ...errors import OperatorError, SerializationError
+from .routing import (
     ALWAYS_ROUTABLE,
     UnroutableKey,
     route,
@@ -42,121 +31,18 @@ from ..communication.routing import (
     route_arrow,
     route_strs,
 )
-from ..communication.wire import deserialize, serialize
-from ..errors import OperatorError, SerializationError
 
 if TYPE_CHECKING:
-    from ..worker import WorkerServices
+    from ...worker import WorkerServices
 
-__all__ = ["Pipeline", "Exchange", "Broadcast", "Pact", "open_channel"]
-
-
-def open_channel(worker: WorkerServices, push: Callable[[Any, Any], None]) -> int:
-    """Allocate a data channel (on every worker alike, so identifiers agree) and, if there are
-    other workers, deliver what they send on it to ``push``.  Returns the channel."""
-    channel = worker.allocate_channel()
-    if worker.peers > 1:
-        worker.register_data_channel(channel, push)
-    return channel
+__all__ = ["ExchangePusher", "Router", "RouteFunction"]
 
 
-class Pact:
-    """Base class of parallelization contracts."""
-
-    weight_per_peer = False  # Broadcast: the edge counts ``peers`` records per record sent
-
-    def connect(
-        self, worker: WorkerServices, push: Callable[[Any, Any], None], consumer: str = "?"
-    ) -> Callable[[Any, Any], None]:
-        """Return the function the producer calls with ``(time, batch)``; ``push`` delivers to
-        this worker's consumer, the operator named ``consumer`` (named in errors)."""
-        raise NotImplementedError
-
-
-class _Pipeline(Pact):
-    def connect(
-        self, worker: WorkerServices, push: Callable[[Any, Any], None], consumer: str = "?"
-    ) -> Callable[[Any, Any], None]:
-        return push
-
-    def __repr__(self) -> str:
-        return "Pipeline"
-
-
-Pipeline = _Pipeline()
-
-
-class Exchange(Pact):
-    """Route records by ``key(record)``: equal keys meet on the same worker.
-
-    The rule (one place: :mod:`pytimely.communication.routing`): a key that compares equal to
-    an ``int`` — ``1``, ``1.0``, ``True``, ``np.int64(1)`` — goes to worker ``int(key) % peers``
-    (as in timely); any other key — str, bytes, non-integral float, tuples — by
-    :func:`~pytimely.communication.hashing.stable_hash`, identical in every process.  Without
-    ``key`` the record itself is the key.  A key that cannot be routed (a ``list``, a ``dict``,
-    an object without ``__stable_hash__``) raises a ``TypeError`` naming the operator.
-
-    Batches may be lists of records, one-dimensional numpy arrays (routed vectorized: the
-    elements, or field ``column`` of a structured array, are the keys), or Arrow arrays,
-    ``RecordBatch``es and ``Table``s (rows by their ``column``); each row goes where the
-    per-record rule sends its key.  ``route=`` may instead give a function returning the
-    routing integer directly (``route(record) % peers``).
-    """
-
-    def __init__(
-        self,
-        key: Callable[[Any], Any] | None = None,
-        route: Callable | None = None,
-        column: str | int | None = None,
-    ):
-        self.key = key
-        self.route = route
-        self.column = column
-
-    def connect(
-        self, worker: WorkerServices, push: Callable[[Any, Any], None], consumer: str = "?"
-    ) -> Callable[[Any, Any], None]:
-        """See :meth:`Pact.connect`: each record goes to the worker its key picks.
-
-        Opens this worker's end of the edge's channel; ``route`` replaces the key rule if given.
-        """
-        channel = open_channel(worker, push)
-        return self.pusher(worker, channel, push, consumer)
-
-    def pusher(
-        self, worker: WorkerServices, channel: int, push: Callable[[Any, Any], None], consumer: str
-    ) -> Callable[[Any, Any], None]:
-        """The function that routes batches on ``channel`` (allocated, and registered to
-        deliver to ``push`` if there are other workers) into operator ``consumer``."""
-        if worker.peers == 1:
-            channel_name = _channel_name(channel, consumer)
-            return _checked(self._router(worker, channel_name), push, channel_name, worker.strict)
-        return self.exchange_pusher(worker, channel, push, consumer).push
-
-    def exchange_pusher(
-        self, worker: WorkerServices, channel: int, push: Callable[[Any, Any], None], consumer: str
-    ) -> _ExchangePusher:
-        """On two or more workers, the object that routes ``channel``'s batches (its ``push``)
-        and holds back the parts for other workers.  A pact that also sends on ``channel``
-        itself calls its ``send_held()`` first, or what it sends could overtake held data."""
-        channel_name = _channel_name(channel, consumer)
-        router = self._router(worker, channel_name)
-        return _ExchangePusher(worker, channel, push, router, channel_name, worker.strict)
-
-    def _router(self, worker: WorkerServices, channel_name: str) -> Any:
-        if self.route is not None:
-            return _RouteFunction(self.route, worker.peers)
-        return _Router(self.key, self.column, worker.peers, channel_name, worker.index)
-
-    def __repr__(self) -> str:
-        return "Exchange"
-
-
-def _channel_name(channel: int, consumer: str) -> str:
+def channel_name_of(channel: int, consumer: str) -> str:
     return f"exchange channel {channel} into operator {consumer!r}"
 
 
-class _RouteFunction:
+class RouteFunction:
     """``route=``: the user's function gives the routing integer of each record."""
 
     def __init__(self, route: Callable[[Any], int], peers: int) -> None:
@@ -164,6 +50,7 @@ class _RouteFunction:
         self.peers = peers
 
     def destinations(self, batch: Any) -> list[int]:
+        """The destination worker of every record of ``batch``."""
         route, peers = self.route, self.peers
         return [route(x) % peers for x in batch]
 
@@ -172,10 +59,10 @@ class _RouteFunction:
         return _split(batch, self.destinations(batch), self.peers)
 
     def check(self, batch: Any, every_key: bool = False) -> None:
-        pass
+        """Nothing to check: the user's function gives routes, not keys."""
 
 
-class _Router:
+class Router:
     """Destinations of a batch's records under the routing rule, for one Exchange channel.
 
     Routes of ``int``, ``str``, ``bytes``, ``float`` and ``tuple`` keys are memoized: a batch
@@ -231,7 +118,7 @@ class _Router:
 
         A list batch is split by the compiled extension in one C loop when it can route every
         key: exact ASCII ``str`` and 64-bit ``int`` keys by computing the routing rule itself
-        (the hash of :mod:`~pytimely.communication.hashing`, a modulo), other keys through the
+        (the hash of :mod:`~pytimely.dataflow.exchange.hashing`, a modulo), other keys through the
         memo (the same lookups as :meth:`destinations`, cached per key object, at most 65,536
         keys kept alive).  Any other batch, or one with a key the memo does not know yet,
         goes through :meth:`destinations` and :func:`_split`, which also memoize new keys.
@@ -407,7 +294,7 @@ def _is_arrow(batch: Any) -> bool:
     return type(batch).__module__.startswith("pyarrow")
 
 
-def _checked(
+def checked_keys(
     router: Any, push: Callable[[Any, Any], None], channel_name: str, strict: bool
 ) -> Callable[[Any, Any], None]:
     """The push of an Exchange on one worker: nothing moves, but keys are checked (and, if
@@ -431,11 +318,11 @@ def _round_trip_one(batch: Any, channel_name: str) -> None:
     try:
         data, buffers = serialize(first)
     except SerializationError as e:
-        raise _unpicklable(channel_name, first, e) from e
+        raise unpicklable(channel_name, first, e) from e
     deserialize(data, [bytearray(b) for b in buffers])
 
 
-def _unpicklable(where: str, part: Any, error: SerializationError) -> SerializationError:
+def unpicklable(where: str, part: Any, error: SerializationError) -> SerializationError:
     """The error for a batch that could not be pickled on channel ``where``: it names the
     channel, the consuming operator and the type of the first record that fails."""
     record_type = type(part).__name__
@@ -455,7 +342,7 @@ def _unpicklable(where: str, part: Any, error: SerializationError) -> Serializat
     )
 
 
-class _ExchangePusher:
+class ExchangePusher:
     """Splits each batch by destination worker: the part for this worker goes downstream at
     once, the parts for other workers to the allocator.
 
@@ -518,6 +405,8 @@ class _ExchangePusher:
         self._held_bytes = 0
 
     def push(self, t: Any, batch: Any) -> None:
+        """Route the message ``(t, batch)``: this worker's records to the consumer, the others'
+        to the allocator (see the class docstring)."""
         if self.strict:  # the parts that stay here would not be pickled
             _round_trip_one(batch, self.channel_name)
         parts = self.router.split(batch)
@@ -577,7 +466,7 @@ class _ExchangePusher:
         try:
             self.worker.allocator.send(self.channel, w, (t, part))
         except SerializationError as e:
-            raise _unpicklable(self.channel_name, part, e) from e
+            raise unpicklable(self.channel_name, part, e) from e
 
 
 def _split(batch: Any, dests: Any, peers: int) -> list[Any]:
@@ -593,35 +482,3 @@ def _split(batch: Any, dests: Any, peers: int) -> list[Any]:
     if peers == 2:
         return [list(compress(batch, map(not_, dests))), list(compress(batch, dests))]
     return [list(compress(batch, map(w.__eq__, dests))) for w in range(peers)]
-
-
-class _Broadcast(Pact):
-    weight_per_peer = True
-
-    def connect(
-        self, worker: WorkerServices, push: Callable[[Any, Any], None], consumer: str = "?"
-    ) -> Callable[[Any, Any], None]:
-        channel = open_channel(worker, push)
-        if worker.peers == 1:
-            return push
-        allocator = worker.allocator
-        me = worker.index
-        others = [w for w in range(worker.peers) if w != me]
-
-        def broadcast(t: Any, batch: Any) -> None:
-            for w in others:
-                try:
-                    allocator.send(channel, w, (t, batch))
-                except SerializationError as e:
-                    raise _unpicklable(
-                        f"broadcast channel {channel} into operator {consumer!r}", batch, e
-                    ) from e
-            push(t, batch)
-
-        return broadcast
-
-    def __repr__(self) -> str:
-        return "Broadcast"
-
-
-Broadcast = _Broadcast()
