@@ -9,6 +9,14 @@ distribution, starting at ``docs/index.md``.
 Importing this package imports only numpy (pyarrow when a feature needs it).  Spark support
 (:mod:`pytimely.spark`) and plots need the extras ``pytimely[spark]`` and ``pytimely[plot]``
 and say so when they are missing.
+
+A short map of the package (``docs/internals.md`` has the full one, and what each room may
+import): :mod:`pytimely.order` (timestamps), :mod:`pytimely.progress` (progress tracking; knows
+nothing of dataflows), :mod:`pytimely.communication` (workers reaching each other),
+:mod:`pytimely.dataflow` (scopes, streams, ports, pacts, the exchange and the operator library
+in ``dataflow.operators``), :mod:`pytimely.worker` (the step loop), :mod:`pytimely.execute`
+(running on many workers), :mod:`pytimely.capture` (capture and replay storage),
+:mod:`pytimely.spark` and :mod:`pytimely.nexmark` (integrations).
 """
 
 import logging as _logging
