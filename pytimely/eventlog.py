@@ -44,9 +44,7 @@ from __future__ import annotations
 
 import time as _time
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, NamedTuple, overload
-
-from .dataflow.operator import OperatorCore
+from typing import Any, NamedTuple, Protocol, overload, runtime_checkable
 
 __all__ = [
     "OperatesEvent",
@@ -58,6 +56,41 @@ __all__ = [
     "EventBatch",
     "log_stream",
 ]
+
+
+@runtime_checkable
+class _SelfObserving(Protocol):
+    """An operator that times and logs its own invocations once asked (the dataflow layer's
+    ``OperatorCore``), so that the log needs no wrapper around it.  The event log depends on
+    this interface, not on the operator class: ``eventlog`` sits above ``progress`` and beside
+    ``dataflow``, and imports neither's internals."""
+
+    invocations: int
+    input_ports: Sequence[Any]
+    output_ports: Sequence[Any]
+
+    def observe(self) -> None:
+        """Start timing invocations and counting what every port takes in or sends."""
+        ...
+
+    def timing(self) -> tuple[float, float]:
+        """Total and longest invocation time since :meth:`observe`."""
+        ...
+
+    def log_schedules(
+        self,
+        schedules: list[Any],
+        log_id: int,
+        capabilities: Callable[[float], None],
+        sent: Any,
+        edges: list[list[Any]],
+    ) -> None:
+        """Log every invocation (and what its outputs sent on ``edges``) into ``schedules``."""
+        ...
+
+    def log_edges(self, output: int, edges: Any) -> None:
+        """While logging, log what ``output`` sends on ``edges``."""
+        ...
 
 
 class OperatesEvent(NamedTuple):
@@ -378,7 +411,7 @@ class EventLog:
                 for t, d in cb:
                     extend((CapabilityEvent, stop, position, op_id, port, t, d, None, None, None))
 
-        if isinstance(child, OperatorCore):
+        if isinstance(child, _SelfObserving):
             self._observe_operator(child, figures, capabilities)
             return child.schedule  # looked up again: the observed variant's
 
@@ -417,7 +450,7 @@ class EventLog:
         return scheduled_scope
 
     def _observe_operator(
-        self, core: OperatorCore, figures: _OperatorFigures, capabilities: Callable[[float], None]
+        self, core: _SelfObserving, figures: _OperatorFigures, capabilities: Callable[[float], None]
     ) -> None:
         """Observe an operator (``OperatorCore.observe``): its invocations are timed, its
         ports count (so no edge of its needs a wrapper), and once recording it logs its

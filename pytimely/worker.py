@@ -33,18 +33,18 @@ import os
 import time as _time
 from collections.abc import Callable, Iterator
 from types import FrameType
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 from .communication.allocator import Allocator, ThreadAllocator
+from .dataflow.scope import Scope
+from .dataflow.services import WorkerServices
 from .errors import CommunicationError, GraphError, StuckError, WorkerFailure
 from .eventlog import EventLog
 from .order import domain_of
 from .progress.broadcast import Progcaster
 from .progress.reachability import Source
+from .progress.subgraph import Subgraph
 from .termination import STUCK_AFTER, QuiescenceDetector, Status, Verdict
-
-if TYPE_CHECKING:
-    from .dataflow.scope import Scope
 
 T = TypeVar("T")
 
@@ -64,61 +64,6 @@ SLOW_STEP = 1.0
 FROZEN_GARBAGE_OPERATORS = 2_000
 
 _log = logging.getLogger(__name__)
-
-
-class WorkerServices(Protocol):
-    """What the dataflow layer (scopes, pacts, operators) may ask of its worker — an internal
-    interface, like timely's ``AsWorker`` trait in ``worker.rs``; user code has no need of it.
-
-    Channel identifiers are allocated in construction order, so every worker that builds the
-    same dataflows in the same order allocates the same identifiers (see the module docstring).
-    """
-
-    index: int
-    peers: int
-    strict: bool
-    allocator: Allocator
-
-    def allocate_channel(self) -> int:
-        """A new channel identifier (for a data exchange or a scope's progress)."""
-        ...
-
-    def register_data_channel(self, channel: int, push: Callable[[Any, Any], None]) -> None:
-        """Deliver the ``(time, batch)`` payloads other workers send on ``channel`` to
-        ``push`` (payloads that arrived earlier are delivered at once)."""
-        ...
-
-    def progcaster(self, channel: int) -> Progcaster:
-        """The progress exchange of one scope on ``channel``: its sends go to every other
-        worker, and what they send on ``channel`` is handed to its ``receive``."""
-        ...
-
-    def activate_after(self, activate: Callable[[], None], delay: float) -> None:
-        """Call ``activate()`` once, at the first step at least ``delay`` seconds from now."""
-        ...
-
-    def before_flush(self, callback: Callable[[], None]) -> None:
-        """Call ``callback()`` once, just before this worker next transmits what it queued for
-        the other workers (at the end of every step, before it parks, and before a progress
-        batch leaves): for a channel that holds data back to send it in fewer, larger
-        messages.  Whatever the callback sends leaves in that transmission."""
-        ...
-
-    def track_input(self, handle: Any) -> None:
-        """``handle.close()`` when the worker's inputs are closed (:meth:`Worker.close_inputs`,
-        what leaving :func:`pytimely.execute`'s function does)."""
-        ...
-
-    def congested(self) -> bool:
-        """Some peer has more data in flight from this worker than the flow-control bound
-        (:mod:`pytimely.communication.flow`): sources should hold back."""
-        ...
-
-    def wait_for_credit(self, who: str) -> None:
-        """For inputs fed from user code: step this worker until no peer is congested
-        (returns at once when called from inside a step: operators never wait).  ``who``
-        names the input in the error raised if a peer acknowledges nothing for too long."""
-        ...
 
 
 class Worker:
@@ -205,8 +150,6 @@ class Worker:
         ``timestamp`` is the type of the dataflow's times: ``int`` (default) or a user type
         implementing the timestamp protocol (see :mod:`pytimely.order`).
         """
-        from .dataflow.scope import Scope
-        from .progress.subgraph import Subgraph
 
         index = self._next_dataflow
         self._next_dataflow += 1
@@ -724,7 +667,6 @@ def activity(frame: FrameType) -> str:
     """What the worker whose main thread's innermost frame is ``frame`` was doing, in one line:
     the (innermost) operator it was running, parked in ``step_while`` / ``run``, or running
     user code.  Meant to be called from another thread: it only reads the frames."""
-    from .progress.subgraph import Subgraph
 
     parked = {Worker.step_while.__code__: "step_while", Worker.run.__code__: "run"}
     where = None
@@ -763,7 +705,6 @@ def _verdict_error(verdict: Verdict) -> Exception:
 
 def _count_operators(subgraph: Any) -> int:
     """The children of a scope and of its nested scopes (nested scopes included)."""
-    from .progress.subgraph import Subgraph
 
     count = 0
     for child in subgraph.children:
@@ -777,8 +718,6 @@ def _count_operators(subgraph: Any) -> int:
 def _fingerprint(subgraph: Any) -> str:
     """A digest of a scope's shape: children (names, ports, nesting) and edges."""
     import hashlib
-
-    from .progress.subgraph import Subgraph
 
     parts: list[str] = []
 
@@ -798,7 +737,6 @@ def _fingerprint(subgraph: Any) -> str:
 def _describe_scope(sg: Any, indent: str, held_only: bool = False, worker: int = 0) -> list[str]:
     """One line per positive pointstamp of ``sg`` and its nested scopes: all workers' (the
     tracker's view), or with ``held_only`` the capabilities this worker's operators hold."""
-    from .progress.subgraph import Subgraph
 
     lines = []
     held = {(loc, t): c for loc, t, c in sg.held_capabilities()}

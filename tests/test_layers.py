@@ -116,3 +116,235 @@ def test_tcp_allocator_takes_its_sockets_from_the_mesh_module():
     assert tcp.build_mesh is mesh.build_mesh
     assert not {"_connect", "_build_mesh", "_listen", "_Acceptor"} & set(vars(tcp))
     assert mesh.HANDSHAKE_TIMEOUT > 0
+
+
+# -- allowed import directions between the rooms of the package ------------------------------
+
+# A module's room is the first entry of ROOMS whose prefix its dotted name starts with.
+ROOMS = [
+    ("pytimely.dataflow.operators", "operators"),
+    ("pytimely.dataflow.exchange", "exchange"),
+    ("pytimely.dataflow", "dataflow"),
+    ("pytimely.progress", "progress"),
+    ("pytimely.communication", "communication"),
+    ("pytimely.capture", "capture"),
+    ("pytimely.spark", "spark"),
+    ("pytimely.nexmark", "nexmark"),
+    ("pytimely.order", "base"),
+    ("pytimely.errors", "base"),
+    ("pytimely.naming", "base"),
+    ("pytimely.windows", "base"),
+    ("pytimely._native", "native"),
+    ("pytimely._speedups", "native"),
+    ("pytimely._extras", "native"),
+    ("pytimely.synchronization", "base"),
+    ("pytimely.worker", "runtime"),
+    ("pytimely.termination", "runtime"),
+    ("pytimely.eventlog", "runtime"),
+    ("pytimely.execute", "running"),
+    ("pytimely.testing", "running"),
+    ("pytimely.graph", "tools"),
+    ("pytimely.dashboard", "tools"),
+    ("pytimely.openloop", "tools"),
+    ("pytimely.graph_tool", "tools"),
+    ("pytimely.demo", "apps"),
+    ("pytimely.cli", "apps"),
+    ("pytimely.__main__", "apps"),
+    ("pytimely", "package"),  # pytimely/__init__.py and __version__
+]
+
+# Which rooms each room may import (its own room always).  Read downwards: the base knows
+# nothing; progress knows only the base; the dataflow layer never imports the worker, the
+# event log, the storage layer or the integrations; communication knows no dataflow.
+ALLOWED = {
+    "base": set(),
+    "native": {"base"},
+    "progress": {"base"},
+    "communication": {"base", "native"},
+    "exchange": {"base", "native", "communication", "dataflow"},  # dataflow: WorkerServices
+    "dataflow": {"base", "native", "progress", "communication", "exchange", "operators"},
+    "operators": {"base", "native", "progress", "dataflow", "exchange"},
+    "runtime": {"base", "native", "progress", "communication", "dataflow", "tools"},
+    "running": {"base", "native", "progress", "communication", "dataflow", "runtime", "tools"},
+    "capture": {"base", "native", "communication", "dataflow", "operators"},
+    "tools": {"base", "native", "communication", "runtime"},
+    "spark": {
+        "base",
+        "native",
+        "progress",
+        "communication",
+        "dataflow",
+        "exchange",
+        "operators",
+        "runtime",
+        "running",
+        "capture",
+        "tools",
+        "package",
+    },
+    "nexmark": {
+        "base",
+        "native",
+        "progress",
+        "dataflow",
+        "exchange",
+        "operators",
+        "running",
+        "tools",
+        "spark",
+        "package",
+    },
+    "apps": {
+        "base",
+        "native",
+        "capture",
+        "nexmark",
+        "spark",
+        "tools",
+        "runtime",
+        "running",
+        "package",
+    },
+    "package": {
+        "base",
+        "native",
+        "progress",
+        "dataflow",
+        "operators",
+        "runtime",
+        "running",
+        "tools",
+    },
+}
+
+
+def _room(module: str) -> str:
+    for prefix, room in ROOMS:
+        if module == prefix or module.startswith(prefix + "."):
+            return room
+    raise AssertionError(f"{module} is in no room: add it to ROOMS")
+
+
+def _imports() -> list[tuple[str, int, str]]:
+    """Every ``(importing file, line, imported pytimely module)`` of the package: module
+    level, inside functions and under ``TYPE_CHECKING`` alike."""
+    import ast
+    from pathlib import Path
+
+    import pytimely
+
+    root = Path(pytimely.__file__).parent
+    out = []
+    for path in sorted(root.rglob("*.py")):
+        parts = list(path.relative_to(root.parent).with_suffix("").parts)
+        is_package = parts[-1] == "__init__"
+        if is_package:
+            parts = parts[:-1]
+        package = parts if is_package else parts[:-1]
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = package[: len(package) - (node.level - 1)]
+                    target = ".".join(base + ([node.module] if node.module else []))
+                else:
+                    target = node.module or ""
+                names = [f"{target}.{a.name}" for a in node.names]
+                # ``from . import x`` names a module; ``from .m import f`` names m's member
+                targets = names if not node.module else [target]
+            elif isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            else:
+                continue
+            for t in targets:
+                if t == "pytimely" or t.startswith("pytimely."):
+                    out.append((str(path.relative_to(root.parent)), node.lineno, t))
+    return out
+
+
+def test_rooms_import_only_in_the_allowed_directions():
+    violations = []
+    for path, line, target in _imports():
+        module = path[:-3].replace("/", ".").removesuffix(".__init__")
+        mine, theirs = _room(module), _room(target)
+        if theirs != mine and theirs not in ALLOWED[mine]:
+            violations.append(f"{path}:{line}: {mine} imports {theirs} ({target})")
+    assert not violations, "imports against the direction of the rooms:\n" + "\n".join(violations)
+
+
+def test_progress_knows_nothing_of_dataflows():
+    assert not ALLOWED["progress"] & {"dataflow", "operators", "exchange", "runtime"}
+    assert "runtime" not in ALLOWED["dataflow"] | ALLOWED["operators"] | ALLOWED["exchange"]
+
+
+def _runtime_imports() -> dict[str, set[str]]:
+    """Module -> the package modules it imports when it is imported (module level, not under
+    ``TYPE_CHECKING``, not inside functions)."""
+    import ast
+    from pathlib import Path
+
+    import pytimely
+
+    root = Path(pytimely.__file__).parent
+    modules = {}
+    for path in root.rglob("*.py"):
+        parts = list(path.relative_to(root.parent).with_suffix("").parts)
+        modules[".".join(p for p in parts if p != "__init__")] = (path, parts[-1] == "__init__")
+    graph: dict[str, set[str]] = {}
+    for module, (path, is_package) in modules.items():
+        package = module.split(".") if is_package else module.split(".")[:-1]
+        edges = graph.setdefault(module, set())
+        for node in ast.parse(path.read_text()).body:  # module level only
+            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+                continue
+            if isinstance(node, ast.ImportFrom):
+                base = package[: len(package) - (node.level - 1)] if node.level else []
+                target = ".".join(base + ([node.module] if node.module else []))
+                for a in node.names:
+                    name = f"{target}.{a.name}"
+                    edges.add(name if name in modules else target)
+            elif isinstance(node, ast.Import):
+                edges.update(a.name for a in node.names)
+        graph[module] = {t for t in edges if t in modules and t != module}
+    return graph
+
+
+def test_no_import_cycles_between_modules():
+    """Tarjan's strongly connected components of the runtime import graph: every one is a
+    single module, except a package with its own submodules (``__init__`` re-exporting)."""
+    graph = _runtime_imports()
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    cycles = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = set()
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.add(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+
+    def package_with_its_own(component: list[str]) -> bool:
+        return any(all(m == p or m.startswith(p + ".") for m in component) for p in component)
+
+    bad = [c for c in cycles if not package_with_its_own(c)]
+    assert not bad, f"import cycles: {bad}"

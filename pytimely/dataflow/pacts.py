@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import SerializationError
 
 if TYPE_CHECKING:
-    from ..worker import WorkerServices
+    from .services import WorkerServices
 from .exchange.pusher import (
     ExchangePusher,
     RouteFunction,

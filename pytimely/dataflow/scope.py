@@ -27,9 +27,9 @@ from .ports import Tee
 from .stream import Stream
 
 if TYPE_CHECKING:
-    from ..worker import WorkerServices
     from .operators.feedback import LoopHandle
     from .operators.input import ActivateCapability, InputHandle, UnorderedHandle
+    from .services import WorkerServices
 
 T = TypeVar("T")
 

@@ -33,7 +33,7 @@ from .routing import (
 )
 
 if TYPE_CHECKING:
-    from ...worker import WorkerServices
+    from ..services import WorkerServices
 
 __all__ = ["ExchangePusher", "Router", "RouteFunction"]
 

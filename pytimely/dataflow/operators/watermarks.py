@@ -66,11 +66,11 @@ from ..pacts import Exchange, Pipeline, open_channel
 from .generic import OperatorBuilder, unary, unary_frontier
 
 if TYPE_CHECKING:
-    from ...worker import WorkerServices
     from ..capability import Capability
     from ..operator import OperatorInfo
     from ..ports import InputPort, OutputPort
     from ..scope import Scope
+    from ..services import WorkerServices
     from ..stream import Stream
 
 __all__ = [
