@@ -186,6 +186,7 @@ ALLOWED = {
         "base",
         "native",
         "progress",
+        "capture",
         "dataflow",
         "exchange",
         "operators",

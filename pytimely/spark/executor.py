@@ -37,7 +37,7 @@ from ..errors import failure_report
 from .errors import SparkJobFailed, SparkSetupError
 from .session import package_fingerprint, package_location
 
-__all__ = ["TaskInbox", "TaskSpec", "worker_task"]
+__all__ = ["TaskInbox", "TaskSpec", "worker_placement", "worker_task"]
 
 _MARK_OPEN = "<<pytimely-failure "
 _MARK_CLOSE = " pytimely-failure>>"
@@ -243,3 +243,12 @@ def _pickle_result(index: int, result: Any) -> bytes:
 
 def _result_row(index: int, payload: bytes) -> tuple[int, bytes]:
     return index, payload
+
+
+def worker_placement() -> dict[str, Any]:
+    """Where the calling pytimely worker runs (inside its Spark barrier task): its process id
+    and its executor's address (distinct executors have distinct addresses)."""
+    from pyspark import BarrierTaskContext
+
+    ctx = BarrierTaskContext.get()
+    return {"pid": os.getpid(), "executor": ctx.getTaskInfos()[ctx.partitionId()].address}
