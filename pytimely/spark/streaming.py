@@ -76,7 +76,7 @@ from __future__ import annotations
 import threading
 import time as _time
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..dataflow.snapshot import StateRegistry
 from ..errors import TimelyError
@@ -118,6 +118,199 @@ def _as_streams(out: Any, default: Any) -> list[Any]:
     return [default]
 
 
+class _Close(NamedTuple):
+    """A micro-batch the driver closed: ``pushes`` payloads make it up; its rows are sent at
+    time ``at`` and the input then advances to ``then``; ``files`` are the input-log parts of a
+    batch replayed after a restart (``None``: its payloads arrive on the feed)."""
+
+    batch: int
+    pushes: int
+    at: int
+    then: int
+    files: list[str] | None
+
+
+class _Fed(NamedTuple):
+    """A micro-batch that entered the dataflow and is not yet reported complete."""
+
+    batch: int
+    at: int
+    then: int
+
+
+class _BridgeWorker:
+    """One worker's side of a :class:`StreamingBridge`: takes the driver's messages from the
+    task's inbox, feeds closed micro-batches into the dataflow, reports them complete and
+    snapshots the state when due.
+
+    Messages (tuples from the feed and the control connection): ``("data", batch, payload)``
+    an Arrow IPC payload of a micro-batch; ``("close", batch, pushes, at, then)`` the driver
+    delivered it completely; ``("replay", batch, files, at, then)`` a committed batch to read
+    back from the input log; ``("stop",)``; ``("feed-error", why)``.
+
+    Invariants: ``closes`` holds closed batches in the order the driver closed them, and a
+    batch enters the dataflow only once every push it counted has arrived; ``fed`` holds the
+    batches that entered, in order, until the probes show them complete; ``last_batch`` is the
+    last batch that entered; ``snapshotted`` the last batch whose state is in the store.
+    """
+
+    def __init__(
+        self,
+        worker: Any,
+        control: Any,
+        dataflow: tuple[Any, Any, list[Any]],
+        records: str,
+        checkpoint: tuple[InputLog, SnapshotStore, StateRegistry] | None,
+        snapshotted: int,
+        snapshot_every: int,
+    ) -> None:
+        self.worker = worker
+        self.control = control
+        self.handle, self.out, self.probes = dataflow
+        self.records = records
+        self.log, self.store, self.registry = checkpoint if checkpoint else (None, None, None)
+        self.snapshotted = snapshotted
+        self.snapshot_every = snapshot_every
+        self.held: dict[int, list[Any]] = {}  # batch -> payloads received, not yet closed
+        self.received: dict[int, int] = {}  # batch -> pushes received
+        self.closes: list[_Close] = []
+        self.fed: list[_Fed] = []
+        self.last_batch = -1
+        self.stopping = False
+        self.epochs = 0
+        self.rows = 0
+
+    def _fail(self, what: str) -> TimelyError:
+        return TimelyError(f"worker {self.worker.index}: {what}")
+
+    def receive(self, items: list[tuple[Any, ...]]) -> None:
+        """Take the messages that arrived (see the class docstring)."""
+        for item in items:
+            kind = item[0]
+            if kind == "data":
+                batch, payload = item[1], item[2]
+                if batch <= self.last_batch:
+                    raise self._fail(
+                        f"input for micro-batch {batch} arrived after the batch was closed"
+                    )
+                self.received[batch] = self.received.get(batch, 0) + 1
+                self.held.setdefault(batch, []).append(payload)
+            elif kind == "close":
+                batch, pushes, at, then = item[1:5]
+                self.closes.append(_Close(batch, pushes, at, then, None))
+            elif kind == "replay":  # a committed batch from the input log
+                batch, files, at, then = item[1:5]
+                self.closes.append(_Close(batch, 0, at, then, files))
+            elif kind == "stop":
+                self.stopping = True
+            elif kind == "feed-error":
+                raise self._fail(item[1])
+
+    def _snapshot_waits(self) -> bool:
+        """A snapshot is due, and the last batch fed left the time where its rows were (an
+        unchanged watermark): nothing more may enter until a later batch moves the input on
+        and the snapshot is taken."""
+        return (
+            self.registry is not None
+            and self.last_batch - self.snapshotted >= self.snapshot_every
+            and bool(self.fed)
+            and self.fed[-1].then > self.fed[-1].at
+        )
+
+    def feed_closed(self) -> None:
+        """Feed every closed batch whose pushes have all arrived, in order: its rows at
+        ``at``, then the input advances to ``then`` (module docstring)."""
+        handle = self.handle
+        while (
+            self.closes
+            and self.received.get(self.closes[0].batch, 0) >= self.closes[0].pushes
+            and not self._snapshot_waits()
+        ):
+            close = self.closes.pop(0)
+            if self.received.pop(close.batch, 0) != close.pushes:
+                raise self._fail(
+                    f"micro-batch {close.batch}: more pushes arrived than the driver counted "
+                    f"({close.pushes})"
+                )
+            if close.batch <= self.last_batch or close.at < handle.time:
+                raise self._fail(
+                    f"micro-batch {close.batch} closed twice, or at time {close.at} after "
+                    f"{handle.time}"
+                )
+            self.last_batch = close.batch
+            payloads = self.held.pop(close.batch, [])
+            if close.files is not None:
+                payloads = [p for f in close.files for p in InputLog.read_part(f)]
+            elif self.log is not None:  # durable before it can change any state
+                self.log.write_part(close.batch, self.worker.index, payloads)
+                self.control.send(("logged", close.batch))
+            if close.at > handle.time:
+                handle.advance_to(close.at)
+            for payload in payloads:
+                for batch in _read_ipc(payload):
+                    if batch.num_rows:
+                        handle.send_batch(arrow_to_records(batch, self.records))
+                        self.rows += batch.num_rows
+            if close.then > handle.time:
+                handle.advance_to(close.then)
+            self.fed.append(_Fed(close.batch, close.at, close.then))
+            self.epochs += 1
+
+    def report_complete(self) -> None:
+        """Report the last batch whose rows' time, and every time before the one the input
+        advanced to after it, the dataflow has passed."""
+        last = None
+        while self.fed and not any(
+            p.less_equal(self.fed[0].at) or p.less_than(self.fed[0].then) for p in self.probes
+        ):
+            last = self.fed.pop(0).batch
+        if last is not None:
+            self.control.send(("epoch", last))
+
+    def snapshot_if_due(self) -> None:
+        """Every batch fed so far is complete and nothing later entered: the operators' state
+        is exactly "all input before handle.time applied", a consistent snapshot after
+        ``last_batch``."""
+        if (
+            self.registry is not None
+            and self.store is not None
+            and not self.fed
+            and self.last_batch - self.snapshotted >= self.snapshot_every
+        ):
+            worker = self.worker
+            self.store.write_part(
+                self.last_batch, worker.index, worker.peers, self.registry.snapshot()
+            )
+            self.snapshotted = self.last_batch
+            self.control.send(("snapshot", self.last_batch, self.handle.time, self.rows))
+
+    def run(self, inbox: TaskInbox) -> dict[str, Any]:
+        """Serve the driver until it says stop; then finish the dataflow."""
+        while True:
+            items = inbox.take()
+            _check_lost(items)
+            self.receive(items)
+            self.feed_closed()
+            if self.stopping and not self.closes:
+                break
+            self.worker.step_or_park(0.5)
+            self.report_complete()
+            self.snapshot_if_due()
+        # Input of batches never closed (a micro-batch interrupted by stopping the query) is
+        # dropped: Spark re-delivers that batch when the query restarts.
+        dropped = sum(self.received.values())
+        self.handle.close()
+        self.worker.run()
+        if self.fed:
+            self.control.send(("epoch", self.fed[-1].batch))
+        return {
+            "result": _portable(self.out),
+            "epochs": self.epochs,
+            "rows": self.rows,
+            "dropped_pushes": dropped,
+        }
+
+
 def _bridge_body(
     build: Callable[[Any, Any], Any],
     records: str,
@@ -140,26 +333,33 @@ def _bridge_body(
             probes = [s.probe() for s in _as_streams(out, stream)]
             return handle, out, probes
 
-        log = InputLog(checkpoint) if checkpoint is not None else None
-        store = SnapshotStore(checkpoint) if checkpoint is not None else None
-        registry = None
-        if store is None:
-            handle, out, probes = worker.dataflow(dataflow)
+        saved = None
+        if checkpoint is None:
+            built = worker.dataflow(dataflow)
         else:
+            store = SnapshotStore(checkpoint)
             owned = (
                 {} if restore is None else store.restore_for(restore, worker.index, worker.peers)
             )
             registry = StateRegistry(owned)
             with registry.building():
-                handle, out, probes = worker.dataflow(dataflow)
+                built = worker.dataflow(dataflow)
             if registry.unclaimed():
                 raise TimelyError(
                     f"worker {worker.index}: the checkpoint {checkpoint} holds state of "
                     f"operators {registry.unclaimed()} that {describe_function(build)} no "
                     f"longer builds (it builds {registry.operators})"
                 )
-        # The last batch whose state is snapshotted (restored, or written by this worker).
-        snapshotted = -1 if restore is None else restore["batch"]
+            saved = (InputLog(checkpoint), store, registry)
+        bridge = _BridgeWorker(
+            worker,
+            control,
+            built,
+            records,
+            saved,
+            -1 if restore is None else restore["batch"],
+            snapshot_every,
+        )
         feed = FeedListener(
             secret,
             worker.index,
@@ -169,120 +369,7 @@ def _bridge_body(
         )
         try:
             control.send(("ready", {"feed": (advertise, feed.port)}))
-            held: dict[int, list[Any]] = {}  # batch -> payloads received, not yet closed
-            received: dict[int, int] = {}
-            # (batch, pushes, at, advance to, replayed part files or None)
-            closes: list[tuple[Any, ...]] = []
-            closed: list[tuple[int, int, int]] = []  # (batch, at, then): not yet reported
-            last_batch = -1  # the last batch closed
-            stopping = False
-            epochs = 0
-            rows = 0
-
-            while True:
-                items = inbox.take()
-                _check_lost(items)
-                for item in items:
-                    kind = item[0]
-                    if kind == "data":
-                        epoch, payload = item[1], item[2]
-                        if epoch <= last_batch:
-                            raise TimelyError(
-                                f"worker {worker.index}: input for micro-batch {epoch} arrived "
-                                "after the batch was closed"
-                            )
-                        received[epoch] = received.get(epoch, 0) + 1
-                        held.setdefault(epoch, []).append(payload)
-                    elif kind == "close":
-                        closes.append((*item[1:5], None))
-                    elif kind == "replay":  # a committed batch from the input log
-                        closes.append((item[1], 0, item[3], item[4], item[2]))
-                    elif kind == "stop":
-                        stopping = True
-                    elif kind == "feed-error":
-                        raise TimelyError(f"worker {worker.index}: {item[1]}")
-                # A micro-batch enters the dataflow when the driver closes it (it was delivered
-                # completely) and every push it counted has arrived.  Its rows are sent at time
-                # ``at`` and the input then advances to ``then`` (see the module docstring).
-                # When a snapshot is due, nothing more enters until it is taken (below) --
-                # unless the last batch fed left the time where its rows were (an unchanged
-                # watermark): it completes only once a later batch moves the input on.
-                while (
-                    closes
-                    and received.get(closes[0][0], 0) >= closes[0][1]
-                    and not (
-                        registry is not None
-                        and last_batch - snapshotted >= snapshot_every
-                        and closed
-                        and closed[-1][2] > closed[-1][1]
-                    )
-                ):
-                    epoch, expected, at, then, files = closes.pop(0)
-                    if received.pop(epoch, 0) != expected:
-                        raise TimelyError(
-                            f"worker {worker.index}: micro-batch {epoch}: more pushes arrived "
-                            f"than the driver counted ({expected})"
-                        )
-                    if epoch <= last_batch or at < handle.time:
-                        raise TimelyError(
-                            f"worker {worker.index}: micro-batch {epoch} closed twice, or at "
-                            f"time {at} after {handle.time}"
-                        )
-                    last_batch = epoch
-                    payloads = held.pop(epoch, [])
-                    if files is not None:
-                        payloads = [p for f in files for p in InputLog.read_part(f)]
-                    elif log is not None:  # durable before it can change any state
-                        log.write_part(epoch, worker.index, payloads)
-                        control.send(("logged", epoch))
-                    if at > handle.time:
-                        handle.advance_to(at)
-                    for payload in payloads:
-                        for batch in _read_ipc(payload):
-                            if batch.num_rows:
-                                handle.send_batch(arrow_to_records(batch, records))
-                                rows += batch.num_rows
-                    if then > handle.time:
-                        handle.advance_to(then)
-                    closed.append((epoch, at, then))
-                    epochs += 1
-                if stopping and not closes:
-                    break
-                worker.step_or_park(0.5)
-                # A batch is complete when the dataflow has passed its rows' time and every
-                # time before the one the input advanced to after it.
-                last = None
-                while closed and not any(
-                    p.less_equal(closed[0][1]) or p.less_than(closed[0][2]) for p in probes
-                ):
-                    last = closed.pop(0)[0]
-                if last is not None:
-                    control.send(("epoch", last))
-                # Every batch fed so far is complete and nothing later entered: the operators'
-                # state is exactly "all input before handle.time applied" -- a consistent
-                # snapshot after ``last_batch``.
-                if (
-                    registry is not None
-                    and store is not None
-                    and not closed
-                    and last_batch - snapshotted >= snapshot_every
-                ):
-                    store.write_part(last_batch, worker.index, worker.peers, registry.snapshot())
-                    snapshotted = last_batch
-                    control.send(("snapshot", last_batch, handle.time, rows))
-            # Input of epochs never closed (a micro-batch interrupted by stopping the query) is
-            # dropped: Spark re-delivers that batch when the query restarts.
-            dropped = sum(received.values())
-            handle.close()
-            worker.run()
-            if closed:
-                control.send(("epoch", closed[-1][0]))
-            return {
-                "result": _portable(out),
-                "epochs": epochs,
-                "rows": rows,
-                "dropped_pushes": dropped,
-            }
+            return bridge.run(inbox)
         finally:
             feed.close()
 
