@@ -147,17 +147,26 @@ def encode_value(v: Any, out: bytearray, allow_pickle: bool = False, _depth: int
             out += ds
             out += v.tobytes()
             return False
-    if not allow_pickle:
+    supported = (
+        "supported are None, bool, int, float, str, bytes, tuple, list, dict, Product and numpy "
+        "scalars (or pass allow_pickle=True to the writer and the reader)"
+    )
+    return _pickled(v, "value", supported, T_PICKLE, out, allow_pickle)
+
+
+def _pickled(v: Any, what: str, supported: str, tag: int, out: bytearray, allow: bool) -> bool:
+    """Append ``v`` pickled, after ``tag`` and its length, if pickling is ``allow`` ed; else
+    :class:`NeedsPickle` naming its type and what is ``supported``.  Returns True (used)."""
+    t = type(v)
+    if not allow:
         raise NeedsPickle(
-            f"cannot encode a value of type {t.__module__}.{t.__qualname__} safely; supported are "
-            "None, bool, int, float, str, bytes, tuple, list, dict, Product and numpy scalars "
-            "(or pass allow_pickle=True to the writer and the reader)"
+            f"cannot encode a {what} of type {t.__module__}.{t.__qualname__} safely; {supported}"
         )
     try:
         b = pickle.dumps(v, protocol=pickle.HIGHEST_PROTOCOL)
     except Exception as e:
-        raise CodecError(f"cannot pickle a value of type {t.__qualname__}: {e}") from e
-    out.append(T_PICKLE)
+        raise CodecError(f"cannot pickle a {what} of type {t.__qualname__}: {e}") from e
+    out.append(tag)
     out += _U32.pack(len(b))
     out += b
     return True
@@ -417,19 +426,10 @@ def encode_batch(batch: Any, out: bytearray, allow_pickle: bool = False) -> bool
         out += _U64.pack(buf.size)
         out += memoryview(buf)
         return False
-    if not allow_pickle:
-        raise NeedsPickle(
-            f"cannot encode a batch of type {t.__module__}.{t.__qualname__} safely; batches are "
-            "lists, numpy arrays or pyarrow RecordBatch/Table (or pass allow_pickle=True)"
-        )
-    try:
-        b = pickle.dumps(batch, protocol=pickle.HIGHEST_PROTOCOL)
-    except Exception as e:
-        raise CodecError(f"cannot pickle a batch of type {t.__qualname__}: {e}") from e
-    out.append(B_PICKLE)
-    out += _U32.pack(len(b))
-    out += b
-    return True
+    supported = (
+        "batches are lists, numpy arrays or pyarrow RecordBatch/Table (or pass allow_pickle=True)"
+    )
+    return _pickled(batch, "batch", supported, B_PICKLE, out, allow_pickle)
 
 
 def _encode_numpy(a: Any, out: bytearray, allow_pickle: bool) -> bool:
