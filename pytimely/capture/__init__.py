@@ -35,7 +35,8 @@ from .fileformat import FileReader, FileWriter, read_events, read_header, write_
 from .frames import FORMAT_VERSION, MAGIC
 from .inspect import inspect_file
 from .link import EventLink, LinkReader, LinkWriter
-from .parquet import ParquetReader, ParquetWriter
+from .parquet import ParquetWriter
+from .parquet_reader import ParquetReader
 from .sockets import CaptureListener, connect_capture, listen_capture
 from .streams import StreamReader, StreamWriter
 

@@ -188,7 +188,7 @@ def inspect_file(
     bar = _Bar(size, progress, f"inspecting {os.path.basename(name)}")
     try:
         if fmt == "parquet":
-            from .parquet import ParquetReader
+            from .parquet_reader import ParquetReader
 
             pr = ParquetReader(name)
             try:
