@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from ..errors import TimelyError
 
-__all__ = ["JavaUnavailable", "NotEnoughSlots", "SparkJobFailed", "SparkSetupError"]
+__all__ = [
+    "JavaUnavailable",
+    "MasterUnreachable",
+    "NotEnoughSlots",
+    "SparkJobFailed",
+    "SparkSetupError",
+]
 
 
 class SparkSetupError(TimelyError):
@@ -13,6 +19,11 @@ class SparkSetupError(TimelyError):
 
 class JavaUnavailable(SparkSetupError):
     """No Java 17+ to run Spark 4 (``scripts/ensure-java.sh`` installs one on Debian/Ubuntu)."""
+
+
+class MasterUnreachable(SparkSetupError):
+    """The master URL given to :func:`pytimely.spark.connect` names no master that answers
+    (nothing listens there, the host is unknown, or the URL is not a master URL)."""
 
 
 class NotEnoughSlots(SparkSetupError):

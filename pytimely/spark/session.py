@@ -19,13 +19,14 @@ import hashlib
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
 import zipfile
 from typing import Any
 
-from .errors import JavaUnavailable, SparkSetupError
+from .errors import JavaUnavailable, MasterUnreachable, SparkSetupError
 
 __all__ = [
     "FAST_START_JAVA_OPTIONS",
@@ -314,6 +315,7 @@ def connect(
     if master.startswith("local"):
         cores = _parse_cores(master)
         return local_session(cores=cores, app_name=app_name, conf=conf, log_level=log_level)
+    check_master(master)
     from pyspark.sql import SparkSession
 
     _check_java()
@@ -337,6 +339,56 @@ def connect(
     if ship:
         ship_package(spark)
     return spark
+
+
+#: Master URL schemes :func:`connect` takes (``local[N]`` is handled before).
+MASTER_SCHEMES = ("spark://", "yarn", "k8s://", "mesos://")
+#: How long :func:`check_master` waits for a standalone master to accept a connection.
+MASTER_PROBE_SECONDS = 5.0
+
+
+def check_master(master: str, timeout: float = MASTER_PROBE_SECONDS) -> None:
+    """Refuse, within ``timeout`` seconds per address and before any JVM starts, a master URL
+    that cannot work: an unknown scheme, or a standalone ``spark://host:port[,host:port]``
+    where no master accepts a TCP connection (Spark itself would retry for about a minute
+    and then fail with a stopped SparkContext).  Raises :class:`MasterUnreachable` naming the
+    URL and the cause.
+
+    >>> check_master("sprak://127.0.0.1:7077")
+    Traceback (most recent call last):
+    ...
+    pytimely.spark.errors.MasterUnreachable: 'sprak://127.0.0.1:7077' is not a Spark master URL: ...
+    """
+    if master.startswith("sc://"):
+        raise MasterUnreachable(
+            f"{master!r} is a Spark Connect URL; pytimely needs a classic Spark session "
+            "(spark://host:port, yarn, k8s://..., or local[N])"
+        )
+    if not master.startswith(MASTER_SCHEMES):
+        raise MasterUnreachable(
+            f"{master!r} is not a Spark master URL: use spark://host:port (standalone), yarn, "
+            "k8s://https://host:port, mesos://host:port or local[N]"
+        )
+    if not master.startswith("spark://"):
+        return  # yarn, k8s and mesos find their masters through their own configuration
+    causes = []
+    for address in master[len("spark://") :].split(","):
+        host, _, port = address.strip().rpartition(":")
+        if not host or not port.isdigit():
+            raise MasterUnreachable(
+                f"{master!r}: {address!r} is not host:port (a standalone master listens on "
+                "port 7077 by default: spark://host:7077)"
+            )
+        try:
+            with socket.create_connection((host, int(port)), timeout=timeout):
+                return  # some master of the list answers
+        except OSError as e:
+            causes.append(f"{address}: {e.strerror or e}")
+    raise MasterUnreachable(
+        f"no Spark master answers at {master!r} ({'; '.join(causes)}): is the master running "
+        "(sbin/start-master.sh) and is this its host and port? (The master's web UI, port 8080 "
+        "by default, shows its spark:// URL.)"
+    )
 
 
 def _parse_cores(master: str) -> int:
