@@ -11,6 +11,7 @@ workers with :func:`measure`; ``python -m pytimely.demo`` runs a short sweep and
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -28,6 +29,7 @@ from ..openloop import (
 
 __all__ = [
     "DNF_NS",
+    "plot_scale",
     "IDIOMS",
     "LatencyHistogram",
     "measure",
@@ -156,11 +158,27 @@ def table(
 COLORS = {"tokens": "tab:blue", "notifications": "tab:orange", "watermarks": "tab:green"}
 
 
+def plot_scale(runs: Sequence[dict[str, Any]]) -> dict[str, float]:
+    """The value scale of one query's panel: ``bottom`` and ``top`` of the log axis, fitted to
+    the finished runs' p50 and p999 (not to the DNF threshold), and ``dnf``, the height of the
+    did-not-finish markers, in a band of their own above every value.
+
+    >>> runs = [{"dnf": False, "p50_ms": 2.0, "p999_ms": 40.0}, {"dnf": True}]
+    >>> plot_scale(runs)
+    {'bottom': 1.0, 'top': 400.0, 'dnf': 160.0}
+    """
+    done = [r for r in runs if not r["dnf"]]
+    high = max((r["p999_ms"] for r in done), default=1.0)
+    low = min((r["p50_ms"] for r in done), default=1.0)
+    return {"bottom": max(low / 2, 0.01), "top": high * 10, "dnf": high * 4}
+
+
 def plot(runs: Sequence[dict[str, Any]], path: str, title: str = "") -> str:
     """A PNG at ``path``: per query, grouped bars per offered rate, one bar per idiom: p999
-    latency (light) with p50 (dark) inside, log scale; a DNF run is a hatched bar up to 1 s
-    labelled DNF.
-    Needs matplotlib (Agg backend)."""
+    latency (light) with p50 (dark) inside, log scale fitted to the values
+    (:func:`plot_scale`); a run that did not finish is an ``x`` marker in its idiom's colour in
+    a band above the values, marked DNF.  The legend names every idiom that ran, the two
+    shades and the DNF marker.  Needs matplotlib (Agg backend)."""
     from .._extras import require
 
     require("plotting latencies", "matplotlib", extra="plot")
@@ -168,19 +186,18 @@ def plot(runs: Sequence[dict[str, Any]], path: str, title: str = "") -> str:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
     from matplotlib.ticker import FuncFormatter
 
     queries = sorted({r["query"] for r in runs})
-    fig, axes = plt.subplots(1, len(queries), figsize=(5.5 * len(queries), 4.2), squeeze=False)
+    fig, axes = plt.subplots(1, len(queries), figsize=(5.5 * len(queries), 5.0), squeeze=False)
     width = 0.8 / len(IDIOMS)
     for ax, query in zip(axes[0], queries):
         mine = [r for r in runs if r["query"] == query]
         rates = sorted({r["rate"] for r in mine})
-        dnf_ms = DNF_NS / 1e6
-        top = max(
-            [r["p999_ms"] for r in mine if not r["dnf"]]
-            + [dnf_ms if any(r["dnf"] for r in mine) else 1.0]
-        )
+        scale = plot_scale(mine)
+        ran = [i for i in IDIOMS if any(r["idiom"] == i for r in mine)]
         for k, idiom in enumerate(IDIOMS):
             color = COLORS.get(idiom)
             for x, rate in enumerate(rates):
@@ -189,33 +206,33 @@ def plot(runs: Sequence[dict[str, Any]], path: str, title: str = "") -> str:
                     continue
                 pos = x - 0.4 + width * (k + 0.5)
                 if run["dnf"]:
-                    ax.bar(pos, dnf_ms, width * 0.9, color="none", edgecolor=color, hatch="//")
-                    ax.text(pos, dnf_ms * 1.1, "DNF", ha="center", va="bottom", fontsize=8)
+                    ax.plot(pos, scale["dnf"], marker="x", markersize=9, color=color, mew=2)
                     continue
-                ax.bar(
-                    pos,
-                    run["p999_ms"],
-                    width * 0.9,
-                    color=color,
-                    alpha=0.35,
-                    label=f"{idiom} p999" if x == 0 else None,
-                )
-                ax.bar(
-                    pos,
-                    run["p50_ms"],
-                    width * 0.5,
-                    color=color,
-                    label=f"{idiom} p50" if x == 0 else None,
-                )
+                ax.bar(pos, run["p999_ms"], width * 0.9, color=color, alpha=0.35)
+                ax.bar(pos, run["p50_ms"], width * 0.5, color=color)
         ax.set_xticks(range(len(rates)), [f"{int(r):,}" for r in rates])
         ax.set_yscale("log")
-        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
+        ax.set_ylim(scale["bottom"], scale["top"])
+        # Value ticks only below the DNF band; the band's one tick says DNF.
+        separator = scale["dnf"] / 2
+        first, last = math.floor(math.log10(scale["bottom"])), math.ceil(math.log10(separator))
+        ticks = [10.0**k for k in range(first, last + 1) if scale["bottom"] <= 10.0**k < separator]
+        ax.set_yticks(ticks + [scale["dnf"]], [f"{t:g}" for t in ticks] + ["DNF"])
+        ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _pos: ""))
+        ax.axhline(separator, color="grey", linewidth=0.6, linestyle="--")
         ax.set_xlabel("offered events/s (open loop)")
         ax.set_ylabel("latency (ms)")
         ax.set_title(f"NEXMark {query.upper()}")
         ax.grid(True, axis="y", which="major", alpha=0.3)
-        ax.legend(fontsize=7, ncol=3, loc="upper left")
-        ax.set_ylim(top=top * 20)  # room for the legend
+        handles = [Patch(color=COLORS.get(i), label=i) for i in ran]
+        handles += [
+            Patch(color="grey", alpha=0.35, label="p999"),
+            Patch(color="grey", label="p50"),
+            Line2D([], [], marker="x", color="grey", linestyle="", mew=2, label="did not finish"),
+        ]
+        ax.legend(
+            handles=handles, fontsize=7, ncol=4, loc="upper center", bbox_to_anchor=(0.5, -0.2)
+        )
     if title:
         fig.suptitle(title, fontsize=10)
     fig.tight_layout()
