@@ -23,9 +23,9 @@ Workloads (issue 13), over words drawn from a 10,000-word vocabulary in batches 
 * ``batch_count``: ``exchange()`` by word, then ``Counter.update`` per batch;
 * ``components``: connected components of a seeded random graph (``--edges`` edges on
   ``edges // 2`` nodes: 100,000 on 50,000 by default) by label propagation in an iterative
-  scope (:func:`label_propagation`): each node's label is the smallest node id of its
-  component; the same dataflow on one worker and on two, nodes partitioned by id.  Its answer
-  is checked against a plain union-find;
+  scope (``examples/components.py``, the code of docs/graphs.md): each node's label is the
+  smallest node id of its component; the same dataflow on one worker and on two, nodes
+  partitioned by id.  Its answer is checked against a plain union-find;
 * ``cpu_map``: a per-record map doing about 5 us of arithmetic, then the batch count.
 
     python bench/scaling.py [--words 4000000] [--heavy-words 400000] [--edges 100000]
@@ -47,6 +47,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -54,6 +55,10 @@ import numpy as np
 import pytimely as pt
 from pytimely.openloop import LoadReading, MachineLoad
 from pytimely.synchronization import barrier
+
+# The components workload is the example of docs/graphs.md, imported as it is.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
+from components import components, edge_batches  # noqa: E402
 
 VOCAB = 10_000
 WORKLOADS = ("keyed_count", "batch_count", "components", "cpu_map")
@@ -80,25 +85,6 @@ def word_batches(
         [vocab[i] for i in np.random.default_rng(k).integers(0, VOCAB, batch).tolist()]
         for k in range(index, words // batch, peers)
     ]
-
-
-#: An edge ``(src, dst)`` / an offer ``(node, label)`` of :func:`label_propagation`, as numpy
-#: records: whole batches are routed, split and sent as arrays, without per-record pickling.
-EDGE = np.dtype([("src", np.int64), ("dst", np.int64)])
-OFFER = np.dtype([("node", np.int64), ("label", np.int64)])
-
-
-def edge_batches(nodes: int, edges: int, index: int, peers: int, batch: int) -> list[np.ndarray]:
-    """This worker's share of a seeded random graph's edges, as :func:`word_batches` (arrays
-    of :data:`EDGE` records)."""
-    out = []
-    for k in range(index, -(-edges // batch), peers):
-        n = min(batch, edges - k * batch)
-        pairs = np.random.default_rng(1_000_000 + k).integers(0, nodes, (n, 2))
-        part = np.empty(n, EDGE)
-        part["src"], part["dst"] = pairs[:, 0], pairs[:, 1]
-        out.append(part)
-    return out
 
 
 def heavy(word: str) -> int:
@@ -150,142 +136,6 @@ def batch_count(
 
 def cpu_map(scope: Any) -> tuple[Any, Callable[[], Any]]:
     return batch_count(scope, lambda s: s.map(heavy))
-
-
-def label_propagation(edges: Any) -> Any:
-    """Connected components of the undirected graph whose edges ``(a, b)`` are ``edges``, by
-    label propagation in an iterative scope: the stream of ``(node, label)`` label changes, a
-    node's last label being the smallest node id of its component.
-
-    The standard data-parallel algorithm of Naiad and timely dataflow (Murray et al., "Naiad: a
-    timely dataflow system", SOSP 2013): every node starts labelled with its own id;
-    each round, a node whose label went down offers it to its neighbours, and a node takes the
-    smallest label offered; the loop drains when no label changes.  Nodes, their adjacency lists
-    and their labels are partitioned by node id (``node % peers``), so one worker and two
-    workers run the same dataflow and the same rounds; two send more offers (each merges only
-    its own offers to a node: 555,000 against 303,000 on the benchmark's graph).
-
-    Invariant (why the answer is exact): whenever a node's label changes, or it gains an edge,
-    its current label is offered along the edge, unless the neighbour's label is known to be no
-    larger already: its id is no larger (a label never exceeds its node's id), or this worker
-    offered it no larger a label before (offers only ever lower labels).  So once the loop
-    drains, neighbours carry equal labels, and the label, always some member's id, is the
-    component's smallest id.  Each worker sends each destination one offer per round (the
-    smallest), as an array of :data:`OFFER` records.  On the benchmark's graph the loop runs
-    about 15 rounds.
-    """
-    both_ways = edges.map_batch(_both_directions, name="BothDirections")
-
-    def body(inner: Any) -> Any:
-        handle, offers = inner.feedback(1)
-        builder = pt.OperatorBuilder("LabelPropagation", inner)
-        builder.new_input(both_ways.enter(inner), pt.Exchange(column="src"))
-        builder.new_input(offers, pt.Exchange(column="node"))
-        builder.new_output()  # offers (neighbour, label) for the next round
-        builder.new_output()  # label changes (node, label), out of the loop
-        offered, changes = builder.build(_label_propagation_logic)
-        offered.connect_loop(handle)
-        return changes.leave()
-
-    return edges.scope.iterative(body, name="Components")
-
-
-def _both_directions(edges: np.ndarray) -> np.ndarray:
-    """Every edge of ``edges`` and its reverse."""
-    out = np.empty(2 * len(edges), EDGE)
-    out["src"] = np.concatenate([edges["src"], edges["dst"]])
-    out["dst"] = np.concatenate([edges["dst"], edges["src"]])
-    return out
-
-
-def _offers(outgoing: dict[int, int]) -> np.ndarray:
-    """``outgoing`` (node -> label) as an array of :data:`OFFER` records."""
-    out = np.empty(len(outgoing), OFFER)
-    out["node"] = np.fromiter(outgoing.keys(), np.int64, len(outgoing))
-    out["label"] = np.fromiter(outgoing.values(), np.int64, len(outgoing))
-    return out
-
-
-def _label_propagation_logic(caps: list, info: Any) -> Callable[..., None]:
-    """The ``LabelPropagation`` operator: a round's work once both inputs are complete for it."""
-    for cap in caps:
-        cap.drop()
-    adjacency: dict[int, list[int]] = {}
-    label: dict[int, int] = {}  # only nodes whose label went below their own id
-    new_edges: dict[Any, list] = {}  # time -> the EDGE arrays received at that time
-    best_offer: dict[Any, dict[int, int]] = {}  # time -> node -> smallest label offered
-    change_caps: dict[Any, Any] = {}  # time -> capability of the changes output
-    offered: dict[int, int] = {}  # neighbour -> smallest label this worker ever offered it
-    notificator: list = []
-
-    def log_time(ref: Any) -> None:
-        t = ref.time
-        if t not in change_caps:
-            change_caps[t] = ref.retain(1)
-            notificator[0].notify_at(ref.retain(0))
-
-    def logic(edge_in: Any, offer_in: Any, offer_out: Any, change_out: Any) -> None:
-        if not notificator:
-            notificator.append(pt.Notificator([edge_in.frontier, offer_in.frontier]))
-        for ref, batch in edge_in:
-            log_time(ref)
-            new_edges.setdefault(ref.time, []).append(batch)
-        for ref, batch in offer_in:
-            log_time(ref)
-            best = best_offer.setdefault(ref.time, {})
-            for node, offer in zip(batch["node"].tolist(), batch["label"].tolist()):
-                if offer < best.get(node, node):
-                    best[node] = offer
-        for cap in notificator[0]:
-            t = cap.time
-            changed: set[int] = set()
-            outgoing: dict[int, int] = {}  # neighbour -> smallest label offered to it
-            for node, offer in best_offer.pop(t, {}).items():
-                if offer < label.get(node, node):
-                    label[node] = offer
-                    changed.add(node)
-            gained: dict[int, list[int]] = {}
-            for part in new_edges.pop(t, ()):
-                for node, neighbour in zip(part["src"].tolist(), part["dst"].tolist()):
-                    gained.setdefault(node, []).append(neighbour)
-            for node, neighbours in gained.items():
-                adjacency.setdefault(node, []).extend(neighbours)
-                mine = label.get(node, node)
-                smallest = min(neighbours)
-                if smallest < mine:  # a neighbour's id: at least as good as its label
-                    label[node] = smallest
-                    changed.add(node)
-                else:
-                    for u in neighbours:
-                        if mine < offered.get(u, u):
-                            offered[u] = outgoing[u] = mine
-            for node in changed:
-                mine = label[node]
-                for u in adjacency.get(node, ()):
-                    if mine < offered.get(u, u):
-                        offered[u] = outgoing[u] = mine
-            if outgoing:
-                offer_out.give_batch(cap, _offers(outgoing))
-            change_cap = change_caps.pop(t)
-            if changed:
-                change_out.give_batch(change_cap, [(v, label[v]) for v in changed])
-            change_cap.drop()
-            cap.drop()
-
-    return logic
-
-
-def components(scope: Any) -> tuple[Any, Callable[[], Any]]:
-    labels: dict[int, int] = {}
-
-    def keep_smallest(_t: Any, batch: list) -> None:
-        for node, value in batch:
-            if value < labels.get(node, node):
-                labels[node] = value
-
-    inp, edges = scope.new_input()
-    label_propagation(edges).for_each(keep_smallest)
-    return inp, lambda: labels
 
 
 # --- running ----------------------------------------------------------------------------------

@@ -564,3 +564,39 @@ def test_windowed_join_matches_plain_python(workers):
 
 def test_windowed_join_prints_its_matches():
     assert matches(printed("windowed_join", "40", "3", "5"))
+
+
+# components: label propagation, the example of docs/graphs.md
+
+
+def traversed_components(nodes, edges):
+    """Components by a plain traversal: how many, and each node's smallest member."""
+    adjacency = {}
+    for a, b in edges:
+        adjacency.setdefault(a, []).append(b)
+        adjacency.setdefault(b, []).append(a)
+    label = {}
+    for start in range(nodes):
+        if start in label:
+            continue
+        group, stack = [start], [start]
+        label[start] = start
+        while stack:
+            for w in adjacency.get(stack.pop(), ()):
+                if w not in label:
+                    label[w] = start
+                    group.append(w)
+                    stack.append(w)
+    return len(set(label.values())), {v: r for v, r in label.items() if r != v}
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3])
+def test_components_by_label_propagation(workers):
+    defs = definitions("components")
+    nodes, edges = 3000, 3500
+    batches = defs["edge_batches"](nodes, edges, 0, 1, 1_000)
+    pairs = [p for b in batches for p in zip(b["src"].tolist(), b["dst"].tolist())]
+    count, smallest = traversed_components(nodes, pairs)
+    assert defs["union_find_labels"](batches) == smallest  # the example's own reference
+    (line,) = printed("components", str(nodes), str(edges), workers=workers)
+    assert line.startswith(f"{nodes:,} nodes, {edges:,} edges: {count:,} components in ")
