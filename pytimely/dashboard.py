@@ -86,6 +86,7 @@ class Dashboard:
         self._history: deque[tuple[float, dict[str, tuple[int, float | None]]]] = deque()
         self._last = 0.0
         self._error: str | None = None
+        self._verdict: str | None = None  # "stuck" or "failed" once an error was reported
         self._stop_observing: Any = None
         self._worker: Any = None
         self._peer_figures: dict[int, dict[str, Any]] = {}  # other workers' latest figures
@@ -112,10 +113,20 @@ class Dashboard:
             enable()
         self._worker = worker
         self._error = None
+        self._verdict = None
         self._peer_figures = {}
         self._history.clear()
         self._graph_key = None
-        self._stop_observing = worker.observe_steps(self._on_step)
+        stop_steps = worker.observe_steps(self._on_step)
+        observe_verdicts = getattr(worker, "observe_verdicts", None)
+        stop_verdicts = observe_verdicts(self.report_error) if observe_verdicts else None
+
+        def stop() -> None:
+            stop_steps()
+            if stop_verdicts is not None:
+                stop_verdicts()
+
+        self._stop_observing = stop
         self.publish()
 
     def receive_figures(self, figures: dict[str, Any]) -> None:
@@ -149,6 +160,7 @@ class Dashboard:
         state["error"] = self._error
         state["workers"] = _merge_workers(state, self._peer_figures)
         state["activity_window_s"] = self._activity(now, _activity_rows(state["operators"]))
+        state["verdict"] = self._verdict or _verdict(state)
         with self._lock:
             if fresh_graph is not None:
                 self._graph = fresh_graph
@@ -158,7 +170,10 @@ class Dashboard:
     def report_error(self, error: BaseException) -> None:
         """Show ``error`` (e.g. the :class:`StuckError` that stopped the worker) with a last
         snapshot (on the worker's thread)."""
+        from .errors import GraphError, StuckError
+
         self._error = f"{type(error).__name__}: {error}"
+        self._verdict = "stuck" if isinstance(error, (StuckError, GraphError)) else "failed"
         self.publish()
 
     def _activity(self, now: float, rows: dict[Any, dict[str, Any]]) -> float:
@@ -167,7 +182,13 @@ class Dashboard:
         ``rows`` (see :func:`_activity_rows`); returns the window actually covered."""
         history = self._history
         history.append(
-            (now, {k: (f["invocations"], f.get("time_total_s")) for k, f in rows.items()})
+            (
+                now,
+                {
+                    k: (f["invocations"], f.get("time_total_s"), f.get("records_in"))
+                    for k, f in rows.items()
+                },
+            )
         )
         while len(history) > 2 and now - history[1][0] >= WINDOW:
             history.popleft()
@@ -177,13 +198,23 @@ class Dashboard:
             then, before = next(((t, old[k]) for t, old in history if k in old))
             if now <= then:
                 f["invocations_per_s"] = 0.0
+                if f.get("records_in") is not None:
+                    f["records_in_per_s"] = 0.0
                 continue
             f["invocations_per_s"] = round((f["invocations"] - before[0]) / (now - then), 2)
+            if f.get("records_in") is not None and before[2] is not None:
+                f["records_in_per_s"] = round((f["records_in"] - before[2]) / (now - then), 1)
             if f.get("time_total_s") is not None and before[1] is not None:
                 workers = len(f.get("workers", ())) or 1  # a sum over workers: their mean
                 share = (f["time_total_s"] - before[1]) / (now - then) / workers
                 f["busy"] = round(min(1.0, share), 4)
         return round(span, 2)
+
+    def page(self) -> bytes:
+        """The page, with the latest snapshot inlined so that its first paint shows it (no
+        "connecting..." and empty tables before the first poll returns)."""
+        state = self.state_json().decode().replace("</", "<\\/")
+        return PAGE.replace("const INITIAL = null;", f"const INITIAL = {state};").encode()
 
     def state_json(self) -> bytes:
         """The latest snapshot as JSON (other values as their ``repr``); for the HTTP thread."""
@@ -339,6 +370,19 @@ _STAT_KEYS = (
 )
 
 
+def _verdict(state: dict[str, Any]) -> str:
+    """What the run is doing, for the banner: ``finished`` (no dataflow installed after some
+    steps), ``idle`` (dataflows installed, no operator invoked over the activity window:
+    waiting for input, or stuck before the detector has spoken) or ``running``.  A reported
+    error makes it ``stuck`` or ``failed`` instead (:meth:`Dashboard.report_error`)."""
+    if not state["dataflows"]:
+        return "finished" if state["steps"] else "idle"
+    rows = _activity_rows(state["operators"]).values()
+    if any(f.get("invocations_per_s", 0) > 0 for f in rows):
+        return "running"
+    return "idle"
+
+
 def _snapshot_scope(sg: Any, out: dict[str, dict[str, Any]], stats: dict[tuple, Any]) -> None:
     tracker = sg.tracker
     path = tuple(sg.path)
@@ -396,7 +440,7 @@ def _handler(board: Dashboard) -> type[BaseHTTPRequestHandler]:
         def do_GET(self) -> None:  # noqa: N802 - the http.server protocol
             route = self.path.split("?", 1)[0]
             if route == "/":
-                self._send(200, "text/html; charset=utf-8", PAGE.encode())
+                self._send(200, "text/html; charset=utf-8", board.page())
             elif route == "/api/state":
                 self._send(200, "application/json", board.state_json())
             elif route == "/api/graph":
@@ -432,9 +476,15 @@ td.num { text-align: right; font-variant-numeric: tabular-nums; }
 tr.retired td { color: #999; } pre { background: #f6f6fa; padding: 8px; border-radius: 6px;
   white-space: pre-wrap; } #error { background: #fde8e8; color: #800; display: none; }
 .legend span { display: inline-block; width: 14px; height: 10px; margin: 0 3px 0 10px; }
+#verdict { margin: 8px 0; padding: 6px 10px; border-radius: 6px; font-weight: bold; }
+#verdict.stuck, #verdict.failed { background: #c62828; color: white; }
+#verdict.idle { background: #fff3cd; color: #664d03; }
+#verdict.running { background: #e3f2e1; color: #1e5c1a; }
+#verdict.finished { background: #e8eaf6; color: #283593; }
 </style></head><body>
 <h1>pytimely dashboard</h1>
 <div id="status">connecting&hellip;</div>
+<div id="verdict"></div>
 <div>Figures of <select id="worker"><option value="all">all workers</option></select></div>
 <pre id="error"></pre>
 <h2>Graph <span class="legend"><span style="background:hsl(210,40%,93%)"></span>idle
@@ -444,13 +494,23 @@ tr.retired td { color: #999; } pre { background: #f6f6fa; padding: 8px; border-r
 <h2>Operators</h2>
 <table id="operators"><thead><tr><th>Operator</th><th>Address</th><th>Input frontiers</th>
 <th>In flight</th><th>Capabilities (held by the worker / all workers)</th><th>Invocations</th>
-<th>Activity</th><th>Time (s)</th><th>Invocations per worker</th></tr></thead><tbody></tbody>
+<th>Activity</th><th>Records in / out</th><th>Records in/s</th><th>Time (s)</th>
+<th>Invocations per worker</th></tr></thead><tbody></tbody>
 </table>
 <h2>What holds the frontiers</h2>
 <pre id="explain"></pre>
 <script>
 "use strict";
 let graphVersion = -1;
+const INITIAL = null;
+const VERDICTS = {
+  stuck: "STUCK: no dataflow can make progress, and none ever will; the error below and " +
+    "\u201cWhat holds the frontiers\u201d say which capability or input nobody releases.",
+  failed: "FAILED: the run stopped with the error below.",
+  idle: "Idle: no operator ran over the activity window (waiting for input?).",
+  running: "Running.",
+  finished: "Finished: every dataflow completed.",
+};
 function text(s) { return String(s).replace(/[&<>"]/g, c => ({"&": "&amp;", "<": "&lt;",
   ">": "&gt;", '"': "&quot;"}[c])); }
 function heat(op, maxRate) {
@@ -496,9 +556,15 @@ function render(s) {
   const figs = Object.fromEntries(ops.map(([id, o]) => [id, figuresOf(o, chosen)]));
   const maxRate = Math.max(0, ...Object.values(figs).map(f => f.invocations_per_s || 0));
   const done = s.dataflows.length === 0;
+  const verdict = s.verdict || (done ? "finished" : "running");
+  const banner = document.getElementById("verdict");
+  banner.className = verdict;
+  banner.textContent = VERDICTS[verdict] || verdict;
+  const held = verdict === "stuck" || verdict === "failed" ? verdict + " with " +
+    s.dataflows.length + " dataflow(s) incomplete" : (done ? "no dataflow running" :
+    s.dataflows.length + " dataflow(s) " + verdict);
   document.getElementById("status").textContent = "worker " + s.worker + " of " + s.peers +
-    " \\u00b7 step " + s.steps + " \\u00b7 " + (done ? "no dataflow running" :
-    s.dataflows.length + " dataflow(s) running") + " \\u00b7 activity over the last " +
+    " \\u00b7 step " + s.steps + " \\u00b7 " + held + " \\u00b7 activity over the last " +
     s.activity_window_s + " s \\u00b7 updated " + new Date(s.wall_time * 1000).toLocaleTimeString();
   const err = document.getElementById("error");
   err.style.display = s.error ? "block" : "none";
@@ -522,7 +588,10 @@ function render(s) {
       "<td class='caps'>" + text(held).replace(/&lt;br&gt;/g, "<br>") +
       "</td><td class='num invocations'>" + f.invocations + "</td>" +
       "<td class='activity' style='background:" + heat(f, maxRate) + "'>" + act + "</td>" +
-      "<td class='num'>" + t + "</td><td class='per-worker'>" + perWorker + "</td></tr>";
+      "<td class='num records'>" + (f.records_in === undefined ? "" :
+        f.records_in + " / " + (f.records_out === undefined ? "" : f.records_out)) + "</td>" +
+      "<td class='num rate'>" + (f.records_in_per_s === undefined ? "" : f.records_in_per_s) +
+      "</td><td class='num'>" + t + "</td><td class='per-worker'>" + perWorker + "</td></tr>";
   });
   document.querySelector("#operators tbody").innerHTML = rows.join("");
   for (const [id, o] of ops) {
@@ -545,6 +614,7 @@ async function poll() {
 document.getElementById("worker").addEventListener("change", () => {
   if (lastState) render(lastState);
 });
+if (INITIAL) render(INITIAL);
 poll();
 </script></body></html>
 """

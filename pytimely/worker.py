@@ -125,6 +125,7 @@ class Worker:
         self._timer_seq = itertools.count()
         self._inputs: list[Any] = []
         self._step_observers: list[Callable[[], None]] = []
+        self._verdict_observers: list[Callable[[BaseException], None]] = []
         self._before_flush: list[Callable[[], None]] = []  # see before_flush
         self._eventlog: EventLog | None = None  # created by enable_statistics / log_to
         self._unlogged: set[int] = set()  # dataflows that host a log stream
@@ -508,6 +509,8 @@ class Worker:
                 return
             error = _verdict_error(verdict)
         _log.error("worker %d: %s: %s", self.index, type(error).__name__, error)
+        for observe in list(self._verdict_observers):
+            observe(error)
         raise error
 
     def _status(self) -> Status:
@@ -574,6 +577,18 @@ class Worker:
         def stop() -> None:
             if observer in self._step_observers:
                 self._step_observers.remove(observer)
+
+        return stop
+
+    def observe_verdicts(self, observer: Callable[[BaseException], None]) -> Callable[[], None]:
+        """Call ``observer(error)`` on this worker's thread when it declares the computation
+        stuck (the :class:`StuckError` or :class:`GraphError` it is about to raise), e.g. for a
+        dashboard to say so; returns a function that stops it."""
+        self._verdict_observers.append(observer)
+
+        def stop() -> None:
+            if observer in self._verdict_observers:
+                self._verdict_observers.remove(observer)
 
         return stop
 

@@ -354,3 +354,61 @@ def test_a_stuck_run_with_a_dashboard_on_two_workers_is_still_declared_stuck():
             _stuck_after_some_work, workers=2, dashboard=_free_port(), stuck_after=1.0, timeout=40
         )
     assert time.monotonic() - started < 30
+
+
+def test_a_stuck_run_shows_a_stuck_banner_in_the_browser(tmp_path):
+    """The stuck detector's verdict reaches the page: a red banner that says STUCK, and a header
+    that no longer says the dataflow is running."""
+    port = _free_port()
+
+    def stuck(worker):
+        worker.dataflow(lambda s: s.new_input()[1].map(str).probe(), name="never closed")
+        worker.step_while(lambda: True)
+
+    with pytest.raises(pt.StuckError):
+        pt.execute(stuck, dashboard=port)
+    state = _get(f"http://127.0.0.1:{port}/api/state")
+    assert state["verdict"] == "stuck"
+    dom = _browse(f"http://127.0.0.1:{port}/", tmp_path, "--dump-dom").stdout
+    banner = re.search(r'<div id="verdict" class="(\w+)">([^<]*)</div>', dom)
+    assert banner is not None, dom[:2000]
+    assert banner.group(1) == "stuck" and banner.group(2).startswith("STUCK")
+    status = re.search(r'<div id="status">([^<]*)</div>', dom).group(1)
+    assert "stuck with 1 dataflow(s) incomplete" in status and "running" not in status
+
+
+def test_a_worker_stepped_by_hand_reports_its_stuck_verdict_to_the_dashboard():
+    """Without ``execute``: the worker tells its observers before raising StuckError."""
+    worker = pt.Worker()
+    board = serve_dashboard(worker, port=0)
+    worker.dataflow(lambda s: s.new_input()[1].probe())
+    assert json.loads(board.state_json())["verdict"] in ("idle", "running")
+    with pytest.raises(pt.StuckError):
+        worker.step_while(lambda: True)
+    state = json.loads(board.state_json())
+    assert state["verdict"] == "stuck"
+    assert state["error"].startswith("StuckError: step_while")
+
+
+def test_finished_and_idle_runs_are_told_apart():
+    worker = pt.Worker()
+    board = serve_dashboard(worker, port=0)
+    inp = worker.dataflow(lambda s: s.new_input()[0])
+    worker.step()
+    board.publish()
+    assert json.loads(board.state_json())["verdict"] == "idle"  # installed, nothing ran lately
+    inp.close()
+    worker.run()
+    board.publish()
+    assert json.loads(board.state_json())["verdict"] == "finished"
+
+
+def test_the_first_paint_holds_the_current_state(running):
+    """The page carries the latest snapshot inline: a browser (or a screenshot taken without
+    letting scripts fetch) shows the operators at once, not "connecting..."."""
+    with urllib.request.urlopen(running.board.url, timeout=DEADLINE) as r:
+        page = r.read().decode()
+    initial = re.search(r"const INITIAL = (\{.*?\});\n", page)
+    assert initial is not None
+    state = json.loads(initial.group(1))
+    assert sorted(op["name"] for op in state["operators"].values()) == sorted(running.names)
