@@ -71,11 +71,9 @@ class FileReader(ReaderBase):
 
     def poll(self, max_events: int | None = None) -> list:
         """Complete events available now (``[]`` if none); raises a deferred error."""
-        self._check_raised()
-        if self._done:
-            return []
-        if self._pending_error is not None:  # every event before it was already returned
-            return self._finish([])
+        settled = self._settled()
+        if settled is not None:
+            return settled
         if self._f is None and not self._open():
             return []
         p = self._parser

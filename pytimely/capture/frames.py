@@ -548,6 +548,17 @@ class ReaderBase:
         """Whether the last frame read so far is END."""
         return self._parser.ended
 
+    def _settled(self) -> list | None:
+        """What ``poll`` returns before reading anything: ``[]`` once done, the deferred error
+        (raised by ``_finish``) once every event before it was returned, else None (read on).
+        Raises an error already raised before."""
+        self._check_raised()
+        if self._done:
+            return []
+        if self._pending_error is not None:  # every event before it was already returned
+            return self._finish([])
+        return None
+
     def _finish(self, events: list) -> list:
         if self._pending_error is not None and not events:
             self._raised = True

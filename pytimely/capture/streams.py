@@ -205,11 +205,9 @@ class StreamReader(ReaderBase):
 
     def poll(self, max_events: int | None = None) -> list:
         """Complete events available now (``[]`` if none); raises a deferred error."""
-        self._check_raised()
-        if self._done:
-            return []
-        if self._pending_error is not None:  # every event before it was already returned
-            return self._finish([])
+        settled = self._settled()
+        if settled is not None:
+            return settled
         p = self._parser
         limit = -1 if max_events is None else max_events
         events = p.parse(limit)
