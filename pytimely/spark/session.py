@@ -207,12 +207,7 @@ def local_session(
     if fast_start:
         settings["spark.driver.extraJavaOptions"] = FAST_START_JAVA_OPTIONS
     settings.update(conf or {})
-    builder = SparkSession.builder
-    for key, value in settings.items():
-        builder = builder.config(key, value)
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel(log_level)
-    return spark
+    return _session(settings, log_level)
 
 
 def package_fingerprint() -> str:
@@ -316,7 +311,6 @@ def connect(
         cores = _parse_cores(master)
         return local_session(cores=cores, app_name=app_name, conf=conf, log_level=log_level)
     check_master(master)
-    from pyspark.sql import SparkSession
 
     _check_java()
     os.environ["PYSPARK_PYTHON"] = os.environ.get("PYSPARK_PYTHON", sys.executable)
@@ -331,11 +325,7 @@ def connect(
         settings["spark.authenticate"] = "true"
         settings["spark.authenticate.secret"] = secret
     settings.update(conf or {})
-    builder = SparkSession.builder
-    for key, value in settings.items():
-        builder = builder.config(key, value)
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel(log_level)
+    spark = _session(settings, log_level)
     if ship:
         ship_package(spark)
     return spark
@@ -389,6 +379,19 @@ def check_master(master: str, timeout: float = MASTER_PROBE_SECONDS) -> None:
         "(sbin/start-master.sh) and is this its host and port? (The master's web UI, port 8080 "
         "by default, shows its spark:// URL.)"
     )
+
+
+def _session(settings: dict[str, str], log_level: str) -> Any:
+    """The SparkSession with ``settings`` (created, or the running one), logging at
+    ``log_level``."""
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel(log_level)
+    return spark
 
 
 def _parse_cores(master: str) -> int:
