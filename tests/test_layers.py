@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Iterator
 
 import numpy as np
 import pytest
@@ -140,7 +141,7 @@ ROOMS = [
     ("pytimely.synchronization", "base"),
     ("pytimely.worker", "runtime"),
     ("pytimely.termination", "runtime"),
-    ("pytimely.eventlog", "runtime"),
+    ("pytimely.eventlog", "eventlog"),
     ("pytimely.execute", "running"),
     ("pytimely.testing", "running"),
     ("pytimely.graph", "tools"),
@@ -150,12 +151,13 @@ ROOMS = [
     ("pytimely.demo", "apps"),
     ("pytimely.cli", "apps"),
     ("pytimely.__main__", "apps"),
-    ("pytimely", "package"),  # pytimely/__init__.py and __version__
+    ("pytimely", "package"),  # pytimely/__init__.py and its names (__version__): no module
 ]
 
 # Which rooms each room may import (its own room always).  Read downwards: the base knows
 # nothing; progress knows only the base; the dataflow layer never imports the worker, the
-# event log, the storage layer or the integrations; communication knows no dataflow.
+# event log, the storage layer or the integrations; communication knows no dataflow; the
+# event log observes operators through an interface of its own, not the dataflow layer.
 ALLOWED = {
     "base": set(),
     "native": {"base"},
@@ -164,10 +166,20 @@ ALLOWED = {
     "exchange": {"base", "native", "communication", "dataflow"},  # dataflow: WorkerServices
     "dataflow": {"base", "native", "progress", "communication", "exchange", "operators"},
     "operators": {"base", "native", "progress", "dataflow", "exchange"},
-    "runtime": {"base", "native", "progress", "communication", "dataflow", "tools"},
-    "running": {"base", "native", "progress", "communication", "dataflow", "runtime", "tools"},
+    "eventlog": {"base", "native", "progress"},
+    "runtime": {"base", "native", "progress", "communication", "dataflow", "eventlog", "tools"},
+    "running": {
+        "base",
+        "native",
+        "progress",
+        "communication",
+        "dataflow",
+        "runtime",
+        "eventlog",
+        "tools",
+    },
     "capture": {"base", "native", "communication", "dataflow", "operators"},
-    "tools": {"base", "native", "communication", "runtime"},
+    "tools": {"base", "native", "communication", "runtime", "eventlog"},
     "spark": {
         "base",
         "native",
@@ -177,6 +189,7 @@ ALLOWED = {
         "exchange",
         "operators",
         "runtime",
+        "eventlog",
         "running",
         "capture",
         "tools",
@@ -203,6 +216,7 @@ ALLOWED = {
         "spark",
         "tools",
         "runtime",
+        "eventlog",
         "running",
         "package",
     },
@@ -213,10 +227,23 @@ ALLOWED = {
         "dataflow",
         "operators",
         "runtime",
+        "eventlog",
         "running",
         "tools",
     },
 }
+
+
+# What must never be allowed, whatever the table above becomes: (room, rooms it may not import).
+FORBIDDEN = [
+    ("progress", {"dataflow", "operators", "exchange", "communication", "runtime", "eventlog"}),
+    ("progress", {"running", "capture", "spark", "nexmark"}),  # (two lines: one is too long)
+    ("dataflow", {"runtime", "eventlog", "running", "spark", "nexmark", "capture"}),
+    ("operators", {"runtime", "eventlog", "running", "spark", "nexmark", "capture"}),
+    ("exchange", {"runtime", "eventlog", "running", "spark", "nexmark", "capture", "progress"}),
+    ("eventlog", {"dataflow", "operators", "exchange", "runtime", "communication"}),
+    ("communication", {"dataflow", "operators", "exchange", "progress", "runtime", "eventlog"}),
+]
 
 
 def _room(module: str) -> str:
@@ -224,6 +251,31 @@ def _room(module: str) -> str:
         if module == prefix or module.startswith(prefix + "."):
             return room
     raise AssertionError(f"{module} is in no room: add it to ROOMS")
+
+
+def _modules() -> list[str]:
+    """The dotted name of every module of the package."""
+    from pathlib import Path
+
+    import pytimely
+
+    root = Path(pytimely.__file__).parent
+    return sorted(
+        ".".join(p for p in path.relative_to(root.parent).with_suffix("").parts if p != "__init__")
+        for path in root.rglob("*.py")
+    )
+
+
+def test_every_module_has_a_room():
+    """A new module of the package root is placed in ROOMS on purpose, not by the catch-all
+    ``pytimely`` entry (which is for ``__init__.py`` and the names it holds)."""
+    unplaced = [
+        m
+        for m in _modules()
+        if m != "pytimely"
+        and next(p for p, _ in ROOMS if m == p or m.startswith(p + ".")) == "pytimely"
+    ]
+    assert not unplaced, f"modules in no room (add them to ROOMS): {unplaced}"
 
 
 def _imports() -> list[tuple[str, int, str]]:
@@ -272,14 +324,28 @@ def test_rooms_import_only_in_the_allowed_directions():
     assert not violations, "imports against the direction of the rooms:\n" + "\n".join(violations)
 
 
-def test_progress_knows_nothing_of_dataflows():
-    assert not ALLOWED["progress"] & {"dataflow", "operators", "exchange", "runtime"}
-    assert "runtime" not in ALLOWED["dataflow"] | ALLOWED["operators"] | ALLOWED["exchange"]
+def test_the_table_keeps_the_key_rules():
+    """Widening ALLOWED may not open a forbidden direction (progress knows nothing of
+    dataflows, the dataflow layer nothing of the worker or the event log, ...)."""
+    assert set(ALLOWED) == {room for _, room in ROOMS}
+    opened = [
+        f"{room} -> {sorted(ALLOWED[room] & no)}" for room, no in FORBIDDEN if ALLOWED[room] & no
+    ]
+    assert not opened, f"the table allows forbidden directions: {opened}"
+
+
+# Import cycles tolerated for now, each the sorted list of its modules (a strongly connected
+# component of the runtime import graph).  Empty: when ``stream.py`` and the modules of
+# ``dataflow/operators/`` still imported each other at runtime, their cycle went here until
+# its removal; a cycle found again goes here only while someone is removing it.
+KNOWN_CYCLES: list[list[str]] = []
 
 
 def _runtime_imports() -> dict[str, set[str]]:
-    """Module -> the package modules it imports when it is imported (module level, not under
-    ``TYPE_CHECKING``, not inside functions)."""
+    """Module -> the package modules that importing it runs: its imports at module level
+    (also inside ``try``, ``with``, class bodies and an ``if`` other than ``TYPE_CHECKING``,
+    but not inside functions), and the ``__init__`` of every package an imported module is in
+    (bar the importer's own packages, which are already being imported)."""
     import ast
     from pathlib import Path
 
@@ -290,29 +356,44 @@ def _runtime_imports() -> dict[str, set[str]]:
     for path in root.rglob("*.py"):
         parts = list(path.relative_to(root.parent).with_suffix("").parts)
         modules[".".join(p for p in parts if p != "__init__")] = (path, parts[-1] == "__init__")
+
+    def run_at_import(body: list[ast.stmt]) -> Iterator[ast.Import | ast.ImportFrom]:
+        for node in body:
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                yield node
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            elif isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+                yield from run_at_import(node.orelse)
+            else:  # class, try, with, for, while, another if, match: run at import
+                for field in ("body", "orelse", "finalbody"):
+                    yield from run_at_import(getattr(node, field, []))
+                for clause in getattr(node, "handlers", []) + getattr(node, "cases", []):
+                    yield from run_at_import(clause.body)
+
     graph: dict[str, set[str]] = {}
     for module, (path, is_package) in modules.items():
         package = module.split(".") if is_package else module.split(".")[:-1]
-        edges = graph.setdefault(module, set())
-        for node in ast.parse(path.read_text()).body:  # module level only
-            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-                continue
+        edges: set[str] = set()
+        for node in run_at_import(ast.parse(path.read_text()).body):
             if isinstance(node, ast.ImportFrom):
                 base = package[: len(package) - (node.level - 1)] if node.level else []
                 target = ".".join(base + ([node.module] if node.module else []))
                 for a in node.names:
                     name = f"{target}.{a.name}"
                     edges.add(name if name in modules else target)
-            elif isinstance(node, ast.Import):
+            else:
                 edges.update(a.name for a in node.names)
-        graph[module] = {t for t in edges if t in modules and t != module}
+        ancestors = {".".join(module.split(".")[:i]) for i in range(1, module.count(".") + 1)}
+        for target in list(edges):
+            parts = target.split(".")
+            edges.update(".".join(parts[:i]) for i in range(1, len(parts)))
+        graph[module] = {t for t in edges if t in modules and t != module and t not in ancestors}
     return graph
 
 
-def test_no_import_cycles_between_modules():
-    """Tarjan's strongly connected components of the runtime import graph: every one is a
-    single module, except a package with its own submodules (``__init__`` re-exporting)."""
-    graph = _runtime_imports()
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Tarjan's strongly connected components of more than one module, each sorted."""
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
@@ -323,7 +404,7 @@ def test_no_import_cycles_between_modules():
         index[v] = low[v] = len(index)
         stack.append(v)
         on_stack.add(v)
-        for w in graph[v]:
+        for w in sorted(graph[v]):
             if w not in index:
                 visit(w)
                 low[v] = min(low[v], low[w])
@@ -343,9 +424,18 @@ def test_no_import_cycles_between_modules():
     for v in sorted(graph):
         if v not in index:
             visit(v)
+    return cycles
 
-    def package_with_its_own(component: list[str]) -> bool:
-        return any(all(m == p or m.startswith(p + ".") for m in component) for p in component)
 
-    bad = [c for c in cycles if not package_with_its_own(c)]
-    assert not bad, f"import cycles: {bad}"
+def test_no_import_cycles_between_modules():
+    """No two modules need each other when imported (the runtime import graph has no
+    strongly connected component of more than one module), bar KNOWN_CYCLES."""
+    graph = _runtime_imports()
+    assert "pytimely.dataflow.stream" in graph and graph["pytimely.worker"]  # the graph is read
+    bad = [c for c in _cycles(graph) if c not in KNOWN_CYCLES]
+    assert not bad, "import cycles:\n" + "\n".join(" <-> ".join(c) for c in bad)
+
+
+def test_the_cycle_check_finds_a_cycle():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": set()}
+    assert _cycles(graph) == [["a", "b", "c"]]
