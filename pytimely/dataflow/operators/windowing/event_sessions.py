@@ -172,7 +172,12 @@ class EventTimeSessions:
         if bound is None:
             raise TypeError(f"session windows need integer timestamps, not {frontier!r}")
         latest, older = self.latest, self.older
-        sends: dict[int, list[Any]] = {}  # E -> sessions emitted at E
+        # (E, sessions emitted at E), a part per run of equal E: a bucket of exact times
+        # (coarse event times) is one part, a bucket of distinct milliseconds a part per session
+        # -- without a dictionary to group them.
+        sends: list[tuple[int, list[Any]]] = []
+        last = None
+        batch: list[Any] = []
         while times and times[0] <= bound:
             for s, k in filed.pop(pop(times)):
                 if not s[3]:
@@ -193,13 +198,14 @@ class EventTimeSessions:
                     self._forget(k, s)
                 else:
                     del latest[k]  # its only session
-                batch = sends.get(emit_at)
-                if batch is None:
-                    sends[emit_at] = [(k, s[0], s[1] + gap, s[2])]
-                else:
+                if emit_at == last:
                     batch.append((k, s[0], s[1] + gap, s[2]))
+                else:
+                    batch = [(k, s[0], s[1] + gap, s[2])]
+                    sends.append((emit_at, batch))
+                    last = emit_at
         if sends:
-            out.give_timed(self.token.cap, list(sends.items()))
+            out.give_timed(self.token.cap, sends)
         self.token.settle(times[0] if times else None)
 
     def _forget(self, k: Any, s: list[Any]) -> None:
