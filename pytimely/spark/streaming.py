@@ -143,10 +143,15 @@ class _BridgeWorker:
     task's inbox, feeds closed micro-batches into the dataflow, reports them complete and
     snapshots the state when due.
 
-    Messages (tuples from the feed and the control connection): ``("data", batch, payload)``
-    an Arrow IPC payload of a micro-batch; ``("close", batch, pushes, at, then)`` the driver
-    delivered it completely; ``("replay", batch, files, at, then)`` a committed batch to read
-    back from the input log; ``("stop",)``; ``("feed-error", why)``.
+    Messages in (tuples from the feed and the control connection, matched by :meth:`receive`;
+    a known kind of the wrong shape is an error, other kinds are ignored):
+    ``("data", batch, payload)`` an Arrow IPC payload of a micro-batch;
+    ``("close", batch, pushes, at, then)`` the driver delivered it completely;
+    ``("replay", batch, files, at, then)`` a committed batch to read back from the input log;
+    ``("stop",)``; ``("feed-error", why)``.  Messages out, to the driver
+    (:meth:`StreamingBridge._message`): ``("logged", batch)`` its rows are in the input log;
+    ``("epoch", batch)`` it and every batch before it are complete; ``("snapshot", batch,
+    then, rows)`` the state after it is in the store.
 
     Invariants: ``closes`` holds closed batches in the order the driver closed them, and a
     batch enters the dataflow only once every push it counted has arrived; ``fed`` holds the
@@ -186,25 +191,24 @@ class _BridgeWorker:
     def receive(self, items: list[tuple[Any, ...]]) -> None:
         """Take the messages that arrived (see the class docstring)."""
         for item in items:
-            kind = item[0]
-            if kind == "data":
-                batch, payload = item[1], item[2]
-                if batch <= self.last_batch:
-                    raise self._fail(
-                        f"input for micro-batch {batch} arrived after the batch was closed"
-                    )
-                self.received[batch] = self.received.get(batch, 0) + 1
-                self.held.setdefault(batch, []).append(payload)
-            elif kind == "close":
-                batch, pushes, at, then = item[1:5]
-                self.closes.append(_Close(batch, pushes, at, then, None))
-            elif kind == "replay":  # a committed batch from the input log
-                batch, files, at, then = item[1:5]
-                self.closes.append(_Close(batch, 0, at, then, files))
-            elif kind == "stop":
-                self.stopping = True
-            elif kind == "feed-error":
-                raise self._fail(item[1])
+            match item:
+                case ("data", batch, payload):
+                    if batch <= self.last_batch:
+                        raise self._fail(
+                            f"input for micro-batch {batch} arrived after the batch was closed"
+                        )
+                    self.received[batch] = self.received.get(batch, 0) + 1
+                    self.held.setdefault(batch, []).append(payload)
+                case ("close", batch, pushes, at, then):
+                    self.closes.append(_Close(batch, pushes, at, then, None))
+                case ("replay", batch, files, at, then):  # a committed batch from the input log
+                    self.closes.append(_Close(batch, 0, at, then, files))
+                case ("stop",):
+                    self.stopping = True
+                case ("feed-error", why):
+                    raise self._fail(why)
+                case ("data" | "close" | "replay" | "stop" | "feed-error", *_):
+                    raise self._fail(f"malformed message from the driver: {item!r}")
 
     def _snapshot_waits(self) -> bool:
         """A snapshot is due, and the last batch fed left the time where its rows were (an
@@ -514,18 +518,22 @@ class StreamingBridge:
     # -- driver-side bookkeeping ------------------------------------------------------------
 
     def _message(self, index: int, header: Any, payload: Any) -> None:
-        if header[0] == "snapshot":
-            _kind, batch, then, rows = header
-            with self._epoch_lock:
-                self._snapshot_parts.setdefault(batch, {})[index] = (then, rows)
-            return
-        if header[0] == "logged":
-            with self._epoch_lock:
-                self._logged.setdefault(header[1], set()).add(index)
-                self._epoch_lock.notify_all()
-            return
-        if header[0] != "epoch":
-            return
+        """A worker's message (:class:`_BridgeWorker`): ``("snapshot", batch, then, rows)``,
+        ``("logged", batch)`` or ``("epoch", batch)`` (the coordinator keeps the epochs)."""
+        match header:
+            case ("snapshot", batch, then, rows):
+                with self._epoch_lock:
+                    self._snapshot_parts.setdefault(batch, {})[index] = (then, rows)
+                return
+            case ("logged", batch):
+                with self._epoch_lock:
+                    self._logged.setdefault(batch, set()).add(index)
+                    self._epoch_lock.notify_all()
+                return
+            case ("epoch", *_):
+                pass
+            case _:
+                return
         coord = self._launch.coordinator
         done = min(coord.epochs.get(i, -1) for i in range(self.workers))
         fire = []
