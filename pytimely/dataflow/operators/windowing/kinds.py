@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
+from itertools import repeat
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
@@ -41,20 +42,12 @@ class Kind:
         if name == "count":
             state.update(keys)  # Counter: C-level counting
         elif name == "collect":
-            if type(times) is int:
-                for k, v in zip(keys, values):
-                    lst = state.get(k)
-                    if lst is None:
-                        state[k] = [(times, v)]
-                    else:
-                        lst.append((times, v))
-            else:
-                for k, v, x in zip(keys, values, times):
-                    lst = state.get(k)
-                    if lst is None:
-                        state[k] = [(x, v)]
-                    else:
-                        lst.append((x, v))
+            for k, v, x in zip(keys, values, repeat(times) if type(times) is int else times):
+                lst = state.get(k)
+                if lst is None:
+                    state[k] = [(x, v)]
+                else:
+                    lst.append((x, v))
         else:
             init, fold, get = self.init, self.fold, state.get
             k = v = None
