@@ -161,7 +161,8 @@ COLORS = {"tokens": "tab:blue", "notifications": "tab:orange", "watermarks": "ta
 def plot_scale(runs: Sequence[dict[str, Any]]) -> dict[str, float]:
     """The value scale of one query's panel: ``bottom`` and ``top`` of the log axis, fitted to
     the finished runs' p50 and p999 (not to the DNF threshold), and ``dnf``, the height of the
-    did-not-finish markers, in a band of their own above every value.
+    did-not-finish markers, in a band of their own above every value (without a run that did
+    not finish, the axis ends below the band, at ``dnf / 2``).
 
     >>> runs = [{"dnf": False, "p50_ms": 2.0, "p999_ms": 40.0}, {"dnf": True}]
     >>> plot_scale(runs)
@@ -213,13 +214,19 @@ def plot(runs: Sequence[dict[str, Any]], path: str, title: str = "") -> str:
         ax.set_xticks(range(len(rates)), [f"{int(r):,}" for r in rates])
         ax.set_yscale("log")
         ax.set_ylim(scale["bottom"], scale["top"])
-        # Value ticks only below the DNF band; the band's one tick says DNF.
+        # Value ticks only below the DNF band; the band (drawn only if a run did not finish)
+        # has one tick, which says DNF.
+        dnf = any(r["dnf"] for r in mine)
         separator = scale["dnf"] / 2
+        if not dnf:
+            ax.set_ylim(scale["bottom"], separator)
         first, last = math.floor(math.log10(scale["bottom"])), math.ceil(math.log10(separator))
         ticks = [10.0**k for k in range(first, last + 1) if scale["bottom"] <= 10.0**k < separator]
-        ax.set_yticks(ticks + [scale["dnf"]], [f"{t:g}" for t in ticks] + ["DNF"])
+        band = [scale["dnf"]] if dnf else []
+        ax.set_yticks(ticks + band, [f"{t:g}" for t in ticks] + ["DNF"] * len(band))
         ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _pos: ""))
-        ax.axhline(separator, color="grey", linewidth=0.6, linestyle="--")
+        if dnf:
+            ax.axhline(separator, color="grey", linewidth=0.6, linestyle="--")
         ax.set_xlabel("offered events/s (open loop)")
         ax.set_ylabel("latency (ms)")
         ax.set_title(f"NEXMark {query.upper()}")
