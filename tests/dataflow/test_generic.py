@@ -10,7 +10,9 @@ from typing import Any
 import pytest
 
 import pytimely as pt
+from pytimely.dataflow.operators.generic import unary_frontier
 from pytimely.errors import CapabilityError, GraphError
+from pytimely.progress.operate import FrontierInterest
 from pytimely.testing import assert_frontier, run_collect
 
 from .helpers import rounds
@@ -463,3 +465,32 @@ def test_binary_notify_waits_for_both_inputs():
 
     got = pt.execute(work)[0]
     assert got == [(0, [3], [2])]
+
+
+@pytest.mark.parametrize(
+    ("interest", "woken"),
+    [(FrontierInterest.NEVER, False), (None, True), (FrontierInterest.ALWAYS, True)],
+)
+def test_interest_never_is_kept_and_none_means_always(interest, woken):
+    """``interest=NEVER`` (0) must not be read as "not given": a frontier change alone wakes
+    the operator only under ``ALWAYS``, the default."""
+    calls = []
+
+    def ctor(cap, info):
+        cap.drop()
+        return lambda inp, out: calls.append(inp.frontier.elements())
+
+    worker = pt.Worker()
+
+    def build(scope):
+        inp, stream = scope.new_input()
+        unary_frontier(stream, pt.Pipeline, "Watch", ctor, interest)
+        return inp
+
+    inp = worker.dataflow(build)
+    worker.step()
+    before = len(calls)
+    inp.advance_to(5)
+    for _ in range(3):
+        worker.step()
+    assert (len(calls) > before) == woken

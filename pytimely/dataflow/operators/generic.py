@@ -297,6 +297,11 @@ def forward_batches(
     return unary(stream, pact, name, ctor)
 
 
+def _or_always(interest: FrontierInterest | None) -> FrontierInterest:
+    """``interest``, or ``ALWAYS`` when not given (``NEVER`` is 0: not a truth test)."""
+    return FrontierInterest.ALWAYS if interest is None else interest
+
+
 def _single(
     stream: Stream, pact: Pact, name: str, ctor: Callable, interest: FrontierInterest
 ) -> Stream:
@@ -349,7 +354,7 @@ def unary_frontier(
     >>> pt.example(build).extract()
     [(0, [3])]
     """
-    return _single(stream, pact, name, constructor, interest or FrontierInterest.ALWAYS)
+    return _single(stream, pact, name, constructor, _or_always(interest))
 
 
 def _double(
@@ -424,8 +429,7 @@ def binary_frontier(
     >>> pt.example(build).extract()
     [(0, [3])]
     """
-    interest = interest or FrontierInterest.ALWAYS
-    return _double(stream, other, pact1, pact2, name, constructor, interest)
+    return _double(stream, other, pact1, pact2, name, constructor, _or_always(interest))
 
 
 def sink(
@@ -446,7 +450,7 @@ def sink(
     0 [7]
     """
     b = OperatorBuilder(name, stream.scope)
-    b.new_input(stream, pact, interest=interest or FrontierInterest.ALWAYS)
+    b.new_input(stream, pact, interest=_or_always(interest))
     b.build(lambda caps, info: logic)
 
 
