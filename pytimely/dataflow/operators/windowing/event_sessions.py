@@ -89,12 +89,6 @@ class EventTimeSessions:
             s = latest.get(k)
             if s is None:
                 s = latest[k] = [x, x, 1, True]
-                bucket = (x + due) >> shift << shift
-                listed = filed.get(bucket)
-                if listed is None:
-                    file(bucket, s, k)
-                else:
-                    listed.append((s, k))
             elif s[0] <= x:
                 # At or after the latest session's start: no older session can take ``x``
                 # (they all end at least ``gap`` before that start).
@@ -102,24 +96,28 @@ class EventTimeSessions:
                     if x > s[1]:
                         s[1] = x
                     s[2] += 1
-                else:  # a new latest session; ``s`` waits for its emission
-                    new = latest[k] = [x, x, 1, True]
-                    rest = older.get(k)
-                    if rest is None:
-                        older[k] = [s]
-                    else:
-                        rest.append(s)  # still ordered by ``last``
-                    bucket = (x + due) >> shift << shift
-                    listed = filed.get(bucket)
-                    if listed is None:
-                        file(bucket, new, k)
-                    else:
-                        listed.append((new, k))
+                    continue
+                # A new latest session; ``s`` waits for its emission.
+                rest = older.get(k)
+                if rest is None:
+                    older[k] = [s]
+                else:
+                    rest.append(s)  # still ordered by ``last``
+                s = latest[k] = [x, x, 1, True]
             elif x > s[0] - gap and k not in older:
                 s[0] = x
                 s[2] += 1
+                continue
             else:
                 self._add_general(k, x, s)
+                continue
+            # ``s`` is a new session: filed under its bucket (inline: the common case).
+            bucket = (x + due) >> shift << shift
+            listed = filed.get(bucket)
+            if listed is None:
+                file(bucket, s, k)
+            else:
+                listed.append((s, k))
 
     def _add_general(self, k: Any, x: int, s: list[Any]) -> None:
         """The record ``(k, x)`` when ``k``'s latest session ``s`` does not simply take it:
@@ -185,13 +183,7 @@ class EventTimeSessions:
                 emit_at = s[1] + due
                 if emit_at > bound:  # not yet: under its bucket, or under E once that started
                     key = emit_at >> shift << shift
-                    if key <= bound:
-                        key = emit_at
-                    listed = filed.get(key)
-                    if listed is None:
-                        file(key, s, k)
-                    else:
-                        listed.append((s, k))
+                    file(emit_at if key <= bound else key, s, k)
                     continue
                 s[3] = False
                 if k in older:
