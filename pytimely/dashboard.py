@@ -38,6 +38,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from . import graph
+from .errors import GraphError, StuckError
 
 __all__ = ["Dashboard", "serve_dashboard", "share_figures", "snapshot", "worker_figures"]
 
@@ -118,13 +119,11 @@ class Dashboard:
         self._history.clear()
         self._graph_key = None
         stop_steps = worker.observe_steps(self._on_step)
-        observe_verdicts = getattr(worker, "observe_verdicts", None)
-        stop_verdicts = observe_verdicts(self.report_error) if observe_verdicts else None
+        stop_verdicts = worker.observe_verdicts(self.report_error)
 
         def stop() -> None:
             stop_steps()
-            if stop_verdicts is not None:
-                stop_verdicts()
+            stop_verdicts()
 
         self._stop_observing = stop
         self.publish()
@@ -159,8 +158,9 @@ class Dashboard:
         state = snapshot(worker)
         state["error"] = self._error
         state["workers"] = _merge_workers(state, self._peer_figures)
-        state["activity_window_s"] = self._activity(now, _activity_rows(state["operators"]))
-        state["verdict"] = self._verdict or _verdict(state)
+        rows = _activity_rows(state["operators"])
+        state["activity_window_s"] = self._activity(now, rows)
+        state["verdict"] = self._verdict or _verdict(state, rows.values())
         with self._lock:
             if fresh_graph is not None:
                 self._graph = fresh_graph
@@ -170,8 +170,6 @@ class Dashboard:
     def report_error(self, error: BaseException) -> None:
         """Show ``error`` (e.g. the :class:`StuckError` that stopped the worker) with a last
         snapshot (on the worker's thread)."""
-        from .errors import GraphError, StuckError
-
         self._error = f"{type(error).__name__}: {error}"
         self._verdict = "stuck" if isinstance(error, (StuckError, GraphError)) else "failed"
         self.publish()
@@ -370,14 +368,14 @@ _STAT_KEYS = (
 )
 
 
-def _verdict(state: dict[str, Any]) -> str:
+def _verdict(state: dict[str, Any], rows: Any) -> str:
     """What the run is doing, for the banner: ``finished`` (no dataflow installed after some
     steps), ``idle`` (dataflows installed, no operator invoked over the activity window:
     waiting for input, or stuck before the detector has spoken) or ``running``.  A reported
-    error makes it ``stuck`` or ``failed`` instead (:meth:`Dashboard.report_error`)."""
+    error makes it ``stuck`` or ``failed`` instead (:meth:`Dashboard.report_error`).  ``rows``:
+    the figures dicts of :func:`_activity_rows`, with their rates."""
     if not state["dataflows"]:
         return "finished" if state["steps"] else "idle"
-    rows = _activity_rows(state["operators"]).values()
     if any(f.get("invocations_per_s", 0) > 0 for f in rows):
         return "running"
     return "idle"

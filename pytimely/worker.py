@@ -572,25 +572,13 @@ class Worker:
         """Call ``observer()`` on this worker's thread at the end of every step (e.g. to publish
         a snapshot of its state); returns a function that stops it.  Observers must be cheap:
         they run once per step."""
-        self._step_observers.append(observer)
-
-        def stop() -> None:
-            if observer in self._step_observers:
-                self._step_observers.remove(observer)
-
-        return stop
+        return _subscribe(self._step_observers, observer)
 
     def observe_verdicts(self, observer: Callable[[BaseException], None]) -> Callable[[], None]:
         """Call ``observer(error)`` on this worker's thread when it declares the computation
         stuck (the :class:`StuckError` or :class:`GraphError` it is about to raise), e.g. for a
         dashboard to say so; returns a function that stops it."""
-        self._verdict_observers.append(observer)
-
-        def stop() -> None:
-            if observer in self._verdict_observers:
-                self._verdict_observers.remove(observer)
-
-        return stop
+        return _subscribe(self._verdict_observers, observer)
 
     # -- logging and statistics -------------------------------------------------------------
 
@@ -716,6 +704,17 @@ def _count(n: int) -> str:
 
 def _verdict_error(verdict: Verdict) -> Exception:
     return GraphError(verdict.message) if verdict.kind == "graph" else StuckError(verdict.message)
+
+
+def _subscribe(observers: list[Any], observer: Any) -> Callable[[], None]:
+    """Add ``observer`` to ``observers``; returns the function that removes it (once)."""
+    observers.append(observer)
+
+    def stop() -> None:
+        if observer in observers:
+            observers.remove(observer)
+
+    return stop
 
 
 def _count_operators(subgraph: Any) -> int:
