@@ -3,8 +3,6 @@ that reads as a latency, and the axis fits the data."""
 
 from __future__ import annotations
 
-import pytest
-
 from pytimely.nexmark import latency
 from pytimely.openloop import DNF_NS
 
@@ -48,7 +46,6 @@ def test_every_run_dnf_still_has_a_scale():
 
 
 def test_the_plot_draws_every_idiom_and_the_dnf_marker(tmp_path, monkeypatch):
-    pytest.importorskip("matplotlib")
     import matplotlib.axes
 
     drawn = {"markers": [], "legend": []}

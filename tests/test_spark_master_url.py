@@ -11,9 +11,7 @@ import time
 
 import pytest
 
-pytest.importorskip("pyspark")
-
-import pytimely.spark as ps  # noqa: E402
+import pytimely.spark as ps
 
 
 def _closed_port() -> int:
