@@ -12,6 +12,7 @@ import pytest
 import pytimely as pt
 from pytimely.dataflow.snapshot import StateRegistry, partition
 from pytimely.errors import OperatorError, TimelyError
+from pytimely.graph import describe, operators
 
 CUT = 15  # the snapshot epoch: every record before it is in, nothing at or after it
 END = 30
@@ -273,3 +274,53 @@ def _run_all(worker, build):
     inp, out, _probe = worker.dataflow(build)
     feed(worker, inp, range(END))
     return out
+
+
+def total(s, v):
+    return s + v, s + v
+
+
+def total_moved(s, v):  # the same step, defined on another line: as after editing the file
+    return s + v, s + v
+
+
+def tally(ctx, key, value):
+    ctx.state = (ctx.state or 0) + 1
+
+
+def test_functions_name_the_operators_but_state_survives_an_edit_that_moves_them():
+    """``stateful_map`` and ``keyed_process`` are named after the user's function (its file
+    and line), like ``map``; their snapshot state is filed under the operator kind, so a
+    restore after an edit that moves the function still finds it."""
+
+    def run(step, restore):
+        def work(worker):
+            registry = StateRegistry(restore)
+
+            def build(scope):
+                inp, stream = scope.new_input()
+                running = stream.stateful_map(int, step)
+                stream.keyed_process(tally)
+                return inp, running.capture()
+
+            with registry.building():
+                inp, running = worker.dataflow(build)
+            names = [op["name"] for op in operators(describe(worker.dataflow_scopes()))]
+            assert registry.unclaimed() == []
+            inp.send(("ann", 2))
+            inp.close()
+            worker.run()
+            snapshot = {op: pickle.loads(blob) for op, _key, blob in registry.snapshot()}
+            return names, snapshot, running.extract()
+
+        [result] = pt.execute(work, workers=1, timeout=30)
+        return result
+
+    names, snapshot, _ = run(total, {})
+    line = total.__code__.co_firstlineno
+    assert f"StatefulMap(total @ test_snapshot_state.py:{line})" in names
+    assert any(n.startswith("KeyedProcess(tally @ test_snapshot_state.py:") for n in names)
+    assert sorted(op.split("@")[0] for op in snapshot) == ["KeyedProcess", "StatefulMap"]
+    restore = {op: [("ann", pickle.dumps(state))] for op, state in snapshot.items()}
+    _names, _snapshot, running = run(total_moved, restore)
+    assert running == [(0, [("ann", 4)])]  # 2 restored + 2 sent

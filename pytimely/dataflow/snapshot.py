@@ -49,20 +49,26 @@ _BUILDING: contextvars.ContextVar[StateRegistry | None] = contextvars.ContextVar
 )
 
 
-def operator_id(info: OperatorInfo) -> str:
+def operator_id(info: OperatorInfo, name: str | None = None) -> str:
     """``"name@address"``: what identifies an operator's state across workers and runs.
 
+    ``name`` replaces the operator's displayed name when that name would not be stable across
+    runs: ``StatefulMap(step @ job.py:12)`` names the user's function and its line, which
+    moves when the file is edited, so such operators key their state by their kind.
+
     >>> class Info: name, address = "WindowCount", (0, 3)
-    >>> operator_id(Info())
-    'WindowCount@0.3'
+    >>> operator_id(Info()), operator_id(Info(), "Totals")
+    ('WindowCount@0.3', 'Totals@0.3')
     """
-    return f"{info.name}@{'.'.join(map(str, info.address))}"
+    return f"{name if name is not None else info.name}@{'.'.join(map(str, info.address))}"
 
 
-def attach(info: OperatorInfo, source: StateSource) -> list[tuple[Any, Any]] | None:
+def attach(
+    info: OperatorInfo, source: StateSource, name: str | None = None
+) -> list[tuple[Any, Any]] | None:
     """For an operator's constructor: ``None`` when no registry is building (snapshots are
     off: do nothing more), else attach ``source`` and return the ``(key, state)`` pairs to
-    restore (possibly none).
+    restore (possibly none).  ``name``: the stable name of :func:`operator_id`.
 
     >>> class Info: name, address = "Totals", (0, 2)
     >>> attach(Info(), list) is None  # no registry is building
@@ -74,7 +80,7 @@ def attach(info: OperatorInfo, source: StateSource) -> list[tuple[Any, Any]] | N
     registry = _BUILDING.get()
     if registry is None:
         return None
-    return registry.attach(operator_id(info), source)
+    return registry.attach(operator_id(info, name), source)
 
 
 def partition(

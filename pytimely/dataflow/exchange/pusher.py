@@ -157,6 +157,8 @@ class Router:
         key = self.key
         try:
             return list(map(key, records))
+        except OperatorError as exc:  # a key function that already names its operator and record
+            raise OperatorError(f"{self.channel_name}: {exc}", operator=exc.operator) from exc
         except Exception as exc:
             for r in records:
                 try:

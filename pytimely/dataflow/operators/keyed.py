@@ -44,7 +44,7 @@ from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 from ...errors import OperatorError
-from ...naming import describe_function
+from ...naming import describe_function, operator_name
 from ...order import less_equal
 from ...progress.operate import FrontierInterest
 from .. import snapshot
@@ -300,7 +300,7 @@ def stateful_map(
     init: Callable[[], Any],
     f: Callable[[Any, Any], tuple[Any, Any]],
     key: Callable[[Any], Any] | None = None,
-    name: str = "StatefulMap",
+    name: str | None = None,
     stats: StateStats | None = None,
 ) -> Stream:
     """Per-key running state: ``new_state, output = f(state, value)``, emitting ``(key, output)``
@@ -310,7 +310,9 @@ def stateful_map(
     (its next record starts from ``init()`` again), so memory is bounded by the live keys.
     Records are ``(key, value)`` pairs, or with ``key=`` any record (the whole record is the
     value).  Per key, updates are applied in timestamp order, records of one timestamp in
-    arrival order; see the module docstring for how, and for the latency.
+    arrival order; see the module docstring for how, and for the latency.  The operator is
+    named ``StatefulMap(f @ file.py:line)`` unless ``name`` is given; its snapshot state is
+    filed under ``name`` or ``"StatefulMap"``, so editing the file does not orphan it.
 
     >>> import pytimely as pt
     >>> def build(scope):
@@ -322,6 +324,8 @@ def stateful_map(
     [(0, [('ann', 1), ('bob', 1)]), (1, [('ann', 2)])]
     """
     op = "stateful_map"
+    state_name = name if name is not None else "StatefulMap"
+    name = operator_name(name, "StatefulMap", f)
     key_of, pairs = split_key(key)
 
     def ctor(cap: Capability, info: OperatorInfo) -> Callable[[InputPort, OutputPort], None]:
@@ -334,7 +338,7 @@ def stateful_map(
             waiting.check_drained(op, name)
             return list(states.items())
 
-        restored = snapshot.attach(info, per_key)
+        restored = snapshot.attach(info, per_key, state_name)
         if restored:
             states.update(restored)
 
@@ -593,7 +597,7 @@ def keyed_process(
     process: Callable[[KeyedContext, Any, Any], None],
     on_timer: Callable[[KeyedContext, Any, Any], None] | None = None,
     key: Callable[[Any], Any] | None = None,
-    name: str = "KeyedProcess",
+    name: str | None = None,
     stats: StateStats | None = None,
 ) -> Stream:
     """Per-key state and event-time timers: ``process(ctx, key, value)`` for every record,
@@ -604,7 +608,8 @@ def keyed_process(
     time from ``on_timer``.  Guarantees (module docstring): per key, records in timestamp order
     (arrival order within a time), a timer at ``T`` after every record at or before ``T`` and
     before every record after ``T``; each timer fires exactly once, never before the input
-    frontier has passed its time.
+    frontier has passed its time.  Named ``KeyedProcess(process @ file.py:line)`` unless
+    ``name`` is given; snapshot state is filed under ``name`` or ``"KeyedProcess"``.
 
     Counting clicks per user, reported 10 time units after the user's first click:
 
@@ -624,6 +629,8 @@ def keyed_process(
     [(10, [('ann', 2)]), (14, [('bob', 1)]), (22, [('ann', 1)])]
     """
     op = "keyed_process"
+    state_name = name if name is not None else "KeyedProcess"
+    name = operator_name(name, "KeyedProcess", process)
     key_of, pairs = split_key(key)
 
     def ctor(cap: Capability, info: OperatorInfo) -> Callable[[InputPort, OutputPort], None]:
@@ -638,7 +645,7 @@ def keyed_process(
             keyed = timers.by_key()
             return [(k, (states.get(k), keyed.get(k, []))) for k in {**states, **keyed}]
 
-        restored = snapshot.attach(info, per_key)
+        restored = snapshot.attach(info, per_key, state_name)
         for k, (state, timer_times) in restored or ():
             if state is not None:
                 states[k] = state
