@@ -14,7 +14,15 @@ __all__ = [
 
 
 class SparkSetupError(TimelyError):
-    """Spark cannot host pytimely workers as configured (the message says what to change)."""
+    """Spark cannot host pytimely workers as configured (the message says what to change).
+
+    When Spark itself raised, its JVM stack frames are kept out of the message, in
+    :attr:`jvm_frames`.
+    """
+
+    def __init__(self, message: str, *, jvm_frames: str = "") -> None:
+        super().__init__(message)
+        self.jvm_frames = jvm_frames
 
 
 class JavaUnavailable(SparkSetupError):

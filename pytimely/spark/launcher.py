@@ -29,8 +29,10 @@ Spark's exception stays out of the traceback printed for the error: its JVM fram
 error's ``jvm_frames`` attribute.
 
 Before anything is submitted, :func:`check_deployable` fails fast when the cluster has fewer
-task slots than workers (Spark itself would retry for up to ten minutes by default) or when
-dynamic allocation is on (barrier stages refuse it).
+task slots than workers (Spark itself would retry for up to ten minutes by default), when a
+standalone master gave the application no executor at all within ten seconds of its start, or
+when dynamic allocation is on (barrier stages refuse it).  Executors whose Python differs from
+the driver's fail the first task; that is reported as the :class:`SparkSetupError` it is.
 """
 
 from __future__ import annotations
@@ -86,6 +88,11 @@ def _parse_local_master(master: str) -> int | None:
     return None
 
 
+#: How long after its start a standalone application with no executor at all is declared
+#: unserved (executors of a master with free workers register within a few seconds).
+NO_EXECUTOR_SECONDS = 10.0
+
+
 def available_slots(sc: Any) -> int | None:
     """How many tasks the cluster can run at once (what Spark's barrier check counts)."""
     try:
@@ -135,10 +142,24 @@ def check_deployable(
     need = workers + extra_slots
     wait = (0.0 if local else 60.0) if slot_wait is None else slot_wait
     deadline = time.monotonic() + wait
+    standalone = master.startswith("spark://")
+    # A standalone master with no worker able to host an executor never gives the application
+    # one; Spark itself only warns ("Initial job has not accepted any resources") and waits.
+    # Executors of a master with free workers register within seconds of the context's start.
+    started = sc.startTime / 1000.0 if standalone else 0.0
     while True:
         slots = available_slots(sc)
         if slots is None or slots >= need:
             return
+        if slots == 0 and standalone and time.time() - started >= NO_EXECUTOR_SECONDS:
+            raise NotEnoughSlots(
+                f"no executor has registered with this application {NO_EXECUTOR_SECONDS:g} s "
+                f"after it started: the master at {master} has no worker with the free cores "
+                "and memory it asks for (spark.executor.cores, spark.executor.memory).  Start "
+                f"workers with $SPARK_HOME/sbin/start-worker.sh {master}, or ask for less; "
+                "the master's web UI (port 8080 by default) lists its workers and what they "
+                "have free"
+            )
         if time.monotonic() >= deadline:
             break
         time.sleep(0.5)
@@ -200,6 +221,10 @@ def _parse_marker(text: str) -> dict[str, Any] | None:
     return None
 
 
+_PYTHON_MISMATCH = re.compile(
+    r"Python in worker has different version:? (\S+) than that in "
+    r"driver:? (\d+\.\d+)"
+)
 _FAILED_TASK = re.compile(r"barrier task ResultTask\(\d+, (\d+)\)|Exception in task (\d+)\.\d+ ")
 
 
@@ -408,6 +433,17 @@ class Launch:
                 return NotEnoughSlots(
                     f"Spark refused the barrier stage of {self.workers} workers for lack of task "
                     f"slots: {reason}"
+                )
+            mismatch = _PYTHON_MISMATCH.search(text)
+            if mismatch is not None:
+                return SparkSetupError(
+                    f"the executors run Python {mismatch.group(1)} and this driver Python "
+                    f"{mismatch.group(2)}: PySpark needs the same minor version on both.  The "
+                    f"executors' interpreter is PYSPARK_PYTHON ({self.sc.pythonExec}); point it "
+                    "(or spark.pyspark.python given to pytimely.spark.connect) at a Python "
+                    f"{mismatch.group(2)} with pyspark's dependencies, numpy and pyarrow on "
+                    "every executor machine",
+                    jvm_frames=frames,
                 )
             if "BarrierJobRunWithDynamicAllocationException" in text:
                 return SparkSetupError(

@@ -313,7 +313,12 @@ def connect(
     check_master(master)
 
     _check_java()
-    os.environ["PYSPARK_PYTHON"] = os.environ.get("PYSPARK_PYTHON", sys.executable)
+    # PySpark's tasks name their interpreter from the driver's PYSPARK_PYTHON (the conf key is
+    # read by spark-submit only), so a ``spark.pyspark.python`` in ``conf`` must set it too.
+    executor_python = (conf or {}).get("spark.pyspark.python")
+    os.environ["PYSPARK_PYTHON"] = executor_python or os.environ.get(
+        "PYSPARK_PYTHON", sys.executable
+    )
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     settings = dict(CLUSTER_CONF)
     settings["spark.master"] = master

@@ -225,8 +225,8 @@ class StandaloneCluster:
             "spark.executor.extraJavaOptions": self.java_options,
             "spark.driver.extraJavaOptions": self.java_options,
             "spark.ui.enabled": "false",
-            "spark.sql.shuffle.partitions": str(self.workers * self.cores),
-            "spark.default.parallelism": str(self.workers * self.cores),
+            "spark.sql.shuffle.partitions": str(max(self.workers * self.cores, 1)),
+            "spark.default.parallelism": str(max(self.workers * self.cores, 1)),
         }
 
     def driver_environment(self) -> dict[str, str]:
