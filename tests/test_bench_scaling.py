@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 SCRIPT = Path(__file__).resolve().parent.parent / "bench" / "scaling.py"
-WORKLOADS = {"keyed_count", "batch_count", "components", "cpu_map"}
+WORKLOADS = {"keyed_count", "batch_count", "components", "bfs", "pagerank", "cpu_map"}
 
 
 def test_quick_run_reports_every_workload_with_correct_answers(tmp_path: Path) -> None:

@@ -248,7 +248,7 @@ def plain_bfs(edges, root):
 
 
 def bfs_report(nodes, edges):
-    graph = definitions("bfs")["random_edges"](nodes, edges)
+    graph = definitions("bfs")["random_edges"](nodes, edges).tolist()
     depths = Counter(plain_bfs(graph, 0).values())
     return [f"depth {d}:\t{depths[d]} nodes" for d in sorted(depths)] + [
         f"reached {depths.total()} of {nodes} nodes"
@@ -285,7 +285,7 @@ def plain_pagerank(nodes, edges, iterations):
 
 
 def check_pagerank(lines, nodes, edges, iterations):
-    graph = definitions("pagerank")["random_edges"](nodes, edges)
+    graph = definitions("pagerank")["random_edges"](nodes, edges).tolist()
     expected = plain_pagerank(nodes, graph, iterations)
     assert lines[0] == (
         f"{nodes} nodes after {iterations} iterations; total rank {sum(expected.values()):.3f}"
