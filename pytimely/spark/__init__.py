@@ -65,10 +65,11 @@ from .sinks import (
     to_arrow,
     write_parquet,
 )
-from .streaming import StreamingBridge
+from .streaming import BatchInterrupted, StreamingBridge
 
 __all__ = [
     "FAST_START_JAVA_OPTIONS",
+    "BatchInterrupted",
     "LOCAL_CONF",
     "JavaUnavailable",
     "MasterUnreachable",

@@ -88,7 +88,7 @@ from .recovery import InputLog
 from .sinks import per_epoch_sinks
 from .snapshots import SnapshotStore
 
-__all__ = ["StreamingBridge"]
+__all__ = ["BatchInterrupted", "StreamingBridge"]
 
 
 def _ipc_bytes(batch: Any) -> Any:
@@ -116,6 +116,45 @@ def _as_streams(out: Any, default: Any) -> list[Any]:
     if isinstance(out, (list, tuple)) and out and all(isinstance(s, Stream) for s in out):
         return list(out)
     return [default]
+
+
+class BatchInterrupted(TimelyError):
+    """A micro-batch's Spark call was interrupted (by ``query.stop()``): the batch is not
+    closed, and Spark, which interrupted it, treats the query's stop as clean."""
+
+
+#: The JVM exceptions Spark counts as "interrupted by stop" (``StreamExecution``).
+_INTERRUPTIONS = (
+    "java.lang.InterruptedException",
+    "java.io.InterruptedIOException",
+    "java.nio.channels.ClosedByInterruptException",
+)
+
+
+def _interruption(exc: BaseException) -> str | None:
+    """For a Py4J error whose Java exception is an interruption, the short text Spark's
+    ``PROXY_ERROR`` expression recognises; else None.
+
+    >>> class Py4JJavaError(Exception):
+    ...     errmsg = "An error occurred while calling o233.collectToPython."
+    ...     java_exception = "java.lang.InterruptedException"
+    >>> print(_interruption(Py4JJavaError()))  # doctest: +NORMALIZE_WHITESPACE
+    py4j.protocol.Py4JJavaError: An error occurred while calling o233.collectToPython:
+    java.lang.InterruptedException
+    >>> _interruption(ValueError("x")) is None
+    True
+    """
+    if type(exc).__name__ != "Py4JJavaError":
+        return None
+    try:
+        java = exc.java_exception  # type: ignore[attr-defined]
+        name = java if isinstance(java, str) else java.getClass().getName()
+    except Exception:  # noqa: BLE001 - the gateway may be going away: not ours to decide
+        return None
+    if name not in _INTERRUPTIONS:
+        return None
+    call = str(getattr(exc, "errmsg", "")).strip().rstrip(".")
+    return f"py4j.protocol.Py4JJavaError: {call}: {name}"
 
 
 class _Close(NamedTuple):
@@ -563,7 +602,29 @@ class StreamingBridge:
     # -- the foreachBatch function -----------------------------------------------------------
 
     def foreach_batch(self, batch_df: Any, batch_id: int) -> None:
-        """Push micro-batch ``batch_id`` into the workers as epoch ``batch_id``, then close it."""
+        """Push micro-batch ``batch_id`` into the workers as epoch ``batch_id``, then close it.
+
+        A ``query.stop()`` while the batch runs interrupts the Spark call the batch waits in;
+        that surfaces here as a Py4J error carrying the whole JVM stack (about 9,000
+        characters).  Spark decides whether a failed ``foreachBatch`` was its own stop by
+        running a regular expression over the Python error's text, and that expression
+        (``(.|\\n)*`` in ``StreamExecution.PROXY_ERROR``) overflows the JVM's stack on a text
+        that long: a clean stop printed a ``StackOverflowError`` and a thousand ``Pattern``
+        frames.  So an interruption is re-raised as :class:`BatchInterrupted`, whose short
+        message still says what Spark looks for.  The batch was not closed; Spark delivers it
+        again after a restart, as any batch it did not commit.
+        """
+        try:
+            self._push_and_close(batch_df, batch_id)
+        except Exception as exc:
+            interrupted = _interruption(exc)
+            if interrupted is None:
+                raise
+            raise BatchInterrupted(
+                f"micro-batch {batch_id} was interrupted: {interrupted}"
+            ) from None
+
+    def _push_and_close(self, batch_df: Any, batch_id: int) -> None:
         import pyarrow as pa
 
         from ._control import push_batches
