@@ -24,12 +24,12 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Any
+from typing import Any, NamedTuple
 
 from .errors import SparkSetupError
 from .session import FAST_START_JAVA_OPTIONS, _check_java
 
-__all__ = ["StandaloneCluster", "spark_home"]
+__all__ = ["Host", "StandaloneCluster", "spark_home"]
 
 
 def spark_home() -> str:
@@ -48,12 +48,33 @@ def _free_port(host: str) -> int:
         return s.getsockname()[1]
 
 
+def _port(host: Host, default: int) -> int:
+    """A free port on this machine, or Spark's ``default`` on another host (whose ports this
+    machine cannot probe; a fresh host has them free)."""
+    return default if host.prefix else _free_port(host.address)
+
+
+class Host(NamedTuple):
+    """Where a cluster process runs: the address it binds and advertises, and the command
+    prefix that starts a program there (``()`` for this machine; ``("ip", "netns", "exec",
+    "h1")`` for a network namespace standing for another host)."""
+
+    address: str
+    prefix: tuple[str, ...] = ()
+
+
 class StandaloneCluster:
     """A master and ``workers`` workers (``cores`` cores, ``memory`` each) on ``host``.
 
     Use as a context manager, or :meth:`start` / :meth:`stop`.  :attr:`master_url` is the URL
     to connect to, :attr:`secret` the ``spark.authenticate.secret``, :attr:`log_dir` holds every
     process's log and the workers' work directories.
+
+    ``master_host`` and ``worker_hosts`` (worker ``i`` on ``worker_hosts[i % len]``) place the
+    processes on other hosts (:class:`Host`) instead of all on ``host``; a driver for such a
+    cluster runs on the master's host (:meth:`driver_prefix`).  A host with a prefix is
+    another machine: its ports are Spark's defaults (7077 for the master, 8080 and up for web
+    UIs), and readiness is read from the processes' logs.
     """
 
     def __init__(
@@ -66,11 +87,15 @@ class StandaloneCluster:
         secret: str | None = None,
         log_dir: str | None = None,
         java_options: str = FAST_START_JAVA_OPTIONS,
+        master_host: Host | None = None,
+        worker_hosts: list[Host] | None = None,
     ) -> None:
         self.workers = workers
         self.cores = cores
         self.memory = memory
-        self.host = host
+        self.master_host = master_host or Host(host)
+        self.host = self.master_host.address
+        self.worker_hosts = worker_hosts or [self.master_host]
         self.secret = secret or secrets.token_hex(16)
         self.log_dir = log_dir or tempfile.mkdtemp(prefix="pytimely-standalone-")
         self.java_options = java_options
@@ -86,7 +111,6 @@ class StandaloneCluster:
             if not k.startswith(("PYSPARK_", "SPARK_")) and k != "PYTHONPATH"
         }
         env["SPARK_HOME"] = spark_home()
-        env["SPARK_LOCAL_IP"] = self.host
         env["SPARK_DAEMON_JAVA_OPTS"] = self.java_options
         env["SPARK_LOG_DIR"] = self.log_dir
         # The executors' Python (spark.pyspark.python of the application overrides it).
@@ -104,12 +128,14 @@ class StandaloneCluster:
             f.write(f"spark.executor.extraJavaOptions {self.java_options}\n")
         return path
 
-    def _spawn(self, name: str, args: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
+    def _spawn(
+        self, name: str, host: Host, args: list[str], env: dict[str, str]
+    ) -> subprocess.Popen[bytes]:
         log = open(os.path.join(self.log_dir, f"{name}.log"), "wb")  # noqa: SIM115
         try:
             proc = subprocess.Popen(
-                [os.path.join(env["SPARK_HOME"], "bin", "spark-class"), *args],
-                env=env,
+                [*host.prefix, os.path.join(env["SPARK_HOME"], "bin", "spark-class"), *args],
+                env={**env, "SPARK_LOCAL_IP": host.address},
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
@@ -147,11 +173,13 @@ class StandaloneCluster:
         deadline = time.monotonic() + timeout
         env = self._environment()
         conf = self._properties()
-        port = _free_port(self.host)
+        master = self.master_host
+        port = _port(master, 7077)
         self.master_url = f"spark://{self.host}:{port}"
         try:
             self._spawn(
                 "master",
+                master,
                 [
                     "org.apache.spark.deploy.master.Master",
                     "--host",
@@ -159,7 +187,7 @@ class StandaloneCluster:
                     "--port",
                     str(port),
                     "--webui-port",
-                    str(_free_port(self.host)),
+                    str(_port(master, 8080)),
                     "--properties-file",
                     conf,
                 ],
@@ -167,6 +195,8 @@ class StandaloneCluster:
             )
 
             def master_up() -> bool:
+                if master.prefix:  # another host: this machine may have no route to it
+                    return "Starting Spark master at" in self._log("master")
                 try:
                     socket.create_connection((self.host, port), timeout=0.5).close()
                     return True
@@ -177,18 +207,20 @@ class StandaloneCluster:
             for i in range(self.workers):
                 work = os.path.join(self.log_dir, f"work-{i}")
                 os.makedirs(work, exist_ok=True)
+                host = self.worker_hosts[i % len(self.worker_hosts)]
                 self._spawn(
                     f"worker-{i}",
+                    host,
                     [
                         "org.apache.spark.deploy.worker.Worker",
                         "--host",
-                        self.host,
+                        host.address,
                         "--cores",
                         str(self.cores),
                         "--memory",
                         self.memory,
                         "--webui-port",
-                        str(_free_port(self.host)),
+                        str(_port(host, 8081 + i)),
                         "--work-dir",
                         work,
                         "--properties-file",
@@ -229,6 +261,10 @@ class StandaloneCluster:
             "spark.default.parallelism": str(max(self.workers * self.cores, 1)),
         }
 
+    def driver_prefix(self) -> list[str]:
+        """The command prefix that runs a driver on the master's host."""
+        return list(self.master_host.prefix)
+
     def driver_environment(self) -> dict[str, str]:
         """The environment of a driver process for this cluster: the secret (read by
         :func:`pytimely.spark.connect`) and the local address."""
@@ -239,7 +275,8 @@ class StandaloneCluster:
 
     def demo_command(self, *options: str) -> list[str]:
         """``python -m pytimely.demo --master URL --conf ... options`` for this cluster."""
-        argv = [sys.executable, "-m", "pytimely.demo", "--master", self.master_url]
+        argv = [*self.driver_prefix(), sys.executable, "-m", "pytimely.demo"]
+        argv += ["--master", self.master_url]
         for key, value in self.application_conf().items():
             argv += ["--conf", f"{key}={value}"]
         return [*argv, *options]
