@@ -219,3 +219,25 @@ def test_pytimely_graph_function_builds_one_dataflow(tmp_path):
     assert df["name"] == "build"
     missing = _cli("graph", script, "--function", "nope", "-o", str(out))
     assert missing.returncode == 2 and "defines no function 'nope'" in missing.stderr
+
+
+def test_a_long_operator_name_is_shortened_in_its_box_and_whole_on_hover():
+    def build(scope):
+        running = scope.to_stream([("ann", 1)]).stateful_map(int, _a_step_with_a_long_name)
+        return running.probe()
+
+    w = pt.Worker()
+    w.dataflow(build)
+    root = ET.fromstring(w.graph("svg"))
+    ns = "{http://www.w3.org/2000/svg}"
+    [box] = [
+        g for g in root.iter(ns + "g") if g.get("class") == "operator" and "Stateful" in g[0].text
+    ]
+    hover = box.find(ns + "title").text
+    assert hover.startswith("StatefulMap(_a_step_with_a_long_name @ test_graph.py:")
+    shown = [t.text for t in box.iter(ns + "text")]
+    assert shown[0].endswith("…") and len(shown[0]) <= 22
+
+
+def _a_step_with_a_long_name(state, value):
+    return state + value, state
