@@ -47,3 +47,31 @@ def spark():
         pytest.fail(f"Spark needs Java 17+ ({exc}); run `make test`, which installs it")
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def connect_server():
+    """A Spark Connect server for the whole test session (``pytimely.spark.standalone``'s
+    ``ConnectServer``: pyspark's own ``sbin/start-connect-server.sh`` over ``local[4]``),
+    stopped by its process group at the end."""
+    from pytimely.spark.standalone import ConnectServer
+
+    with ConnectServer(cores=SPARK_CORES) as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def connect_spark(connect_server):
+    """A Spark Connect client session on :func:`connect_server`."""
+    from pytimely.spark import connect
+
+    session = connect(connect_server.url, ship=False)
+    yield session
+    session.stop()
+
+
+@pytest.fixture(params=["classic", "connect"])
+def any_spark(request):
+    """The classic session and the Spark Connect session, in turn: tests that must hold on
+    both."""
+    return request.getfixturevalue("spark" if request.param == "classic" else "connect_spark")

@@ -32,13 +32,21 @@ def test_nothing_listening_is_named_within_seconds():
     assert isinstance(err.value, ps.SparkSetupError)
 
 
+def test_a_connect_url_with_nothing_listening_is_named_within_seconds():
+    url = f"sc://127.0.0.1:{_closed_port()}"
+    start = time.monotonic()
+    with pytest.raises(ps.MasterUnreachable, match="no Spark Connect server answers") as err:
+        ps.connect(url)
+    assert time.monotonic() - start < 10
+    assert url in str(err.value) and "start-connect-server.sh" in str(err.value)
+
+
 @pytest.mark.parametrize(
     ("url", "says"),
     [
         ("sprak://127.0.0.1:7077", "not a Spark master URL"),
         ("127.0.0.1:7077", "not a Spark master URL"),
         ("spark://127.0.0.1", "not host:port"),
-        ("sc://127.0.0.1:15002", "Spark Connect"),
     ],
 )
 def test_malformed_urls_say_what_a_master_url_is(url, says):

@@ -39,8 +39,9 @@ from .session import package_fingerprint, package_location
 
 __all__ = ["TaskInbox", "TaskSpec", "worker_placement", "worker_task"]
 
-_MARK_OPEN = "<<pytimely-failure "
-_MARK_CLOSE = " pytimely-failure>>"
+#: The markers around a failing worker's report in its task's exception message.
+MARK_OPEN = "<<pytimely-failure "
+MARK_CLOSE = " pytimely-failure>>"
 
 
 # --- what travels to the tasks ----------------------------------------------------------------
@@ -81,7 +82,7 @@ class _TaskFailed(RuntimeError):
 
 def _failed(report: dict[str, Any]) -> _TaskFailed:
     brief = {k: report[k] for k in ("worker", "origin", "relayed", "setup", "summary")}
-    return _TaskFailed(f"{_MARK_OPEN}{json.dumps(brief)}{_MARK_CLOSE}")
+    return _TaskFailed(f"{MARK_OPEN}{json.dumps(brief)}{MARK_CLOSE}")
 
 
 class TaskInbox:

@@ -37,7 +37,6 @@ the driver's fail the first task; that is reported as the :class:`SparkSetupErro
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import socket
@@ -50,8 +49,9 @@ from typing import Any
 
 from ..errors import WorkerFailure
 from .errors import NotEnoughSlots, SparkJobFailed, SparkSetupError
-from .executor import _MARK_CLOSE, _MARK_OPEN, TaskInbox, TaskSpec, _result_row, worker_task
-from .session import _same_python, package_fingerprint, package_location
+from .executor import TaskInbox, TaskSpec, _result_row, worker_task
+from .reasons import failed_task, parse_marker, spark_reason
+from .session import _same_python, is_connect, package_fingerprint, package_location
 
 __all__ = [
     "NotEnoughSlots",
@@ -66,13 +66,16 @@ __all__ = [
 
 
 def _spark_context(spark: Any) -> Any:
+    if is_connect(spark):
+        raise SparkSetupError(
+            "this needs a classic SparkSession with a SparkContext; from a Spark Connect "
+            "session pytimely.spark.run and run_to_dataframe work, run_on_dataframe and the "
+            "streaming bridge do not yet (their feeds need the driver's SparkContext)"
+        )
     try:
         return spark.sparkContext
     except Exception as exc:
-        raise SparkSetupError(
-            "pytimely needs a classic SparkSession with a SparkContext (barrier stages are not "
-            f"available through Spark Connect): {exc}"
-        ) from exc
+        raise SparkSetupError(f"pytimely needs a SparkSession with a SparkContext: {exc}") from exc
 
 
 def _parse_local_master(master: str) -> int | None:
@@ -208,55 +211,10 @@ def _decode_results(rows: list[Any], workers: int) -> list[Any]:
     return [found[i] for i in range(workers)]
 
 
-def _parse_marker(text: str) -> dict[str, Any] | None:
-    start = text.find(_MARK_OPEN)
-    while start >= 0:
-        end = text.find(_MARK_CLOSE, start)
-        if end < 0:
-            return None
-        try:
-            return json.loads(text[start + len(_MARK_OPEN) : end])
-        except ValueError:
-            start = text.find(_MARK_OPEN, end)
-    return None
-
-
 _PYTHON_MISMATCH = re.compile(
     r"Python in worker has different version:? (\S+) than that in "
     r"driver:? (\d+\.\d+)"
 )
-_FAILED_TASK = re.compile(r"barrier task ResultTask\(\d+, (\d+)\)|Exception in task (\d+)\.\d+ ")
-
-
-def _spark_reason(exc: BaseException) -> tuple[str, str]:
-    """``(reason, jvm_frames)`` from a failed Spark job's exception: the reason is Spark's whole
-    message (with the failing task's Python traceback) without the JVM's stack frames, which
-    are the second part."""
-    text = str(exc)
-    for needle in ("Job aborted due to stage failure: ", "SparkException: "):
-        at = text.find(needle)
-        if at >= 0:
-            text = text[at + len(needle) :]
-            break
-    text, _sep, driver_stack = text.partition("Driver stacktrace:")
-    reason: list[str] = []
-    frames: list[str] = []
-    for line in text.splitlines():
-        if line.startswith(("\tat ", "\t... ")):
-            frames.append(line)
-        elif line.strip():
-            reason.append(line)
-    if driver_stack.strip():
-        frames.append("Driver stacktrace:" + driver_stack)
-    return "\n".join(reason), "\n".join(frames)
-
-
-def _failed_task(reason: str) -> int | None:
-    """The partition (= worker index) of the task Spark names as the one that failed."""
-    match = _FAILED_TASK.search(reason)
-    if match is None:
-        return None
-    return int(match.group(1) or match.group(2))
 
 
 class Launch:
@@ -415,14 +373,14 @@ class Launch:
         (over the control connection, or the marker in its task's exception); then Spark's."""
         coord = self.coordinator
         spark_error = self._error
-        reason, frames = _spark_reason(spark_error) if spark_error is not None else ("", "")
+        reason, frames = spark_reason(spark_error) if spark_error is not None else ("", "")
         if self._cancelled is not None and not self._cancel_retryable:
             return SparkJobFailed(
                 f"the run was cancelled: {self._cancelled}", jvm_frames=frames, retryable=False
             )
         report = coord.failure
         if report is None and spark_error is not None:
-            report = _parse_marker(str(spark_error))
+            report = parse_marker(str(spark_error))
         if report is not None and report.get("setup"):
             return SparkSetupError(report["summary"].split(": ", 1)[-1])
         if report is not None:
@@ -453,7 +411,7 @@ class Launch:
             why = self._cancelled or reason
             return SparkJobFailed(
                 f"the Spark job running the pytimely workers failed: {why}",
-                worker=_failed_task(reason),
+                worker=failed_task(reason),
                 jvm_frames=frames,
             )
         if self._cancelled is not None:
@@ -621,12 +579,32 @@ def run(
       every worker's figures gathered on it) at ``http://127.0.0.1:PORT/`` of its executor's
       host -- this machine for a ``local`` master -- while the job runs.
 
+    From a Spark Connect session (``SparkSession.builder.remote(...)``) the same call runs
+    the workers through the DataFrame API (:mod:`pytimely.spark.remote`): the same results and
+    errors, without the slot check before submitting and with ``start_timeout`` and ``grace``
+    unused.
+
     Raises :class:`~pytimely.errors.WorkerFailure` (naming the worker that failed first, with
     its message and traceback; a worker whose process died without a word is named by the
     driver, which saw its control connection end) when a worker fails, :class:`NotEnoughSlots` or
     :class:`~pytimely.spark.session.SparkSetupError` before submitting when the cluster cannot
     host the workers, and :class:`SparkJobFailed` when the job fails otherwise.
     """
+    if is_connect(spark):
+        from . import remote
+
+        return remote.run(
+            spark,
+            fn,
+            workers,
+            secret=secret,
+            timeout=timeout,
+            connect_timeout=connect_timeout,
+            bind_host=bind_host,
+            attempts=attempts,
+            description=description,
+            dashboard=dashboard,
+        )
     args = {
         "secret": secret,
         "timeout": timeout,

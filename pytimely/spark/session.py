@@ -69,6 +69,11 @@ LOCAL_CONF: dict[str, str] = {
 }
 
 
+def is_connect(spark: Any) -> bool:
+    """Whether ``spark`` is a Spark Connect session (a client without a ``SparkContext``)."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
 def java_version(java: str | None = None) -> tuple[int, str] | None:
     """``(major, first line of java -version)`` of the Java Spark would use, or None."""
     home = os.environ.get("JAVA_HOME")
@@ -267,7 +272,10 @@ def ship_package(spark: Any, directory: str | None = None) -> str:
                 if name.endswith((".py", ".typed")):
                     full = os.path.join(base, name)
                     zf.write(full, os.path.relpath(full, os.path.dirname(package)))
-    spark.sparkContext.addPyFile(path)
+    if is_connect(spark):
+        spark.addArtifacts(path, pyfile=True)
+    else:
+        spark.sparkContext.addPyFile(path)
     return path
 
 
@@ -295,7 +303,9 @@ def connect(
     log_level: str = "ERROR",
 ) -> Any:
     """A SparkSession on ``master`` (``spark://host:7077``, ``yarn``, ``k8s://...``, or
-    ``local[N]``, which is :func:`local_session`), ready to host pytimely workers.
+    ``local[N]``, which is :func:`local_session`), ready to host pytimely workers; for a Spark
+    Connect URL (``sc://host:15002``) a Connect session (``app_name``, ``conf``, ``secret`` and
+    ``log_level`` are the server's business then; ``ship`` adds this pytimely as an artifact).
 
     * The driver and the executors' Python is this interpreter unless ``conf`` sets
       ``spark.pyspark.python`` (it must have numpy and pyarrow on the executors' machines);
@@ -311,6 +321,8 @@ def connect(
         cores = _parse_cores(master)
         return local_session(cores=cores, app_name=app_name, conf=conf, log_level=log_level)
     check_master(master)
+    if master.startswith("sc://"):
+        return _remote_session(master, ship)
 
     _check_java()
     # PySpark's tasks name their interpreter from the driver's PYSPARK_PYTHON (the conf key is
@@ -337,7 +349,7 @@ def connect(
 
 
 #: Master URL schemes :func:`connect` takes (``local[N]`` is handled before).
-MASTER_SCHEMES = ("spark://", "yarn", "k8s://", "mesos://")
+MASTER_SCHEMES = ("spark://", "yarn", "k8s://", "mesos://", "sc://")
 #: How long :func:`check_master` waits for a standalone master to accept a connection.
 MASTER_PROBE_SECONDS = 5.0
 
@@ -354,36 +366,61 @@ def check_master(master: str, timeout: float = MASTER_PROBE_SECONDS) -> None:
     ...
     pytimely.spark.errors.MasterUnreachable: 'sprak://127.0.0.1:7077' is not a Spark master URL: ...
     """
-    if master.startswith("sc://"):
-        raise MasterUnreachable(
-            f"{master!r} is a Spark Connect URL; pytimely needs a classic Spark session "
-            "(spark://host:port, yarn, k8s://..., or local[N])"
-        )
     if not master.startswith(MASTER_SCHEMES):
         raise MasterUnreachable(
             f"{master!r} is not a Spark master URL: use spark://host:port (standalone), yarn, "
             "k8s://https://host:port, mesos://host:port or local[N]"
         )
-    if not master.startswith("spark://"):
+    scheme = "sc://" if master.startswith("sc://") else "spark://"
+    if not master.startswith(scheme):
         return  # yarn, k8s and mesos find their masters through their own configuration
     causes = []
-    for address in master[len("spark://") :].split(","):
+    # A Connect URL may carry parameters after the address: sc://host:port/;token=...
+    addresses = master[len(scheme) :].split("/", 1)[0].split(",")
+    for address in addresses:
         host, _, port = address.strip().rpartition(":")
         if not host or not port.isdigit():
-            raise MasterUnreachable(
-                f"{master!r}: {address!r} is not host:port (a standalone master listens on "
-                "port 7077 by default: spark://host:7077)"
-            )
+            if scheme == "sc://" and host == "" and port == "":
+                host, port = address.strip(), "15002"  # Spark Connect's default port
+            else:
+                raise MasterUnreachable(
+                    f"{master!r}: {address!r} is not host:port (a standalone master listens "
+                    "on port 7077 by default: spark://host:7077)"
+                )
         try:
             with socket.create_connection((host, int(port)), timeout=timeout):
                 return  # some master of the list answers
         except OSError as e:
             causes.append(f"{address}: {e.strerror or e}")
+    if scheme == "sc://":
+        raise MasterUnreachable(
+            f"no Spark Connect server answers at {master!r} ({'; '.join(causes)}): is it "
+            "running ($SPARK_HOME/sbin/start-connect-server.sh; port 15002 by default) and is "
+            "this its host and port?"
+        )
     raise MasterUnreachable(
         f"no Spark master answers at {master!r} ({'; '.join(causes)}): is the master running "
         "(sbin/start-master.sh) and is this its host and port? (The master's web UI, port 8080 "
         "by default, shows its spark:// URL.)"
     )
+
+
+def _remote_session(url: str, ship: bool) -> Any:
+    """A Spark Connect session on ``url`` whose server's pytimely is this client's."""
+    try:
+        # The Connect client's own builder: pyspark's generic one refuses a remote session in
+        # a process that also holds a classic one.
+        from pyspark.sql.connect.session import SparkSession
+
+        spark = SparkSession.builder.remote(url).getOrCreate()
+    except ImportError as exc:
+        raise SparkSetupError(
+            f"a Spark Connect session needs the client's dependencies ({exc}): "
+            "pip install 'pytimely[connect]' (pyspark[connect]: grpcio, protobuf, zstandard)"
+        ) from exc
+    if ship:
+        ship_package(spark)
+    return spark
 
 
 def _session(settings: dict[str, str], log_level: str) -> Any:

@@ -1,4 +1,5 @@
-"""A Spark standalone cluster on this machine: a master and N workers as separate JVMs.
+"""Spark processes on this machine for tests and demos: a standalone cluster (a master and N
+workers as separate JVMs), and a Spark Connect server (:class:`ConnectServer`).
 
 For tests and demos of the cluster path (``make cluster-demo``): the processes are those of a
 real deployment -- ``spark-class org.apache.spark.deploy.master.Master`` and
@@ -29,7 +30,7 @@ from typing import Any, NamedTuple
 from .errors import SparkSetupError
 from .session import FAST_START_JAVA_OPTIONS, _check_java
 
-__all__ = ["Host", "StandaloneCluster", "spark_home"]
+__all__ = ["ConnectServer", "Host", "StandaloneCluster", "spark_home"]
 
 
 def spark_home() -> str:
@@ -312,6 +313,121 @@ class StandaloneCluster:
             pass
 
     def __enter__(self) -> StandaloneCluster:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+class ConnectServer:
+    """A Spark Connect server on ``host`` (loopback by default), started from the installed
+    pyspark's own ``sbin/start-connect-server.sh`` in a session of its own, over a
+    ``local[cores]`` master whose Python workers run this interpreter.
+
+    :attr:`url` is the ``sc://host:port`` a client connects to
+    (``SparkSession.builder.remote(url)``); :meth:`stop` ends the server's process group.
+    Use as a context manager, or :meth:`start` / :meth:`stop`.
+    """
+
+    def __init__(
+        self,
+        cores: int = 4,
+        *,
+        host: str = "127.0.0.1",
+        conf: dict[str, str] | None = None,
+        log_dir: str | None = None,
+    ) -> None:
+        self.cores = cores
+        self.host = host
+        self.conf = dict(conf or {})
+        self.log_dir = log_dir or tempfile.mkdtemp(prefix="pytimely-connect-")
+        self.port = 0
+        self.url = ""
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def _log(self) -> str:
+        try:
+            with open(os.path.join(self.log_dir, "server.log"), errors="replace") as f:
+                return f.read()
+        except FileNotFoundError:
+            return ""
+
+    def start(self, timeout: float = 120.0) -> ConnectServer:
+        """Start the server; return once it accepts clients."""
+        _check_java()
+        home = spark_home()
+        self.port = _free_port(self.host)
+        self.url = f"sc://{self.host}:{self.port}"
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith(("PYSPARK_", "SPARK_")) or k == "PYSPARK_PIN_THREAD"
+        }
+        env.update(
+            SPARK_HOME=home,
+            SPARK_LOCAL_IP=self.host,
+            SPARK_NO_DAEMONIZE="1",  # the script runs the server in the foreground: our pid
+            SPARK_LOG_DIR=self.log_dir,
+            SPARK_PID_DIR=self.log_dir,
+            PYSPARK_PYTHON=sys.executable,
+        )
+        settings = {
+            "spark.connect.grpc.binding.address": self.host,
+            "spark.connect.grpc.binding.port": str(self.port),
+            "spark.ui.enabled": "false",
+            "spark.driver.extraJavaOptions": FAST_START_JAVA_OPTIONS,
+            "spark.sql.shuffle.partitions": str(self.cores),
+            **self.conf,
+        }
+        argv = [os.path.join(home, "sbin", "start-connect-server.sh"), "--master"]
+        argv.append(f"local[{self.cores}]")
+        for key, value in settings.items():
+            argv += ["--conf", f"{key}={value}"]
+        log = open(os.path.join(self.log_dir, "server.log"), "wb")  # noqa: SIM115
+        try:
+            self.process = subprocess.Popen(
+                argv,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        finally:
+            log.close()
+        deadline = time.monotonic() + timeout
+        try:
+            while "Spark Connect server started" not in self._log():
+                if self.process.poll() is not None:
+                    raise SparkSetupError(
+                        f"the Spark Connect server exited with {self.process.returncode}; "
+                        f"log in {self.log_dir}"
+                    )
+                if time.monotonic() > deadline:
+                    raise SparkSetupError(
+                        f"the Spark Connect server did not start within {timeout:g} s; log in "
+                        f"{self.log_dir}"
+                    )
+                time.sleep(0.2)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def stop(self, timeout: float = 15.0) -> None:
+        """End the server's process group: SIGTERM, then SIGKILL after ``timeout``."""
+        proc, self.process = self.process, None
+        if proc is None:
+            return
+        StandaloneCluster._signal(proc, signal.SIGTERM)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            pass
+        StandaloneCluster._signal(proc, signal.SIGKILL)
+        proc.wait()
+
+    def __enter__(self) -> ConnectServer:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

@@ -1,0 +1,111 @@
+"""``ps.run`` from a classic session and from a Spark Connect session, side by side.
+
+Both sessions live in this process on this machine: a classic ``local[4]`` session and a Spark
+Connect server started from pyspark's own ``sbin/start-connect-server.sh`` over ``local[4]``
+(:class:`pytimely.spark.standalone.ConnectServer`).  Two jobs, each run ``--repeat`` times
+alternately (classic, Connect, classic, ...) after one warm-up run of each:
+
+* ``trivial``: two workers that return their index: the cost of placing workers (a barrier
+  stage, one ``allGather``, the mesh) and bringing results back;
+* ``keyed_count``: ``--words`` words (per worker) through ``map`` -> ``aggregate`` on two
+  workers, exchanged by word: the same dataflow whichever session placed it.
+
+Reported per job and session: the median wall time of the ``ps.run`` call, every run's time,
+and the Connect / classic ratio of the medians.  Wall time only: the work happens in the
+server's and the executors' processes, not in this client, so its CPU time says nothing.
+
+    python bench/spark_connect.py [--repeat 5] [--words 400000]
+
+Prints one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from typing import Any
+
+from pytimely import spark as ps
+from pytimely.openloop import LoadReading, MachineLoad
+from pytimely.spark.standalone import ConnectServer
+
+
+def trivial(worker: Any) -> int:
+    return worker.index
+
+
+def keyed_count(words: int) -> Any:
+    def work(worker: Any) -> int:
+        vocabulary = [f"w{i}" for i in range(10_000)]
+
+        def build(scope: Any) -> Any:
+            inp, stream = scope.new_input()
+            counts = stream.map(lambda w: (w, 1)).aggregate(
+                lambda _k, v, acc: acc + v, lambda k, acc: (k, acc)
+            )
+            return inp, counts.probe()
+
+        inp, _probe = worker.dataflow(build)
+        for start in range(0, words, 1_000):
+            inp.send_batch(vocabulary[start % 9_000 : start % 9_000 + 1_000])
+            if start % 16_000 == 15_000:
+                worker.step()
+        inp.close()
+        worker.run()
+        return worker.index
+
+    return work
+
+
+def timed(spark: Any, fn: Any) -> float:
+    start = time.perf_counter()
+    results = ps.run(spark, fn, workers=2)
+    assert results == [0, 1], results
+    return time.perf_counter() - start
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--words", type=int, default=400_000, help="words per worker")
+    args = ap.parse_args(argv)
+    jobs = {"trivial": trivial, "keyed_count": keyed_count(args.words)}
+    classic = ps.local_session(cores=4)
+    with ConnectServer(cores=4) as server:
+        remote = ps.connect(server.url, ship=False)
+        sessions = {"classic": classic, "connect": remote}
+        for spark in sessions.values():  # warm-up: JVM code paths, Python worker processes
+            for fn in jobs.values():
+                timed(spark, fn)
+        before = LoadReading.now()
+        runs: dict[str, dict[str, list[float]]] = {j: {s: [] for s in sessions} for j in jobs}
+        for _ in range(args.repeat):
+            for job, fn in jobs.items():
+                for name, spark in sessions.items():
+                    runs[job][name].append(round(timed(spark, fn), 3))
+        load = MachineLoad.between(before, LoadReading.now())
+        remote.stop()
+    classic.stop()
+    report: dict[str, Any] = {"benchmark": "spark_connect", "repeat": args.repeat, "jobs": {}}
+    for job, by_session in runs.items():
+        medians = {s: statistics.median(times) for s, times in by_session.items()}
+        report["jobs"][job] = {
+            "median_s": medians,
+            "runs_s": by_session,
+            "connect_over_classic": round(medians["connect"] / medians["classic"], 3),
+        }
+    report["words_per_worker"] = args.words
+    report["machine"] = load.to_dict()
+    report["quiet"] = not load.under_load()
+    print(load.describe(), file=sys.stderr)
+    print(json.dumps(report, indent=1))
+    return report
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,308 @@
+"""Placing pytimely workers from a Spark Connect session: DataFrames only, no driver server.
+
+A Spark Connect client (``SparkSession.builder.remote("sc://host:15002")``: Spark 4's connect
+mode, Databricks serverless and shared clusters) has no ``SparkContext``: no RDD API, no
+``_jsc``, and the executors cannot connect back to the client.  So :func:`run` does without
+all three:
+
+* the workers are the N tasks of ``spark.range(N, numPartitions=N).mapInArrow(task,
+  barrier=True)``: a barrier stage through the DataFrame API.  Task ``i`` becomes worker ``i``
+  (:func:`remote_task`): it checks the Python version and the pytimely code against the
+  client's (the fingerprint travels in :class:`RemoteSpec`), the workers exchange their mesh
+  addresses with one ``BarrierTaskContext.allGather`` as in a classic run, build the TCP mesh
+  and run ``fn(worker)``;
+* a worker's result comes back as an Arrow row ``(worker, cloud-pickled result)`` of the
+  stage; a worker's failure fails its task with the worker's Python traceback and a marked
+  report, which :func:`run` turns into a :class:`~pytimely.errors.WorkerFailure` naming the
+  worker (its peers learn it over the mesh and fail too, and Spark aborts the stage);
+* files the sinks write are staged per attempt (:mod:`pytimely.spark.staging`); each worker's
+  row names the output directories it staged files in, and when every worker has finished the
+  client commits the attempt's files (and discards earlier attempts') with a one-task job
+  (:func:`commit_task`): on the executors' file system, which the client may not see.  (A
+  second ``allGather`` for this would cost every run a second: barrier calls poll once a
+  second.);
+* ``timeout`` and Ctrl-C interrupt the job through its operation tag
+  (``spark.addTag`` / ``spark.interruptTag``); ``attempts=k`` submits the stage again after a
+  worker failure.
+
+What a Connect session cannot give: the slot check before submitting (Spark's own barrier
+check then refuses a stage with too few slots, after its retries), the driver-side control
+connection (a worker cannot tell that the client died: the server's session timeout ends it),
+and the driver-side feeds of :func:`~pytimely.spark.run_on_dataframe` and the streaming bridge.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import WorkerFailure
+from .errors import SparkJobFailed, SparkSetupError
+from .reasons import failed_task, parse_marker, spark_reason
+
+__all__ = ["RemoteSpec", "remote_task", "run"]
+
+#: How long a worker stopped by another's failure waits before failing its own task.
+RELAY_DELAY = 1.0
+#: The stage's rows: the worker's index, its cloud-pickled result and the output directories
+#: its sinks staged files in (a JSON list).
+RESULT_SCHEMA = "worker long, payload binary, outputs string"
+
+
+@dataclass(frozen=True)
+class RemoteSpec:
+    """What a worker task of a Connect run needs (pickled into the task's function)."""
+
+    workers: int
+    secret: bytes
+    bind_host: str
+    connect_timeout: float
+    python: tuple[int, int]
+    run_id: str
+    fingerprint: str
+    package: str
+    #: Attempt ids of this run that failed before: worker 0 discards what they staged.
+    earlier: tuple[str, ...] = ()
+    dashboard: int | None = None
+
+
+def remote_task(spec: RemoteSpec, fn: Callable[[Any], Any]) -> Iterator[Any]:
+    """Be worker ``i`` of a Connect run inside barrier task ``i``; yields the result row."""
+    import pyarrow as pa
+    from pyspark import BarrierTaskContext
+
+    from ..communication.rendezvous import GatherRendezvous
+    from ..communication.tcp import TcpAllocator
+    from ..execute import run_worker
+    from ..worker import Worker
+    from .executor import (
+        MARK_CLOSE,
+        MARK_OPEN,
+        _check_same_package,
+        _pickle_result,
+        _report,
+        _TaskFailed,
+    )
+    from .staging import staged
+
+    ctx = BarrierTaskContext.get()
+    index = ctx.partitionId()
+    allocator = None
+    directories: list[str] = []
+    try:
+        if sys.version_info[:2] != tuple(spec.python):
+            raise SparkSetupError(
+                f"worker {index} runs Python {sys.version_info[0]}.{sys.version_info[1]}, the "
+                f"client {spec.python[0]}.{spec.python[1]}: the server's executors need the "
+                "client's Python version"
+            )
+        _check_same_package(spec, index)  # type: ignore[arg-type]
+        if spec.bind_host in ("0.0.0.0", "::", ""):
+            advertise = ctx.getTaskInfos()[index].address.rsplit(":", 1)[0].strip("[]")
+        else:
+            advertise = spec.bind_host
+        rendezvous = GatherRendezvous(
+            ctx.allGather, spec.secret, host=advertise, bind_host=spec.bind_host
+        )
+        allocator = TcpAllocator(index, spec.workers, rendezvous, timeout=spec.connect_timeout)
+        worker = Worker(allocator)
+        with staged(spec.run_id, directories.append):
+            result = run_worker(fn, worker, dashboard=spec.dashboard)
+        payload = _pickle_result(index, result)
+        allocator.close()
+    except BaseException as exc:
+        report = _report(index, exc)
+        if allocator is not None:
+            allocator.close(error=report["summary"])
+        if report.get("relayed"):
+            # Spark reports the first task to fail, with its traceback: let the worker that
+            # failed first (it raises at once) be that task, rather than this relay of it.
+            time.sleep(RELAY_DELAY)
+        raise _TaskFailed(f"{MARK_OPEN}{json.dumps(report)}{MARK_CLOSE}") from exc
+    yield pa.RecordBatch.from_pylist(
+        [{"worker": index, "payload": payload, "outputs": json.dumps(directories)}],
+        schema=pa.schema(
+            [("worker", pa.int64()), ("payload", pa.binary()), ("outputs", pa.string())]
+        ),
+    )
+
+
+def commit_task(directories: list[str], attempt: str, earlier: tuple[str, ...]) -> Iterator[Any]:
+    """On an executor, whose file system the outputs are on (the client may not see it): move
+    ``attempt``'s staged files into place and remove what the ``earlier`` attempts staged."""
+    import pyarrow as pa
+
+    from .staging import commit, discard
+
+    moved = 0
+    for directory in directories:
+        moved += commit(directory, attempt)
+        for old in earlier:
+            discard(directory, old)
+    yield pa.RecordBatch.from_pylist([{"moved": moved}], schema=pa.schema([("moved", pa.int64())]))
+
+
+def _default_bind_host(spark: Any) -> str:
+    try:
+        master = spark.conf.get("spark.master") or ""
+    except Exception:  # noqa: BLE001 - a server that hides its master: assume a cluster
+        master = ""
+    return "127.0.0.1" if master.startswith("local") else "0.0.0.0"
+
+
+def run(
+    spark: Any,
+    fn: Callable[[Any], Any],
+    workers: int,
+    *,
+    secret: bytes | str | None,
+    timeout: float | None,
+    connect_timeout: float,
+    bind_host: str | None,
+    attempts: int,
+    description: str,
+    dashboard: int | None,
+) -> list[Any]:
+    """:func:`pytimely.spark.run` on a Spark Connect session (module docstring)."""
+    import os
+
+    from .session import package_fingerprint, package_location
+
+    if workers < 1:
+        raise ValueError("need at least one worker")
+    if attempts < 1:
+        raise ValueError("attempts must be at least 1")
+    if secret is None:
+        env = os.environ.get("PYTIMELY_SECRET")
+        secret = env.encode() if env else os.urandom(32)
+    elif isinstance(secret, str):
+        secret = secret.encode()
+    host = bind_host if bind_host is not None else _default_bind_host(spark)
+    earlier: list[str] = []
+    notes: list[str] = []
+    for attempt in range(attempts):
+        spec = RemoteSpec(
+            workers=workers,
+            secret=secret,
+            bind_host=host,
+            connect_timeout=connect_timeout,
+            python=(sys.version_info[0], sys.version_info[1]),
+            run_id=uuid.uuid4().hex[:12],
+            fingerprint=package_fingerprint(),
+            package=package_location(),
+            earlier=tuple(earlier),
+            dashboard=dashboard,
+        )
+        try:
+            return _attempt(spark, spec, fn, timeout, description)
+        except (WorkerFailure, SparkJobFailed) as exc:
+            retry = isinstance(exc, WorkerFailure) or exc.retryable
+            if attempt + 1 == attempts or not retry:
+                for note in notes:
+                    exc.add_note(note)
+                raise
+            notes.append(f"attempt {attempt + 1} of {attempts} failed: {str(exc).splitlines()[0]}")
+            earlier.append(spec.run_id)
+    raise AssertionError("unreachable")
+
+
+def _attempt(
+    spark: Any, spec: RemoteSpec, fn: Callable[[Any], Any], timeout: float | None, what: str
+) -> list[Any]:
+    """One submission of the stage; the results in worker order, or the failure raised."""
+    import pickle
+
+    n = spec.workers
+    tag = f"pytimely-{spec.run_id}"
+
+    def task(batches: Iterator[Any]) -> Iterator[Any]:
+        for _ in batches:  # the stage's input rows carry nothing: the task index is the worker
+            pass
+        yield from remote_task(spec, fn)
+
+    stage = spark.range(n, numPartitions=n).mapInArrow(task, RESULT_SCHEMA, barrier=True)
+    outcome: dict[str, Any] = {}
+
+    def job() -> None:
+        spark.addTag(tag)  # tags are the calling thread's
+        try:
+            outcome["rows"] = stage.collect()
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
+            outcome["error"] = exc
+        finally:
+            spark.removeTag(tag)
+
+    thread = threading.Thread(target=job, name=f"pytimely-{what}", daemon=True)
+    started = time.monotonic()
+    thread.start()
+    try:
+        thread.join(timeout)
+    except BaseException:  # Ctrl-C: stop the workers, then let the interrupt go on
+        _interrupt(spark, tag, thread)
+        raise
+    if thread.is_alive():
+        _interrupt(spark, tag, thread)
+        raise SparkJobFailed(
+            f"the run did not finish within its {timeout:g} s timeout (interrupted after "
+            f"{time.monotonic() - started:.1f} s)",
+            retryable=False,
+        )
+    if "error" in outcome:
+        raise _failure(outcome["error"], n) from None
+    rows = outcome["rows"]
+    found = {int(row["worker"]): pickle.loads(row["payload"]) for row in rows}
+    missing = [i for i in range(n) if i not in found]
+    if missing:
+        raise SparkJobFailed(f"the job ended without results from workers {missing}")
+    outputs = sorted({d for row in rows for d in json.loads(row["outputs"])})
+    if outputs:  # every worker succeeded: the attempt's files go into place
+        done = spark.range(1, numPartitions=1).mapInArrow(
+            lambda _batches: commit_task(outputs, spec.run_id, spec.earlier), "moved long"
+        )
+        done.collect()
+    return [found[i] for i in range(n)]
+
+
+def _interrupt(spark: Any, tag: str, thread: threading.Thread) -> None:
+    try:
+        spark.interruptTag(tag)
+    finally:
+        thread.join(30.0)
+
+
+def _failure(error: BaseException, workers: int) -> BaseException:
+    """The exception to raise for the stage's failure ``error`` (module docstring)."""
+    text = str(error)
+    # A Connect error's text is Spark's message, then "JVM stacktrace:" and the frames.
+    message, _sep, jvm = text.partition("\nJVM stacktrace:\n")
+    reason, frames = spark_reason(RuntimeError(message.replace(" SQLSTATE: 38000", "")))
+    frames = "\n".join(part for part in (frames, jvm) if part)
+    report = parse_marker(text)
+    if report is not None and report.get("setup"):
+        return SparkSetupError(report["summary"].split(": ", 1)[-1], jvm_frames=frames)
+    if report is not None:
+        origin = report.get("origin", report.get("worker"))
+        if report.get("relayed"):
+            head = f"{report['summary']} (reported by worker {report['worker']})"
+        else:
+            head = f"worker {origin} failed: {report['summary']}"
+        # The whole report travels in the task's message: Spark Connect shows only the last
+        # exception of the task's chain, so the worker's own traceback is in the report.
+        detail = report.get("traceback") or f"Spark's report of the task:\n{reason}"
+        failure = WorkerFailure(
+            f"{head}\n\nworker {report['worker']}'s traceback:\n{detail.rstrip()}", worker=origin
+        )
+        failure.spark_error = error  # type: ignore[attr-defined]
+        failure.jvm_frames = frames  # type: ignore[attr-defined]
+        return failure
+    return SparkJobFailed(
+        f"the Spark job running the {workers} pytimely workers failed: {reason}",
+        worker=failed_task(reason),
+        jvm_frames=frames,
+    )
