@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+import pytimely as pt
 from pytimely import spark as ps
 from pytimely.errors import WorkerFailure
 
@@ -105,3 +106,30 @@ def test_a_retried_run_leaves_exactly_the_clean_run_s_files(any_spark, tmp_path)
 def test_run_to_dataframe(any_spark):
     df = ps.run_to_dataframe(any_spark, counted, workers=2, schema="k long, count long")
     assert sorted(tuple(r) for r in df.collect()) == [(k, 20) for k in range(5)]
+
+
+def test_run_on_dataframe_sessionizes_each_partition(any_spark):
+    rows = [(user, t) for user in range(6) for t in (510, 0, 20, 10, 500)]
+    df = any_spark.createDataFrame(rows, "user long, ts long")
+
+    def build(scope, stream):
+        sessions = stream.window_count(
+            pt.Session(100), key=lambda r: r[0], event_time=lambda r: r[1]
+        )
+        found = []
+        sessions.output.inspect(found.append)
+        return found
+
+    results = ps.run_on_dataframe(
+        df, build, time="ts", delay=0, key="user", records="tuples", workers=2
+    )
+    assert len(results) == 2 and all(results)  # both workers had users
+    expected = [(user, 0, 120, 3) for user in range(6)] + [(u, 500, 610, 2) for u in range(6)]
+    assert sorted(s for part in results for s in part) == sorted(expected)
+
+
+def test_the_streaming_bridge_says_it_needs_a_classic_session(connect_spark):
+    start = time.monotonic()
+    with pytest.raises(ps.SparkSetupError, match="streaming bridge does not yet"):
+        ps.StreamingBridge(connect_spark, lambda scope, stream: stream.probe(), workers=1)
+    assert time.monotonic() - start < 5

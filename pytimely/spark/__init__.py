@@ -9,8 +9,9 @@ driver keeps a control connection to each.
   whose Python workers run this interpreter; :func:`connect` -- a session on a cluster
   (standalone, YARN, Kubernetes) with authentication and this driver's pytimely shipped.
 * :func:`run` -- ``fn(worker)`` on N Spark-placed workers; results in worker order.
-  :func:`run_to_dataframe` -- the same, the workers' rows as one DataFrame.  Both also run
-  from a Spark Connect session (:mod:`pytimely.spark.remote`; ``connect("sc://...")``).
+  :func:`run_to_dataframe` -- the same, the workers' rows as one DataFrame.  Both, and
+  :func:`run_on_dataframe`, also run from a Spark Connect session
+  (:mod:`pytimely.spark.remote`; ``connect("sc://...")``).
 * :func:`run_on_dataframe` -- a dataflow over a DataFrame: worker ``i`` reads partition ``i``
   (Arrow batches, sorted by the time column) through one input whose time advances with the
   partition's times.

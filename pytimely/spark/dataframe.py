@@ -62,6 +62,7 @@ import numpy as np
 
 from .executor import TaskInbox, _result_row, worker_task
 from .launcher import Launch, _submit
+from .session import is_connect
 
 __all__ = [
     "EpochProgress",
@@ -269,6 +270,19 @@ def _feed_one(
             progress.advanced_to(last)
 
 
+def functions_for(df: Any) -> Any:
+    """``pyspark.sql.functions`` for ``df``'s kind of session: Spark Connect's own module for a
+    Connect DataFrame (the generic module builds classic columns whenever this process also
+    holds a classic session)."""
+    if is_connect(df.sparkSession):
+        from pyspark.sql.connect import functions
+
+        return functions
+    from pyspark.sql import functions
+
+    return functions
+
+
 def prepare_dataframe(
     df: Any, workers: int, time: str | None, key: Any = None, align: bool = True
 ) -> Any:
@@ -278,8 +292,9 @@ def prepare_dataframe(
     any job starts.  One integer ``key`` column is partitioned the way pytimely's exchange
     routes it (``align``; :func:`_aligned_partition`), so rows start on the worker that owns
     their key."""
-    from pyspark.sql import functions as F
     from pyspark.sql.types import IntegralType, TimestampNTZType, TimestampType
+
+    F = functions_for(df)
 
     if time is not None:
         if time not in df.columns:
@@ -315,9 +330,9 @@ def _aligned_partition(df: Any, keys: list[str], workers: int) -> Any:
     pick a small int whose hash lands on ``i`` (one tiny Spark job) and map ``k % workers``
     to it.
     """
-    from pyspark.sql import functions as F
     from pyspark.sql.types import IntegralType
 
+    F = functions_for(df)
     if len(keys) != 1 or not isinstance(df.schema[keys[0]].dataType, IntegralType):
         return None
     spark = df.sparkSession
@@ -394,6 +409,35 @@ def run_on_dataframe(
     else:
         span = _time_range(prepare_dataframe(df, 1, time), time)
 
+    def over_partition(worker: Any, batches: Iterator[Any]) -> Any:
+        """The worker's dataflow, fed its partition's Arrow ``batches``."""
+
+        def dataflow(scope: Any) -> Any:
+            handle, stream = scope.new_input()
+            return handle, stream.probe(), build(scope, stream)
+
+        handle, probe, result = worker.dataflow(dataflow)
+        bar = _bar(span, delay, worker.index)
+        feed_batches(worker, handle, batches, time, records, bar, delay, step_rows, probe)
+        handle.close()
+        if bar is not None:
+            bar.finish()
+        return result
+
+    if is_connect(spark):
+        from . import remote
+
+        options.setdefault("description", "pytimely workers over a DataFrame")
+        return remote.run(
+            spark,
+            over_partition,
+            workers,
+            stage_input=lambda n: prepare_dataframe(df, n, time, key),
+            attempts=attempts,
+            dashboard=dashboard,
+            **options,
+        )
+
     def action(launch: Launch) -> Callable[[], list[Any]]:
         import pyarrow as pa
 
@@ -405,22 +449,7 @@ def run_on_dataframe(
             def body(worker: Any, control: Any, inbox: TaskInbox) -> Any:
                 from ..execute import run_worker
 
-                def dataflow(scope: Any) -> Any:
-                    handle, stream = scope.new_input()
-                    return handle, stream.probe(), build(scope, stream)
-
-                def feed(worker: Any) -> Any:
-                    handle, probe, result = worker.dataflow(dataflow)
-                    bar = _bar(span, delay, worker.index)
-                    feed_batches(
-                        worker, handle, batches, time, records, bar, delay, step_rows, probe
-                    )
-                    handle.close()
-                    if bar is not None:
-                        bar.finish()
-                    return result
-
-                return run_worker(feed, worker, dashboard=dashboard)
+                return run_worker(lambda w: over_partition(w, batches), worker, dashboard=dashboard)
 
             index, result = worker_task(spec, body)
             i, payload = _result_row(index, result)
@@ -459,7 +488,6 @@ def _distinct_epochs(df: Any, time: str | None) -> list[int]:
 
 def _time_range(df: Any, time: str) -> tuple[int, int]:
     """The least and largest value of ``df``'s int time column ``time`` (one Spark job)."""
-    from pyspark.sql import functions as F
-
+    F = functions_for(df)
     row = df.agg(F.min(time), F.max(time)).collect()[0]
     return (int(row[0] or 0), int(row[1] or 0))

@@ -31,13 +31,13 @@ import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from ..errors import failure_report
 from .errors import SparkJobFailed, SparkSetupError
 from .session import package_fingerprint, package_location
 
-__all__ = ["TaskInbox", "TaskSpec", "worker_placement", "worker_task"]
+__all__ = ["TaskInbox", "TaskSpec", "join_mesh", "worker_placement", "worker_task"]
 
 #: The markers around a failing worker's report in its task's exception message.
 MARK_OPEN = "<<pytimely-failure "
@@ -115,8 +115,6 @@ def worker_task(
     inbox)``.  Returns ``(index, result)``; on failure reports to the driver and raises."""
     from pyspark import BarrierTaskContext
 
-    from ..communication.rendezvous import GatherRendezvous
-    from ..communication.tcp import TcpAllocator
     from ..worker import Worker
     from ._control import ControlClient
     from .staging import staged
@@ -171,14 +169,7 @@ def worker_task(
                 },
             )
         )
-        if spec.bind_host in ("0.0.0.0", "::", ""):
-            advertise = ctx.getTaskInfos()[index].address.rsplit(":", 1)[0].strip("[]")
-        else:
-            advertise = spec.bind_host
-        rendezvous = GatherRendezvous(
-            ctx.allGather, spec.secret, host=advertise, bind_host=spec.bind_host
-        )
-        allocator = TcpAllocator(index, spec.workers, rendezvous, timeout=spec.connect_timeout)
+        allocator = join_mesh(ctx, spec)
         inbox.wake = allocator.wake
         worker = Worker(allocator)
         if spec.stage_outputs:
@@ -199,6 +190,33 @@ def worker_task(
     finally:
         finished.set()
         control.close()
+
+
+class MeshSpec(Protocol):
+    """What :func:`join_mesh` reads of a task's spec (:class:`TaskSpec`, or Connect's)."""
+
+    workers: int
+    secret: bytes
+    bind_host: str
+    connect_timeout: float
+
+
+def join_mesh(ctx: Any, spec: MeshSpec) -> Any:
+    """This barrier task's worker's TCP mesh: bind, exchange addresses with the other tasks in
+    one ``allGather`` (advertising the executor's host when bound to every interface), connect.
+    """
+    from ..communication.rendezvous import GatherRendezvous
+    from ..communication.tcp import TcpAllocator
+
+    index = ctx.partitionId()
+    if spec.bind_host in ("0.0.0.0", "::", ""):
+        advertise = ctx.getTaskInfos()[index].address.rsplit(":", 1)[0].strip("[]")
+    else:
+        advertise = spec.bind_host
+    rendezvous = GatherRendezvous(
+        ctx.allGather, spec.secret, host=advertise, bind_host=spec.bind_host
+    )
+    return TcpAllocator(index, spec.workers, rendezvous, timeout=spec.connect_timeout)
 
 
 def _check_same_package(spec: TaskSpec, index: int) -> None:

@@ -69,8 +69,9 @@ def _spark_context(spark: Any) -> Any:
     if is_connect(spark):
         raise SparkSetupError(
             "this needs a classic SparkSession with a SparkContext; from a Spark Connect "
-            "session pytimely.spark.run and run_to_dataframe work, run_on_dataframe and the "
-            "streaming bridge do not yet (their feeds need the driver's SparkContext)"
+            "session pytimely.spark.run, run_to_dataframe and run_on_dataframe work, the "
+            "streaming bridge does not yet (its foreachBatch keeps control connections to the "
+            "workers from the client)"
         )
     try:
         return spark.sparkContext
@@ -595,7 +596,7 @@ def run(
 
         return remote.run(
             spark,
-            fn,
+            lambda worker, _partition: fn(worker),
             workers,
             secret=secret,
             timeout=timeout,

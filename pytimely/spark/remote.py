@@ -72,13 +72,14 @@ class RemoteSpec:
     dashboard: int | None = None
 
 
-def remote_task(spec: RemoteSpec, fn: Callable[[Any], Any]) -> Iterator[Any]:
-    """Be worker ``i`` of a Connect run inside barrier task ``i``; yields the result row."""
+def remote_task(
+    spec: RemoteSpec, fn: Callable[[Any, Iterator[Any]], Any], batches: Iterator[Any]
+) -> Iterator[Any]:
+    """Be worker ``i`` of a Connect run inside barrier task ``i``: ``fn(worker, batches)``
+    with the task's input partition (Arrow batches); yields the result row."""
     import pyarrow as pa
     from pyspark import BarrierTaskContext
 
-    from ..communication.rendezvous import GatherRendezvous
-    from ..communication.tcp import TcpAllocator
     from ..execute import run_worker
     from ..worker import Worker
     from .executor import (
@@ -88,6 +89,7 @@ def remote_task(spec: RemoteSpec, fn: Callable[[Any], Any]) -> Iterator[Any]:
         _pickle_result,
         _report,
         _TaskFailed,
+        join_mesh,
     )
     from .staging import staged
 
@@ -103,17 +105,10 @@ def remote_task(spec: RemoteSpec, fn: Callable[[Any], Any]) -> Iterator[Any]:
                 "client's Python version"
             )
         _check_same_package(spec, index)  # type: ignore[arg-type]
-        if spec.bind_host in ("0.0.0.0", "::", ""):
-            advertise = ctx.getTaskInfos()[index].address.rsplit(":", 1)[0].strip("[]")
-        else:
-            advertise = spec.bind_host
-        rendezvous = GatherRendezvous(
-            ctx.allGather, spec.secret, host=advertise, bind_host=spec.bind_host
-        )
-        allocator = TcpAllocator(index, spec.workers, rendezvous, timeout=spec.connect_timeout)
+        allocator = join_mesh(ctx, spec)
         worker = Worker(allocator)
         with staged(spec.run_id, directories.append):
-            result = run_worker(fn, worker, dashboard=spec.dashboard)
+            result = run_worker(lambda w: fn(w, batches), worker, dashboard=spec.dashboard)
         payload = _pickle_result(index, result)
         allocator.close()
     except BaseException as exc:
@@ -158,18 +153,25 @@ def _default_bind_host(spark: Any) -> str:
 
 def run(
     spark: Any,
-    fn: Callable[[Any], Any],
+    fn: Callable[[Any, Iterator[Any]], Any],
     workers: int,
     *,
-    secret: bytes | str | None,
-    timeout: float | None,
-    connect_timeout: float,
-    bind_host: str | None,
-    attempts: int,
-    description: str,
-    dashboard: int | None,
+    stage_input: Callable[[int], Any] | None = None,
+    secret: bytes | str | None = None,
+    timeout: float | None = None,
+    connect_timeout: float = 60.0,
+    bind_host: str | None = None,
+    attempts: int = 1,
+    description: str = "pytimely workers",
+    dashboard: int | None = None,
+    start_timeout: float | None = None,
+    grace: float | None = None,
 ) -> list[Any]:
-    """:func:`pytimely.spark.run` on a Spark Connect session (module docstring)."""
+    """:func:`pytimely.spark.run` on a Spark Connect session (module docstring):
+    ``fn(worker, batches)`` on every worker, ``batches`` the Arrow batches of the worker's
+    partition of ``stage_input(workers)`` (a DataFrame of exactly ``workers`` partitions;
+    default: ``workers`` empty rows, one per partition).  ``start_timeout`` and ``grace`` are
+    accepted for the classic path's sake and unused: there is no control connection here."""
     import os
 
     from .session import package_fingerprint, package_location
@@ -200,7 +202,7 @@ def run(
             dashboard=dashboard,
         )
         try:
-            return _attempt(spark, spec, fn, timeout, description)
+            return _attempt(spark, spec, fn, stage_input, timeout, description)
         except (WorkerFailure, SparkJobFailed) as exc:
             retry = isinstance(exc, WorkerFailure) or exc.retryable
             if attempt + 1 == attempts or not retry:
@@ -213,7 +215,12 @@ def run(
 
 
 def _attempt(
-    spark: Any, spec: RemoteSpec, fn: Callable[[Any], Any], timeout: float | None, what: str
+    spark: Any,
+    spec: RemoteSpec,
+    fn: Callable[[Any, Iterator[Any]], Any],
+    stage_input: Callable[[int], Any] | None,
+    timeout: float | None,
+    what: str,
 ) -> list[Any]:
     """One submission of the stage; the results in worker order, or the failure raised."""
     import pickle
@@ -222,11 +229,10 @@ def _attempt(
     tag = f"pytimely-{spec.run_id}"
 
     def task(batches: Iterator[Any]) -> Iterator[Any]:
-        for _ in batches:  # the stage's input rows carry nothing: the task index is the worker
-            pass
-        yield from remote_task(spec, fn)
+        yield from remote_task(spec, fn, batches)  # the task's index is the worker's
 
-    stage = spark.range(n, numPartitions=n).mapInArrow(task, RESULT_SCHEMA, barrier=True)
+    source = stage_input(n) if stage_input is not None else spark.range(n, numPartitions=n)
+    stage = source.mapInArrow(task, RESULT_SCHEMA, barrier=True)
     outcome: dict[str, Any] = {}
 
     def job() -> None:

@@ -49,6 +49,20 @@ def _free_port(host: str) -> int:
         return s.getsockname()[1]
 
 
+def _spawn_logged(argv: list[str], env: dict[str, str], log: str) -> subprocess.Popen[bytes]:
+    """Start ``argv`` in a session of its own (so its whole process group can be ended),
+    output to the file ``log``."""
+    with open(log, "wb") as out:
+        return subprocess.Popen(
+            argv,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+
+
 def _port(host: Host, default: int) -> int:
     """A free port on this machine, or Spark's ``default`` on another host (whose ports this
     machine cannot probe; a fresh host has them free)."""
@@ -132,18 +146,11 @@ class StandaloneCluster:
     def _spawn(
         self, name: str, host: Host, args: list[str], env: dict[str, str]
     ) -> subprocess.Popen[bytes]:
-        log = open(os.path.join(self.log_dir, f"{name}.log"), "wb")  # noqa: SIM115
-        try:
-            proc = subprocess.Popen(
-                [*host.prefix, os.path.join(env["SPARK_HOME"], "bin", "spark-class"), *args],
-                env={**env, "SPARK_LOCAL_IP": host.address},
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-            )
-        finally:
-            log.close()
+        proc = _spawn_logged(
+            [*host.prefix, os.path.join(env["SPARK_HOME"], "bin", "spark-class"), *args],
+            {**env, "SPARK_LOCAL_IP": host.address},
+            os.path.join(self.log_dir, f"{name}.log"),
+        )
         self.processes.append(proc)
         return proc
 
@@ -383,18 +390,7 @@ class ConnectServer:
         argv.append(f"local[{self.cores}]")
         for key, value in settings.items():
             argv += ["--conf", f"{key}={value}"]
-        log = open(os.path.join(self.log_dir, "server.log"), "wb")  # noqa: SIM115
-        try:
-            self.process = subprocess.Popen(
-                argv,
-                env=env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-            )
-        finally:
-            log.close()
+        self.process = _spawn_logged(argv, env, os.path.join(self.log_dir, "server.log"))
         deadline = time.monotonic() + timeout
         try:
             while "Spark Connect server started" not in self._log():
