@@ -133,3 +133,10 @@ def test_the_streaming_bridge_says_it_needs_a_classic_session(connect_spark):
     with pytest.raises(ps.SparkSetupError, match="streaming bridge does not yet"):
         ps.StreamingBridge(connect_spark, lambda scope, stream: stream.probe(), workers=1)
     assert time.monotonic() - start < 5
+
+
+def test_too_few_slots_on_a_local_connect_server_is_said_at_once(connect_spark):
+    start = time.monotonic()
+    with pytest.raises(ps.NotEnoughSlots, match=r"local\[4\]"):
+        ps.run(connect_spark, counted, workers=5)
+    assert time.monotonic() - start < 5

@@ -51,7 +51,7 @@ from ..errors import WorkerFailure
 from .errors import NotEnoughSlots, SparkJobFailed, SparkSetupError
 from .executor import TaskInbox, TaskSpec, _result_row, worker_task
 from .reasons import failed_task, parse_marker, spark_reason
-from .session import _same_python, is_connect, package_fingerprint, package_location
+from .session import _same_python, is_connect, local_slots, package_fingerprint, package_location
 
 __all__ = [
     "NotEnoughSlots",
@@ -79,19 +79,6 @@ def _spark_context(spark: Any) -> Any:
         raise SparkSetupError(f"pytimely needs a SparkSession with a SparkContext: {exc}") from exc
 
 
-def _parse_local_master(master: str) -> int | None:
-    if master == "local":
-        return 1
-    for prefix in ("local[", "local-cluster["):
-        if master.startswith(prefix) and master.endswith("]"):
-            inner = master[len(prefix) : -1].split(",")
-            if prefix == "local[":
-                first = inner[0].strip()
-                return (os.cpu_count() or 1) if first == "*" else int(first)
-            return int(inner[0]) * int(inner[1])
-    return None
-
-
 #: How long after its start a standalone application with no executor at all is declared
 #: unserved (executors of a master with free workers register within a few seconds).
 NO_EXECUTOR_SECONDS = 10.0
@@ -105,7 +92,7 @@ def available_slots(sc: Any) -> int | None:
         return int(jsc.maxNumConcurrentTasks(profile))
     except Exception:  # noqa: BLE001 - fall back to the master URL
         try:
-            slots = _parse_local_master(sc.master)
+            slots = local_slots(sc.master)
         except ValueError:
             return None
         if slots is None:

@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import WorkerFailure
-from .errors import SparkJobFailed, SparkSetupError
+from .errors import NotEnoughSlots, SparkJobFailed, SparkSetupError
 from .reasons import failed_task, parse_marker, spark_reason
 
 __all__ = ["RemoteSpec", "remote_task", "run"]
@@ -143,6 +143,23 @@ def commit_task(directories: list[str], attempt: str, earlier: tuple[str, ...]) 
     yield pa.RecordBatch.from_pylist([{"moved": moved}], schema=pa.schema([("moved", pa.int64())]))
 
 
+def _check_local_slots(spark: Any, workers: int) -> None:
+    """On a server over a ``local`` master the slots are known from its URL: too few is an
+    error now, not after the barrier check's retries (minutes)."""
+    from .session import local_slots
+
+    try:
+        slots = local_slots(spark.conf.get("spark.master") or "")
+    except Exception:  # noqa: BLE001 - a server that hides its master: Spark will check
+        return
+    if slots is not None and slots < workers:
+        raise NotEnoughSlots(
+            f"{workers} pytimely workers need {workers} concurrent task slots, but the Spark "
+            f"Connect server runs local[{slots}]: start it with --master local[{workers}] or more "
+            "(over-subscribing cores is fine)"
+        )
+
+
 def _default_bind_host(spark: Any) -> str:
     try:
         master = spark.conf.get("spark.master") or ""
@@ -186,6 +203,7 @@ def run(
     elif isinstance(secret, str):
         secret = secret.encode()
     host = bind_host if bind_host is not None else _default_bind_host(spark)
+    _check_local_slots(spark, workers)
     earlier: list[str] = []
     notes: list[str] = []
     for attempt in range(attempts):

@@ -436,6 +436,25 @@ def _session(settings: dict[str, str], log_level: str) -> Any:
     return spark
 
 
+def local_slots(master: str) -> int | None:
+    """The task slots of a ``local`` master URL (``local``, ``local[N]``, ``local[*]``,
+    ``local-cluster[E, C, M]``), None for a cluster master.
+
+    >>> local_slots("local[4]"), local_slots("local-cluster[2, 3, 1024]"), local_slots("yarn")
+    (4, 6, None)
+    """
+    if master == "local":
+        return 1
+    for prefix in ("local[", "local-cluster["):
+        if master.startswith(prefix) and master.endswith("]"):
+            inner = master[len(prefix) : -1].split(",")
+            if prefix == "local[":
+                first = inner[0].strip()
+                return (os.cpu_count() or 1) if first == "*" else int(first)
+            return int(inner[0]) * int(inner[1])
+    return None
+
+
 def _parse_cores(master: str) -> int:
     if master.startswith("local[") and master.endswith("]"):
         first = master[len("local[") : -1].split(",")[0].strip()
