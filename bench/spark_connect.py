@@ -15,7 +15,9 @@ alternately (classic, Connect, classic, ...) after one warm-up run of each:
 
 Reported per job and session: the median wall time of the ``ps.run`` call, every run's time,
 and the Connect / classic ratio of the medians.  Wall time only: the work happens in the
-server's and the executors' processes, not in this client, so its CPU time says nothing.
+server's and the executors' processes, not in this client, so its CPU time says nothing.  The
+machine's load is reported, but ``others_cpus`` counts the Spark JVMs and Python workers of
+both sessions (other processes than this one): ``quiet`` is false by construction.
 
     python bench/spark_connect.py [--repeat 5] [--words 400000]
 

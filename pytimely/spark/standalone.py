@@ -28,7 +28,7 @@ import time
 from typing import Any, NamedTuple
 
 from .errors import SparkSetupError
-from .session import FAST_START_JAVA_OPTIONS, _check_java
+from .session import FAST_START_JAVA_OPTIONS, LOCAL_CONF, _check_java
 
 __all__ = ["ConnectServer", "Host", "StandaloneCluster", "spark_home"]
 
@@ -329,7 +329,8 @@ class StandaloneCluster:
 class ConnectServer:
     """A Spark Connect server on ``host`` (loopback by default), started from the installed
     pyspark's own ``sbin/start-connect-server.sh`` in a session of its own, over a
-    ``local[cores]`` master whose Python workers run this interpreter.
+    ``local[cores]`` master whose Python workers run this interpreter, configured as
+    :func:`~pytimely.spark.local_session` configures a classic one (``conf`` overrides).
 
     :attr:`url` is the ``sc://host:port`` a client connects to
     (``SparkSession.builder.remote(url)``); :meth:`stop` ends the server's process group.
@@ -379,11 +380,12 @@ class ConnectServer:
             PYSPARK_PYTHON=sys.executable,
         )
         settings = {
+            **LOCAL_CONF,  # as a classic local_session: same batch sizes, barrier checks, ...
+            "spark.driver.bindAddress": self.host,
+            "spark.driver.host": self.host,
             "spark.connect.grpc.binding.address": self.host,
             "spark.connect.grpc.binding.port": str(self.port),
-            "spark.ui.enabled": "false",
             "spark.driver.extraJavaOptions": FAST_START_JAVA_OPTIONS,
-            "spark.sql.shuffle.partitions": str(self.cores),
             **self.conf,
         }
         argv = [os.path.join(home, "sbin", "start-connect-server.sh"), "--master"]
