@@ -30,8 +30,9 @@ java:
 browser:
 	@sh scripts/ensure-browser.sh
 
+# `make demo REMOTE=sc://host:15002` runs it through a Spark Connect server instead.
 demo: $(STAMP) java
-	$(BIN)/python -m pytimely.demo
+	$(BIN)/python -m pytimely.demo $(if $(REMOTE),--remote $(REMOTE))
 
 # The main job on a Spark standalone cluster (master + two workers as JVMs on 127.0.0.1).
 cluster-demo: $(STAMP) java

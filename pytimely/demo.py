@@ -461,6 +461,13 @@ def main(argv: list[str] | None = None) -> int:
         "SPARK_AUTHENTICATE_SECRET or --conf spark.authenticate.secret=...",
     )
     parser.add_argument(
+        "--remote",
+        default=None,
+        metavar="sc://HOST:PORT",
+        help="run through a Spark Connect server instead (e.g. sc://127.0.0.1:15002; "
+        "the server's executors need numpy and pyarrow); --conf does not apply",
+    )
+    parser.add_argument(
         "--conf",
         action="append",
         default=[],
@@ -527,6 +534,12 @@ def main(argv: list[str] | None = None) -> int:
         )
     from pytimely.spark import JavaUnavailable
 
+    if args.remote is not None:
+        if not args.remote.startswith("sc://"):
+            parser.error(f"--remote takes a Spark Connect URL sc://host:port, not {args.remote!r}")
+        if args.master is not None:
+            parser.error("give --master or --remote, not both")
+        args.master = args.remote
     try:
         conf = dict(item.split("=", 1) for item in args.conf)
         summary = run_demo(

@@ -4,7 +4,10 @@ same errors, retries and staged outputs (:mod:`pytimely.spark.remote` on Connect
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 import time
 
 import pytest
@@ -140,3 +143,24 @@ def test_too_few_slots_on_a_local_connect_server_is_said_at_once(connect_spark):
     with pytest.raises(ps.NotEnoughSlots, match=r"local\[4\]"):
         ps.run(connect_spark, counted, workers=5)
     assert time.monotonic() - start < 5
+
+
+@pytest.mark.timeout(300)
+def test_the_demo_runs_through_a_connect_server(connect_server, tmp_path):
+    """``python -m pytimely.demo --remote sc://...``: the word count and NEXMark's queries, the
+    data written and checked by Spark through the Connect session, in a process of its own
+    (pure Connect: no classic session beside it)."""
+    for workload, size in (("wordcount", ["--rows", "20000"]), ("nexmark", ["--events", "20000"])):
+        out = tmp_path / workload
+        done = subprocess.run(
+            [sys.executable, "-m", "pytimely.demo", "--remote", connect_server.url,
+             "--workload", workload, "--out", str(out), *size, "--latency-rates", "none"],
+            capture_output=True, text=True, timeout=240, check=False,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+        summary = json.loads((out / "summary.json").read_text())
+        assert summary["ok"], summary
+    assert "--remote takes a Spark Connect URL" in subprocess.run(
+        [sys.executable, "-m", "pytimely.demo", "--remote", "spark://127.0.0.1:7077"],
+        capture_output=True, text=True, timeout=60, check=False,
+    ).stderr  # fmt: skip

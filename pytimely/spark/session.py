@@ -408,9 +408,16 @@ def check_master(master: str, timeout: float = MASTER_PROBE_SECONDS) -> None:
 def _remote_session(url: str, ship: bool) -> Any:
     """A Spark Connect session on ``url`` whose server's pytimely is this client's."""
     try:
-        # The Connect client's own builder: pyspark's generic one refuses a remote session in
-        # a process that also holds a classic one.
-        from pyspark.sql.connect.session import SparkSession
+        from pyspark import SparkContext
+
+        if SparkContext._active_spark_context is None:
+            # pyspark's generic builder: it also puts pyspark.sql.functions in Connect mode.
+            from pyspark.sql import SparkSession
+        else:
+            # It refuses a remote session in a process that holds a classic one: the Connect
+            # client's own builder does not (pyspark.sql.functions then stays classic; use
+            # pyspark.sql.connect.functions with this session).
+            from pyspark.sql.connect.session import SparkSession  # type: ignore[assignment]
 
         spark = SparkSession.builder.remote(url).getOrCreate()
     except ImportError as exc:
