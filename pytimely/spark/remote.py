@@ -46,7 +46,7 @@ from ..errors import WorkerFailure
 from .errors import NotEnoughSlots, SparkJobFailed, SparkSetupError
 from .reasons import failed_task, parse_marker, spark_reason
 
-__all__ = ["RemoteSpec", "remote_task", "run"]
+__all__ = ["RemoteSpec", "check_versions", "remote_task", "run"]
 
 #: How long a worker stopped by another's failure waits before failing its own task.
 RELAY_DELAY = 1.0
@@ -143,6 +143,24 @@ def commit_task(directories: list[str], attempt: str, earlier: tuple[str, ...]) 
     yield pa.RecordBatch.from_pylist([{"moved": moved}], schema=pa.schema([("moved", pa.int64())]))
 
 
+def check_versions(server: str, client: str) -> None:
+    """Refuse a Spark Connect server of another Spark major.minor than this client's pyspark:
+    the workers' functions are pickled by the client's pyspark and run by the server's.
+
+    >>> check_versions("4.3.0", "4.3.1")
+    >>> check_versions("3.5.1", "4.3.0")
+    Traceback (most recent call last):
+    ...
+    pytimely.spark.errors.SparkSetupError: the Spark Connect server runs Spark 3.5.1 and this ...
+    """
+    if server.split(".")[:2] != client.split(".")[:2]:
+        raise SparkSetupError(
+            f"the Spark Connect server runs Spark {server} and this client pyspark {client}: "
+            "the workers' code is pickled by the client and run by the server's Python, which "
+            f"needs the same major.minor: pip install 'pyspark[connect]=={server}'"
+        )
+
+
 def _check_local_slots(spark: Any, workers: int) -> None:
     """On a server over a ``local`` master the slots are known from its URL: too few is an
     error now, not after the barrier check's retries (minutes)."""
@@ -202,6 +220,9 @@ def run(
         secret = env.encode() if env else os.urandom(32)
     elif isinstance(secret, str):
         secret = secret.encode()
+    import pyspark
+
+    check_versions(spark.version, pyspark.__version__)
     host = bind_host if bind_host is not None else _default_bind_host(spark)
     _check_local_slots(spark, workers)
     earlier: list[str] = []
