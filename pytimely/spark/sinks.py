@@ -84,21 +84,44 @@ ROW_GROUP_BYTES = 4 * 2**20
 # StreamingBridge builds its workers' dataflows (``per_epoch_sinks``).  The dataflow is built
 # by one thread per worker process, so a module-level flag suffices.
 _per_epoch_default = False
+_resume_from: int | None = None
 
 
 @contextmanager
-def per_epoch_sinks() -> Iterator[None]:
+def per_epoch_sinks(resume_from: int | None = None) -> Iterator[None]:
     """While in this block, :func:`write_parquet` built with ``per_epoch=None`` writes one file
     per epoch.  :class:`~pytimely.spark.StreamingBridge` builds its workers' dataflows in it:
     its micro-batches must be visible as soon as they complete, and a restart replays epochs,
-    whose files must then be overwritten whole rather than added next to the old ones."""
-    global _per_epoch_default
-    previous = _per_epoch_default
-    _per_epoch_default = True
+    whose files must then be overwritten whole rather than added next to the old ones.
+
+    ``resume_from``: the dataflow restarts from a snapshot taken when every epoch before it
+    was complete.  Files of epochs ``>= resume_from`` were written after that snapshot by the
+    run that died; the restart writes those epochs again, perhaps on other workers (a restart
+    on fewer workers leaves ``worker=j`` folders nobody writes to, and keys may move), so each
+    per-epoch sink first removes them from its directory: from its own folder and from the
+    folders of workers ``j >= peers`` with ``j % peers`` its index."""
+    global _per_epoch_default, _resume_from
+    previous = _per_epoch_default, _resume_from
+    _per_epoch_default, _resume_from = True, resume_from
     try:
         yield
     finally:
-        _per_epoch_default = previous
+        _per_epoch_default, _resume_from = previous
+
+
+def discard_epochs_from(directory: str, index: int, peers: int, first: int) -> list[str]:
+    """Remove the per-epoch files of epochs ``>= first`` that worker ``index`` of ``peers``
+    answers for under ``directory`` (:func:`per_epoch_sinks`); returns the removed paths."""
+    removed = []
+    for path in glob.glob(os.path.join(os.fspath(directory), "worker=*", "epoch=*.parquet")):
+        part = os.path.basename(os.path.dirname(path)).split("=", 1)[1]
+        m = _FILE_NAME.match(os.path.basename(path))
+        if m is None or m.group(3) is None or not part.isdigit():
+            continue
+        if int(part) % peers == index and int(m.group(3)) >= first:
+            os.remove(path)
+            removed.append(path)
+    return removed
 
 
 def epoch_path(directory: str, worker: int, epoch: int) -> str:
@@ -460,6 +483,8 @@ def write_parquet(
     if per_epoch is None:
         per_epoch = _per_epoch_default
     index = stream.scope.index
+    if per_epoch and _resume_from is not None:
+        discard_epochs_from(directory, index, stream.scope.peers, _resume_from)
     folder = output_folder(directory, index)
     tables = _Tables(f"write_parquet {name!r} into {directory}", columns, schema, epoch_column)
     what = tables.what

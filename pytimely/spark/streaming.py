@@ -371,7 +371,7 @@ def _bridge_body(
             handle, stream = scope.new_input()
             # write_parquet writes one file per epoch here: a micro-batch must be visible when
             # it is reported complete, and a replayed one overwrites its files (Restarts).
-            with per_epoch_sinks():
+            with per_epoch_sinks(None if restore is None else restore["then"]):
                 out = build(scope, stream)
             probes = [s.probe() for s in _as_streams(out, stream)]
             return handle, out, probes
