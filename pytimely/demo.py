@@ -532,7 +532,7 @@ def main(argv: list[str] | None = None) -> int:
             latency_seconds=args.latency_seconds,
             latency_repeats=args.latency_repeats,
         )
-    from pytimely.spark import JavaUnavailable
+    from pytimely.spark import SparkSetupError
 
     if args.remote is not None:
         if not args.remote.startswith("sc://"):
@@ -552,7 +552,7 @@ def main(argv: list[str] | None = None) -> int:
             conf=conf or None,
             dashboard=args.dashboard,
         )
-    except JavaUnavailable as exc:
+    except SparkSetupError as exc:  # no Java, no master or server there, too few slots, ...
         print(f"pytimely demo: {exc}", file=sys.stderr)
         return 2
     return 0 if summary["ok"] else 1

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -160,6 +161,16 @@ def test_the_demo_runs_through_a_connect_server(connect_server, tmp_path):
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
         summary = json.loads((out / "summary.json").read_text())
         assert summary["ok"], summary
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        nobody = f"sc://127.0.0.1:{s.getsockname()[1]}"
+    refused = subprocess.run(
+        [sys.executable, "-m", "pytimely.demo", "--remote", nobody, "--workload", "wordcount"],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr
+    said = f"pytimely demo: no Spark Connect server answers at '{nobody}'"
+    assert refused.stderr.startswith(said)
     assert "--remote takes a Spark Connect URL" in subprocess.run(
         [sys.executable, "-m", "pytimely.demo", "--remote", "spark://127.0.0.1:7077"],
         capture_output=True, text=True, timeout=60, check=False,
