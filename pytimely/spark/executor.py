@@ -37,7 +37,22 @@ from ..errors import failure_report
 from .errors import SparkJobFailed, SparkSetupError
 from .session import package_fingerprint, package_location
 
-__all__ = ["TaskInbox", "TaskSpec", "join_mesh", "worker_placement", "worker_task"]
+__all__ = [
+    "MARK_CLOSE",
+    "MARK_OPEN",
+    "TaskFailed",
+    "TaskInbox",
+    "TaskSpec",
+    "check_lost",
+    "check_same_package",
+    "join_mesh",
+    "pickle_result",
+    "portable",
+    "result_row",
+    "task_report",
+    "worker_placement",
+    "worker_task",
+]
 
 #: The markers around a failing worker's report in its task's exception message.
 MARK_OPEN = "<<pytimely-failure "
@@ -67,7 +82,7 @@ class TaskSpec:
     stage_outputs: bool = True
 
 
-def _report(index: int, exc: BaseException) -> dict[str, Any]:
+def task_report(index: int, exc: BaseException) -> dict[str, Any]:
     """What a worker tells the driver about the exception that ended it: the shared
     :func:`~pytimely.errors.failure_report`, plus whether it is a setup error (not retried)."""
     report = failure_report(index, exc)
@@ -75,14 +90,14 @@ def _report(index: int, exc: BaseException) -> dict[str, Any]:
     return report
 
 
-class _TaskFailed(RuntimeError):
+class TaskFailed(RuntimeError):
     """Raised by a failing worker task; its message carries the report for the driver (used
     when the control connection could not deliver it)."""
 
 
-def _failed(report: dict[str, Any]) -> _TaskFailed:
+def _failed(report: dict[str, Any]) -> TaskFailed:
     brief = {k: report[k] for k in ("worker", "origin", "relayed", "setup", "summary")}
-    return _TaskFailed(f"{MARK_OPEN}{json.dumps(brief)}{MARK_CLOSE}")
+    return TaskFailed(f"{MARK_OPEN}{json.dumps(brief)}{MARK_CLOSE}")
 
 
 class TaskInbox:
@@ -157,7 +172,7 @@ def worker_task(
     )
     allocator = None
     try:
-        _check_same_package(spec, index)
+        check_same_package(spec, index)
         control.send(
             (
                 "hello",
@@ -177,12 +192,12 @@ def worker_task(
                 result = body(worker, control, inbox)
         else:
             result = body(worker, control, inbox)
-        payload = _pickle_result(index, result)
+        payload = pickle_result(index, result)
         allocator.close()
         control.send(("done", {"steps": worker.steps}))
         return index, payload
     except BaseException as exc:
-        report = _report(index, exc)
+        report = task_report(index, exc)
         control.send(("error", report))
         if allocator is not None:
             allocator.close(error=report["summary"])
@@ -219,7 +234,15 @@ def join_mesh(ctx: Any, spec: MeshSpec) -> Any:
     return TcpAllocator(index, spec.workers, rendezvous, timeout=spec.connect_timeout)
 
 
-def _check_same_package(spec: TaskSpec, index: int) -> None:
+class PackageSpec(Protocol):
+    """What :func:`check_same_package` reads of a task's spec (:class:`TaskSpec`, or
+    Connect's): the driver's package fingerprint and location."""
+
+    fingerprint: str
+    package: str
+
+
+def check_same_package(spec: PackageSpec, index: int) -> None:
     """Refuse to run another pytimely than the driver's: the driver's closures and the
     executor's package would disagree in ways no error message could explain."""
     if spec.fingerprint and package_fingerprint() != spec.fingerprint:
@@ -231,13 +254,14 @@ def _check_same_package(spec: TaskSpec, index: int) -> None:
         )
 
 
-def _check_lost(inbox_items: list[Any]) -> None:
+def check_lost(inbox_items: list[Any]) -> None:
+    """Raise :class:`SparkJobFailed` if the inbox says the driver's connection was lost."""
     for item in inbox_items:
         if item and item[0] == "lost":
             raise SparkJobFailed(item[1])
 
 
-def _portable(result: Any) -> Any:
+def portable(result: Any) -> Any:
     """Streams (and lists/tuples of them) stand for "nothing to return": they become None."""
     from ..dataflow.stream import Stream
 
@@ -248,11 +272,13 @@ def _portable(result: Any) -> Any:
     return result
 
 
-def _pickle_result(index: int, result: Any) -> bytes:
+def pickle_result(index: int, result: Any) -> bytes:
+    """Worker ``index``'s result, cloud-pickled for the driver (a stream becomes None); an
+    unpicklable result is a ``TypeError`` that says what to return instead."""
     from pyspark import cloudpickle
 
     try:
-        return cloudpickle.dumps(_portable(result))
+        return cloudpickle.dumps(portable(result))
     except Exception as exc:
         raise TypeError(
             f"worker {index}'s result cannot be sent to the driver ({exc}); return plain data "
@@ -260,7 +286,8 @@ def _pickle_result(index: int, result: Any) -> bytes:
         ) from exc
 
 
-def _result_row(index: int, payload: bytes) -> tuple[int, bytes]:
+def result_row(index: int, payload: bytes) -> tuple[int, bytes]:
+    """The row a classic worker task yields: its index and its pickled result."""
     return index, payload
 
 

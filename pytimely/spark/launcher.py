@@ -49,7 +49,7 @@ from typing import Any
 
 from ..errors import WorkerFailure
 from .errors import NotEnoughSlots, SparkJobFailed, SparkSetupError
-from .executor import TaskInbox, TaskSpec, _result_row, worker_task
+from .executor import TaskInbox, TaskSpec, result_row, worker_task
 from .reasons import failed_task, parse_marker, spark_reason
 from .session import _same_python, is_connect, local_slots, package_fingerprint, package_location
 
@@ -614,7 +614,7 @@ def run(
 
         def task(index: int, _items: Any) -> Any:
             i, result = worker_task(spec, body)
-            yield _result_row(i, result)
+            yield result_row(i, result)
 
         rdd = launch.sc.parallelize(range(n), n).barrier().mapPartitionsWithIndex(task)
         return rdd.collect

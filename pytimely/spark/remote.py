@@ -25,10 +25,14 @@ all three:
   (``spark.addTag`` / ``spark.interruptTag``); ``attempts=k`` submits the stage again after a
   worker failure.
 
-What a Connect session cannot give: the slot check before submitting (Spark's own barrier
-check then refuses a stage with too few slots, after its retries), the driver-side control
-connection (a worker cannot tell that the client died: the server's session timeout ends it),
-and the driver-side feeds of :func:`~pytimely.spark.run_on_dataframe` and the streaming bridge.
+:func:`~pytimely.spark.run_on_dataframe` passes its prepared DataFrame as the stage's input:
+each worker reads its own partition, as on the classic path.
+
+What a Connect session cannot give: the slot check of a cluster before submitting (Spark's own
+barrier check then refuses a stage with too few slots, after its retries; a ``local[N]``
+server's slots are known from its master URL), and the driver-side control connection (a
+worker cannot tell that the client died: the server's session timeout ends it), which the
+streaming bridge needs.
 """
 
 from __future__ import annotations
@@ -67,7 +71,7 @@ class RemoteSpec:
     run_id: str
     fingerprint: str
     package: str
-    #: Attempt ids of this run that failed before: worker 0 discards what they staged.
+    #: Attempt ids of this run that failed before: the commit discards what they staged.
     earlier: tuple[str, ...] = ()
     dashboard: int | None = None
 
@@ -85,11 +89,11 @@ def remote_task(
     from .executor import (
         MARK_CLOSE,
         MARK_OPEN,
-        _check_same_package,
-        _pickle_result,
-        _report,
-        _TaskFailed,
+        TaskFailed,
+        check_same_package,
         join_mesh,
+        pickle_result,
+        task_report,
     )
     from .staging import staged
 
@@ -104,22 +108,22 @@ def remote_task(
                 f"client {spec.python[0]}.{spec.python[1]}: the server's executors need the "
                 "client's Python version"
             )
-        _check_same_package(spec, index)  # type: ignore[arg-type]
+        check_same_package(spec, index)
         allocator = join_mesh(ctx, spec)
         worker = Worker(allocator)
         with staged(spec.run_id, directories.append):
             result = run_worker(lambda w: fn(w, batches), worker, dashboard=spec.dashboard)
-        payload = _pickle_result(index, result)
+        payload = pickle_result(index, result)
         allocator.close()
     except BaseException as exc:
-        report = _report(index, exc)
+        report = task_report(index, exc)
         if allocator is not None:
             allocator.close(error=report["summary"])
         if report.get("relayed"):
             # Spark reports the first task to fail, with its traceback: let the worker that
             # failed first (it raises at once) be that task, rather than this relay of it.
             time.sleep(RELAY_DELAY)
-        raise _TaskFailed(f"{MARK_OPEN}{json.dumps(report)}{MARK_CLOSE}") from exc
+        raise TaskFailed(f"{MARK_OPEN}{json.dumps(report)}{MARK_CLOSE}") from exc
     yield pa.RecordBatch.from_pylist(
         [{"worker": index, "payload": payload, "outputs": json.dumps(directories)}],
         schema=pa.schema(

@@ -82,7 +82,7 @@ from ..dataflow.snapshot import StateRegistry
 from ..errors import TimelyError
 from ..naming import describe_function
 from .dataframe import RECORD_FORMATS, arrow_to_records
-from .executor import TaskInbox, _check_lost, _portable, _result_row, worker_task
+from .executor import TaskInbox, check_lost, portable, result_row, worker_task
 from .launcher import Launch
 from .recovery import InputLog
 from .sinks import per_epoch_sinks
@@ -331,7 +331,7 @@ class _BridgeWorker:
         """Serve the driver until it says stop; then finish the dataflow."""
         while True:
             items = inbox.take()
-            _check_lost(items)
+            check_lost(items)
             self.receive(items)
             self.feed_closed()
             if self.stopping and not self.closes:
@@ -347,7 +347,7 @@ class _BridgeWorker:
         if self.fed:
             self.control.send(("epoch", self.fed[-1].batch))
         return {
-            "result": _portable(self.out),
+            "result": portable(self.out),
             "epochs": self.epochs,
             "rows": self.rows,
             "dropped_pushes": dropped,
@@ -535,7 +535,7 @@ class StreamingBridge:
                 snapshot_every,
             )
             i, result = worker_task(spec, body)
-            yield _result_row(i, result)
+            yield result_row(i, result)
 
         rdd = launch.sc.parallelize(range(workers), workers).barrier().mapPartitionsWithIndex(task)
         try:
