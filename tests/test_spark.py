@@ -15,6 +15,7 @@ import pytimely as pt
 from pytimely import spark as ps
 from pytimely.capture import replay_into
 from pytimely.errors import WorkerFailure
+from pytimely.spark.dataframe import functions_for
 
 
 def keyed_count(stream):
@@ -130,7 +131,7 @@ def test_ship_package_zips_pytimely_for_executors(tmp_path):
 
 @pytest.mark.spark
 @pytest.mark.timeout(180)
-def test_run_returns_worker_results_in_order(spark):
+def test_run_returns_worker_results_in_order(any_spark):
     def work(worker):
         def build(scope):
             inp, stream = scope.new_input()
@@ -146,7 +147,7 @@ def test_run_returns_worker_results_in_order(spark):
         worker.run()
         return worker.index, worker.peers, os.getpid(), cap.extract()
 
-    results = ps.run(spark, work, workers=2)
+    results = ps.run(any_spark, work, workers=2)
     assert [r[:2] for r in results] == [(0, 2), (1, 2)]
     assert results[0][2] != results[1][2] != os.getpid()  # two separate Python workers
     merged = collections.Counter()
@@ -156,20 +157,20 @@ def test_run_returns_worker_results_in_order(spark):
                 merged[t, k] += c
     assert merged == {(t, k): 10 for t in range(3) for k in (0, 1)}
 
-    assert ps.run(spark, lambda w: (w.index, w.peers), workers=1) == [(0, 1)]
+    assert ps.run(any_spark, lambda w: (w.index, w.peers), workers=1) == [(0, 1)]
 
     rows = ps.run_to_dataframe(
-        spark, lambda w: [(w.index, w.peers)], workers=2, schema="index int, peers int"
+        any_spark, lambda w: [(w.index, w.peers)], workers=2, schema="index int, peers int"
     )
     assert sorted(tuple(r) for r in rows.collect()) == [(0, 2), (1, 2)]
 
 
 @pytest.mark.spark
 @pytest.mark.timeout(180)
-def test_keyed_count_over_dataframe_equals_spark_groupby(spark, tmp_path):
-    from pyspark.sql import functions as F
+def test_keyed_count_over_dataframe_equals_spark_groupby(any_spark, tmp_path):
+    F = functions_for(any_spark)  # Connect's module for a Connect session
 
-    df = spark.range(20_000).select(
+    df = any_spark.range(20_000).select(
         (F.col("id") % 4).alias("t"),
         (F.hash("id") % 13).alias("k"),
     )
@@ -180,7 +181,7 @@ def test_keyed_count_over_dataframe_equals_spark_groupby(spark, tmp_path):
         return ps.write_parquet(counts, out, columns=["k", "count"])
 
     assert ps.run_on_dataframe(df, build, time="t", workers=2) == [None, None]
-    ours = spark.read.parquet(out)
+    ours = any_spark.read.parquet(out)
     assert set(ours.columns) == {"k", "count", "epoch", "worker"}
     got = sorted(tuple(r) for r in ours.select("epoch", "k", "count").collect())
     want = sorted(tuple(r) for r in df.groupBy("t", "k").count().collect())
@@ -194,10 +195,10 @@ def test_keyed_count_over_dataframe_equals_spark_groupby(spark, tmp_path):
 
 @pytest.mark.spark
 @pytest.mark.timeout(180)
-def test_arrow_batches_and_key_placement(spark):
-    from pyspark.sql import functions as F
+def test_arrow_batches_and_key_placement(any_spark):
+    F = functions_for(any_spark)  # Connect's module for a Connect session
 
-    df = spark.range(5_000).select((F.col("id") % 3).alias("t"), (F.col("id") % 7).alias("k"))
+    df = any_spark.range(5_000).select((F.col("id") % 3).alias("t"), (F.col("id") % 7).alias("k"))
 
     def build(scope, stream):
         seen = {"times": [], "keys": set(), "rows": 0}
@@ -222,10 +223,10 @@ def test_arrow_batches_and_key_placement(spark):
 
 @pytest.mark.spark
 @pytest.mark.timeout(180)
-def test_capture_from_workers_reads_back_with_spark_and_replays(spark, tmp_path):
-    from pyspark.sql import functions as F
+def test_capture_from_workers_reads_back_with_spark_and_replays(any_spark, tmp_path):
+    F = functions_for(any_spark)  # Connect's module for a Connect session
 
-    df = spark.range(3_000).select((F.col("id") % 5).alias("t"), (F.col("id") % 11).alias("k"))
+    df = any_spark.range(3_000).select((F.col("id") % 5).alias("t"), (F.col("id") % 11).alias("k"))
     cap_dir = str(tmp_path / "capture")
 
     one_dir = str(tmp_path / "one-worker")
@@ -241,7 +242,7 @@ def test_capture_from_workers_reads_back_with_spark_and_replays(spark, tmp_path)
     handles = ps.run_on_dataframe(df, build, time="t", workers=2)
     from_workers = sorted((t, r) for h in handles for t, recs in h.extract() for r in recs)
 
-    captured = spark.read.parquet(cap_dir)
+    captured = any_spark.read.parquet(cap_dir)
     assert {"seq", "kind", "time", "delta", "pos", "value", "worker"} <= set(captured.columns)
     messages = captured.where("kind = 'messages'").select("time", "value._1", "value._2")
     assert sorted((t, (k, c)) for t, k, c in messages.collect()) == from_workers
@@ -257,7 +258,7 @@ def test_capture_from_workers_reads_back_with_spark_and_replays(spark, tmp_path)
     assert from_workers == want
 
     assert len(ps.capture_readers(one_dir)) == 1
-    key0 = spark.read.parquet(one_dir).where("kind = 'messages'")
+    key0 = any_spark.read.parquet(one_dir).where("kind = 'messages'")
     got = sorted((t, (k, c)) for t, k, c in key0.select("time", "value._1", "value._2").collect())
     assert got == [x for x in from_workers if x[1][0] == 0]
 
@@ -411,8 +412,8 @@ def test_not_enough_slots_fails_fast(spark):
 
 @pytest.mark.spark
 @pytest.mark.timeout(60)
-def test_time_column_must_be_integer(spark):
-    df = spark.range(3).selectExpr("cast(id as double) as t")
+def test_time_column_must_be_integer(any_spark):
+    df = any_spark.range(3).selectExpr("cast(id as double) as t")
     with pytest.raises(TypeError, match="integer type"):
         ps.run_on_dataframe(df, lambda scope, stream: None, time="t", workers=2)
     with pytest.raises(ValueError, match="not among the columns"):

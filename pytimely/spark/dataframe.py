@@ -271,10 +271,10 @@ def _feed_one(
 
 
 def functions_for(df: Any) -> Any:
-    """``pyspark.sql.functions`` for ``df``'s kind of session: Spark Connect's own module for a
-    Connect DataFrame (the generic module builds classic columns whenever this process also
-    holds a classic session)."""
-    if is_connect(df.sparkSession):
+    """``pyspark.sql.functions`` for ``df``'s kind of session (``df``: a DataFrame or a
+    session): Spark Connect's own module for a Connect one (the generic module builds classic
+    columns whenever this process also holds a classic session)."""
+    if is_connect(getattr(df, "sparkSession", df)):
         from pyspark.sql.connect import functions
 
         return functions
