@@ -1,4 +1,5 @@
-"""Parquet captures are readable by Spark as they are (the session's Spark: tests/conftest.py)."""
+"""Parquet captures are readable by Spark as they are, from a classic and from a Spark Connect
+session (tests/conftest.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pytimely.order import Product
 
 @pytest.mark.spark
 @pytest.mark.timeout(120)
-def test_spark_reads_parquet_capture(tmp_path, spark):
+def test_spark_reads_parquet_capture(tmp_path, any_spark):
     P = Product
     evs = [
         Progress([(P(0, 0), -1), (P(1, 0), 1)]),
@@ -24,7 +25,7 @@ def test_spark_reads_parquet_capture(tmp_path, spark):
             w.push(e)
             w.flush()
     assert ParquetReader(path).poll() == evs
-    df = spark.read.parquet(str(path))
+    df = any_spark.read.parquet(str(path))
     assert df.columns == ["seq", "kind", "time", "delta", "pos", "value"]
     rows = (
         df.where("kind = 'messages'")

@@ -16,6 +16,7 @@ import pytest
 
 import pytimely as pt
 from pytimely import spark as ps
+from pytimely.spark.dataframe import functions_for
 
 ROOT = Path(__file__).resolve().parent.parent
 GAP = 30_000
@@ -59,17 +60,17 @@ def _sessions(clicks) -> set[tuple[int, int, int, int]]:
 
 @pytest.mark.spark
 @pytest.mark.timeout(240)
-def test_the_docs_sessionization_job_equals_a_plain_computation(spark, tmp_path):
+def test_the_docs_sessionization_job_equals_a_plain_computation(any_spark, tmp_path):
     import pyarrow.dataset as ds
 
     clicks = _clicks(3_000, 40)
     source, out = str(tmp_path / "clicks"), str(tmp_path / "out" / "sessions")
-    spark.createDataFrame(clicks, "user long, ts_ms long, page long").write.parquet(source)
+    any_spark.createDataFrame(clicks, "user long, ts_ms long, page long").write.parquet(source)
     # The block as written, its relative paths made absolute (Spark's JVM and its Python
     # workers do not share the test's working directory).
     code = _doc_block().replace('parquet("clicks")', f"parquet({source!r})")
     code = code.replace('"out/sessions"', repr(out))
-    exec(compile(code, "docs/spark.md", "exec"), {"spark": spark})
+    exec(compile(code, "docs/spark.md", "exec"), {"spark": any_spark})
     table = ds.dataset(out, format="parquet", partitioning="hive").to_table()
     rows = set(zip(*(table[c].to_pylist() for c in ("user", "start", "end", "clicks"))))
     assert rows == _sessions(clicks)
@@ -80,10 +81,10 @@ def test_the_docs_sessionization_job_equals_a_plain_computation(spark, tmp_path)
 
 @pytest.mark.spark
 @pytest.mark.timeout(180)
-def test_timestamp_time_columns_are_read_as_milliseconds(spark):
-    from pyspark.sql import functions as F
+def test_timestamp_time_columns_are_read_as_milliseconds(any_spark):
+    F = functions_for(any_spark)  # Connect's module for a Connect session
 
-    df = spark.createDataFrame([(0, 1_500), (1, 900), (2, 2_000)], "k long, ms long").select(
+    df = any_spark.createDataFrame([(0, 1_500), (1, 900), (2, 2_000)], "k long, ms long").select(
         "k", F.timestamp_millis("ms").alias("at")
     )
 
@@ -103,15 +104,15 @@ def test_timestamp_time_columns_are_read_as_milliseconds(spark):
 
 @pytest.mark.spark
 @pytest.mark.timeout(180)
-def test_bad_time_columns_are_named_before_or_when_they_fail(spark):
+def test_bad_time_columns_are_named_before_or_when_they_fail(any_spark):
     def build(scope, stream):
         return None
 
-    text = spark.createDataFrame([("a", 1)], "t string, v long")
+    text = any_spark.createDataFrame([("a", 1)], "t string, v long")
     with pytest.raises(TypeError, match="time column 't' is string"):
         ps.run_on_dataframe(text, build, time="t", timeout=60)
     with pytest.raises(ValueError, match="delay must be None or an int >= 0"):
         ps.run_on_dataframe(text, build, time="t", delay=-1, timeout=60)
-    nulls = spark.createDataFrame([(1, 1), (None, 2)], "t long, v long")
+    nulls = any_spark.createDataFrame([(1, 1), (None, 2)], "t long, v long")
     with pytest.raises(pt.errors.WorkerFailure, match=r"time column 't' has a null in row 0"):
         ps.run_on_dataframe(nulls, build, time="t", workers=1, timeout=120)
