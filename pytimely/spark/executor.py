@@ -45,10 +45,13 @@ __all__ = [
     "TaskSpec",
     "check_lost",
     "check_same_package",
+    "check_same_python",
     "join_mesh",
     "pickle_result",
     "portable",
     "result_row",
+    "run_secret",
+    "task_failed",
     "task_report",
     "worker_placement",
     "worker_task",
@@ -95,9 +98,32 @@ class TaskFailed(RuntimeError):
     when the control connection could not deliver it)."""
 
 
-def _failed(report: dict[str, Any]) -> TaskFailed:
-    brief = {k: report[k] for k in ("worker", "origin", "relayed", "setup", "summary")}
-    return TaskFailed(f"{MARK_OPEN}{json.dumps(brief)}{MARK_CLOSE}")
+def task_failed(report: dict[str, Any], whole: bool = False) -> TaskFailed:
+    """The exception a failing worker task raises: its ``report`` between the markers, briefly
+    (the traceback travels over the control connection, or in the exception's chain), or
+    ``whole`` (with the traceback: Spark Connect shows only the last exception of a chain)."""
+    keys = ("worker", "origin", "relayed", "setup", "summary")
+    shown = report if whole else {k: report[k] for k in keys}
+    return TaskFailed(f"{MARK_OPEN}{json.dumps(shown)}{MARK_CLOSE}")
+
+
+def run_secret(secret: bytes | str | None) -> bytes:
+    """The secret of a run's connections: ``secret``, else ``PYTIMELY_SECRET``, else 32 random
+    bytes."""
+    if secret is None:
+        env = os.environ.get("PYTIMELY_SECRET")
+        return env.encode() if env else os.urandom(32)
+    return secret.encode() if isinstance(secret, str) else secret
+
+
+def check_same_python(python: tuple[int, int], index: int, whose: str, fix: str) -> None:
+    """Refuse to be worker ``index`` on another Python minor version than ``python``, that of
+    ``whose`` (the driver, or a Connect client) -- pickled closures would not load."""
+    if sys.version_info[:2] != tuple(python):
+        raise SparkSetupError(
+            f"worker {index} runs Python {sys.version_info[0]}.{sys.version_info[1]}, {whose} "
+            f"{python[0]}.{python[1]}: {fix}"
+        )
 
 
 class TaskInbox:
@@ -136,11 +162,9 @@ def worker_task(
 
     ctx = BarrierTaskContext.get()
     index = ctx.partitionId()
-    if sys.version_info[:2] != tuple(spec.python):
-        raise SparkSetupError(
-            f"worker {index} runs Python {sys.version_info[0]}.{sys.version_info[1]}, the driver "
-            f"{spec.python[0]}.{spec.python[1]}: set PYSPARK_PYTHON to the same interpreter"
-        )
+    check_same_python(
+        spec.python, index, "the driver", "set PYSPARK_PYTHON to the same interpreter"
+    )
     finished = threading.Event()
     task_thread = threading.get_ident()
     inbox = TaskInbox()
@@ -201,7 +225,7 @@ def worker_task(
         control.send(("error", report))
         if allocator is not None:
             allocator.close(error=report["summary"])
-        raise _failed(report) from exc
+        raise task_failed(report) from exc
     finally:
         finished.set()
         control.close()

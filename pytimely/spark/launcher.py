@@ -37,8 +37,6 @@ the driver's fail the first task; that is reported as the :class:`SparkSetupErro
 
 from __future__ import annotations
 
-import os
-import re
 import socket
 import sys
 import threading
@@ -49,9 +47,23 @@ from typing import Any
 
 from ..errors import WorkerFailure
 from .errors import NotEnoughSlots, SparkJobFailed, SparkSetupError
-from .executor import TaskInbox, TaskSpec, result_row, worker_task
-from .reasons import failed_task, parse_marker, spark_reason
-from .session import _same_python, is_connect, local_slots, package_fingerprint, package_location
+from .executor import TaskInbox, TaskSpec, result_row, run_secret, worker_task
+from .reasons import (
+    failed_task,
+    parse_marker,
+    python_mismatch,
+    report_head,
+    retryable,
+    spark_reason,
+)
+from .session import (
+    _same_python,
+    default_bind_host,
+    is_connect,
+    local_slots,
+    package_fingerprint,
+    package_location,
+)
 
 __all__ = [
     "NotEnoughSlots",
@@ -180,7 +192,7 @@ def listen_addresses(master: str, conf: Any, bind_host: str | None) -> tuple[str
     """
     wildcard = ("0.0.0.0", "::", "")
     if bind_host is None:
-        bind_host = "127.0.0.1" if master.startswith("local") else "0.0.0.0"
+        bind_host = default_bind_host(master)
     if bind_host not in wildcard:
         return bind_host, bind_host, bind_host
     driver_host = conf.get("spark.driver.host", None) or socket.gethostname()
@@ -197,12 +209,6 @@ def _decode_results(rows: list[Any], workers: int) -> list[Any]:
     if missing:
         raise SparkJobFailed(f"the job ended without results from workers {missing}")
     return [found[i] for i in range(workers)]
-
-
-_PYTHON_MISMATCH = re.compile(
-    r"Python in worker has different version:? (\S+) than that in "
-    r"driver:? (\d+\.\d+)"
-)
 
 
 class Launch:
@@ -231,12 +237,7 @@ class Launch:
         self.sc = _spark_context(spark)
         self.workers = workers
         check_deployable(self.sc, workers, extra_slots, slot_wait)
-        if secret is None:
-            env = os.environ.get("PYTIMELY_SECRET")
-            secret = env.encode() if env else os.urandom(32)
-        elif isinstance(secret, str):
-            secret = secret.encode()
-        self.secret = secret
+        self.secret = secret = run_secret(secret)
         master = self.sc.master or ""
         self.bind_host, coordinator_bind, driver_host = listen_addresses(
             master, self.sc.getConf(), bind_host
@@ -380,14 +381,15 @@ class Launch:
                     f"Spark refused the barrier stage of {self.workers} workers for lack of task "
                     f"slots: {reason}"
                 )
-            mismatch = _PYTHON_MISMATCH.search(text)
+            mismatch = python_mismatch(text)
             if mismatch is not None:
+                executors, driver = mismatch
                 return SparkSetupError(
-                    f"the executors run Python {mismatch.group(1)} and this driver Python "
-                    f"{mismatch.group(2)}: PySpark needs the same minor version on both.  The "
+                    f"the executors run Python {executors} and this driver Python "
+                    f"{driver}: PySpark needs the same minor version on both.  The "
                     f"executors' interpreter is PYSPARK_PYTHON ({self.sc.pythonExec}); point it "
                     "(or spark.pyspark.python given to pytimely.spark.connect) at a Python "
-                    f"{mismatch.group(2)} with pyspark's dependencies, numpy and pyarrow on "
+                    f"{driver} with pyspark's dependencies, numpy and pyarrow on "
                     "every executor machine",
                     jvm_frames=frames,
                 )
@@ -411,12 +413,7 @@ class Launch:
     ) -> WorkerFailure:
         coord = self.coordinator
         origin = report.get("origin")
-        if report.get("relayed"):
-            head = f"{report['summary']} (reported by worker {report['worker']})"
-        elif report.get("lost"):
-            head = report["summary"]
-        else:
-            head = f"worker {origin} failed: {report['summary']}"
+        head = report_head(report)
         lines = []
         errors = {e["worker"]: e for e in coord.errors}
         for i in range(self.workers):
@@ -473,15 +470,6 @@ class Launch:
         self.coordinator.close()
 
 
-def _retryable(exc: BaseException) -> bool:
-    """Whether ``attempts`` resubmits after ``exc``: any worker failure -- an exception, a
-    killed worker process or executor, a lost barrier task -- but not a deliberate stop
-    (timeout, the caller's interrupt) nor a cluster that cannot host the workers."""
-    if isinstance(exc, WorkerFailure):
-        return True
-    return isinstance(exc, SparkJobFailed) and exc.retryable
-
-
 def _submit(
     launch_args: dict[str, Any],
     spark: Any,
@@ -507,7 +495,7 @@ def _submit(
             committed = True
             return results
         except (WorkerFailure, SparkJobFailed) as exc:
-            if attempt + 1 == attempts or not _retryable(exc):
+            if attempt + 1 == attempts or not retryable(exc):
                 for note in earlier:
                     exc.add_note(note)
                 raise

@@ -12,9 +12,18 @@ import json
 import re
 from typing import Any
 
+from ..errors import WorkerFailure
+from .errors import SparkJobFailed
 from .executor import MARK_CLOSE, MARK_OPEN
 
-__all__ = ["failed_task", "parse_marker", "spark_reason"]
+__all__ = [
+    "failed_task",
+    "parse_marker",
+    "python_mismatch",
+    "report_head",
+    "retryable",
+    "spark_reason",
+]
 
 
 def parse_marker(text: str) -> dict[str, Any] | None:
@@ -67,3 +76,43 @@ def failed_task(reason: str) -> int | None:
     if match is None:
         return None
     return int(match.group(1) or match.group(2))
+
+
+_PYTHON_MISMATCH = re.compile(
+    r"Python in worker has different version:? (\S+) than that in driver:? (\d+\.\d+)"
+)
+
+
+def python_mismatch(text: str) -> tuple[str, str] | None:
+    """``(executors' Python, driver's Python)`` when PySpark's own version check failed a task
+    (its message is in ``text``), else None.
+
+    >>> python_mismatch("Python in worker has different version: 3.12 than that in driver: 3.11")
+    ('3.12', '3.11')
+    """
+    match = _PYTHON_MISMATCH.search(text)
+    return None if match is None else (match.group(1), match.group(2))
+
+
+def report_head(report: dict[str, Any]) -> str:
+    """The first line of the error for a worker's failure ``report``: who failed and why.
+
+    >>> report_head({"worker": 0, "origin": 1, "relayed": True, "summary": "WorkerFailure: ..."})
+    'WorkerFailure: ... (reported by worker 0)'
+    >>> report_head({"worker": 1, "origin": 1, "summary": "ValueError: no such user"})
+    'worker 1 failed: ValueError: no such user'
+    """
+    if report.get("relayed"):
+        return f"{report['summary']} (reported by worker {report['worker']})"
+    if report.get("lost"):
+        return report["summary"]
+    return f"worker {report.get('origin', report.get('worker'))} failed: {report['summary']}"
+
+
+def retryable(exc: BaseException) -> bool:
+    """Whether ``attempts`` resubmits after ``exc``: any worker failure -- an exception, a
+    killed worker process or executor, a lost barrier task -- but not a deliberate stop
+    (timeout, the caller's interrupt) nor a cluster that cannot host the workers."""
+    if isinstance(exc, WorkerFailure):
+        return True
+    return isinstance(exc, SparkJobFailed) and exc.retryable

@@ -48,7 +48,7 @@ from typing import Any
 
 from ..errors import WorkerFailure
 from .errors import NotEnoughSlots, SparkJobFailed, SparkSetupError
-from .reasons import failed_task, parse_marker, spark_reason
+from .reasons import failed_task, parse_marker, report_head, retryable, spark_reason
 
 __all__ = ["RemoteSpec", "check_versions", "remote_task", "run"]
 
@@ -87,12 +87,11 @@ def remote_task(
     from ..execute import run_worker
     from ..worker import Worker
     from .executor import (
-        MARK_CLOSE,
-        MARK_OPEN,
-        TaskFailed,
         check_same_package,
+        check_same_python,
         join_mesh,
         pickle_result,
+        task_failed,
         task_report,
     )
     from .staging import staged
@@ -102,12 +101,9 @@ def remote_task(
     allocator = None
     directories: list[str] = []
     try:
-        if sys.version_info[:2] != tuple(spec.python):
-            raise SparkSetupError(
-                f"worker {index} runs Python {sys.version_info[0]}.{sys.version_info[1]}, the "
-                f"client {spec.python[0]}.{spec.python[1]}: the server's executors need the "
-                "client's Python version"
-            )
+        check_same_python(
+            spec.python, index, "the client", "the server's executors need the client's version"
+        )
         check_same_package(spec, index)
         allocator = join_mesh(ctx, spec)
         worker = Worker(allocator)
@@ -123,7 +119,7 @@ def remote_task(
             # Spark reports the first task to fail, with its traceback: let the worker that
             # failed first (it raises at once) be that task, rather than this relay of it.
             time.sleep(RELAY_DELAY)
-        raise TaskFailed(f"{MARK_OPEN}{json.dumps(report)}{MARK_CLOSE}") from exc
+        raise task_failed(report, whole=True) from exc
     yield pa.RecordBatch.from_pylist(
         [{"worker": index, "payload": payload, "outputs": json.dumps(directories)}],
         schema=pa.schema(
@@ -165,14 +161,22 @@ def check_versions(server: str, client: str) -> None:
         )
 
 
-def _check_local_slots(spark: Any, workers: int) -> None:
+def _master_of(spark: Any) -> str:
+    """The server's master URL, or ``""`` when it does not say."""
+    try:
+        return spark.conf.get("spark.master") or ""
+    except Exception:  # noqa: BLE001 - a server that hides its master: assume a cluster
+        return ""
+
+
+def _check_local_slots(master: str, workers: int) -> None:
     """On a server over a ``local`` master the slots are known from its URL: too few is an
     error now, not after the barrier check's retries (minutes)."""
     from .session import local_slots
 
     try:
-        slots = local_slots(spark.conf.get("spark.master") or "")
-    except Exception:  # noqa: BLE001 - a server that hides its master: Spark will check
+        slots = local_slots(master)
+    except ValueError:  # a local master URL we cannot read: Spark will check
         return
     if slots is not None and slots < workers:
         raise NotEnoughSlots(
@@ -180,14 +184,6 @@ def _check_local_slots(spark: Any, workers: int) -> None:
             f"Connect server runs local[{slots}]: start it with --master local[{workers}] or more "
             "(over-subscribing cores is fine)"
         )
-
-
-def _default_bind_host(spark: Any) -> str:
-    try:
-        master = spark.conf.get("spark.master") or ""
-    except Exception:  # noqa: BLE001 - a server that hides its master: assume a cluster
-        master = ""
-    return "127.0.0.1" if master.startswith("local") else "0.0.0.0"
 
 
 def run(
@@ -211,30 +207,26 @@ def run(
     partition of ``stage_input(workers)`` (a DataFrame of exactly ``workers`` partitions;
     default: ``workers`` empty rows, one per partition).  ``start_timeout`` and ``grace`` are
     accepted for the classic path's sake and unused: there is no control connection here."""
-    import os
-
-    from .session import package_fingerprint, package_location
+    from .executor import run_secret
+    from .session import default_bind_host, package_fingerprint, package_location
 
     if workers < 1:
         raise ValueError("need at least one worker")
     if attempts < 1:
         raise ValueError("attempts must be at least 1")
-    if secret is None:
-        env = os.environ.get("PYTIMELY_SECRET")
-        secret = env.encode() if env else os.urandom(32)
-    elif isinstance(secret, str):
-        secret = secret.encode()
     import pyspark
 
     check_versions(spark.version, pyspark.__version__)
-    host = bind_host if bind_host is not None else _default_bind_host(spark)
-    _check_local_slots(spark, workers)
+    key = run_secret(secret)
+    master = _master_of(spark)
+    host = bind_host if bind_host is not None else default_bind_host(master)
+    _check_local_slots(master, workers)
     earlier: list[str] = []
     notes: list[str] = []
     for attempt in range(attempts):
         spec = RemoteSpec(
             workers=workers,
-            secret=secret,
+            secret=key,
             bind_host=host,
             connect_timeout=connect_timeout,
             python=(sys.version_info[0], sys.version_info[1]),
@@ -247,8 +239,7 @@ def run(
         try:
             return _attempt(spark, spec, fn, stage_input, timeout, description)
         except (WorkerFailure, SparkJobFailed) as exc:
-            retry = isinstance(exc, WorkerFailure) or exc.retryable
-            if attempt + 1 == attempts or not retry:
+            if attempt + 1 == attempts or not retryable(exc):
                 for note in notes:
                     exc.add_note(note)
                 raise
@@ -337,10 +328,7 @@ def _failure(error: BaseException, workers: int) -> BaseException:
         return SparkSetupError(report["summary"].split(": ", 1)[-1], jvm_frames=frames)
     if report is not None:
         origin = report.get("origin", report.get("worker"))
-        if report.get("relayed"):
-            head = f"{report['summary']} (reported by worker {report['worker']})"
-        else:
-            head = f"worker {origin} failed: {report['summary']}"
+        head = report_head(report)
         # The whole report travels in the task's message: Spark Connect shows only the last
         # exception of the task's chain, so the worker's own traceback is in the report.
         detail = report.get("traceback") or f"Spark's report of the task:\n{reason}"

@@ -74,6 +74,16 @@ def is_connect(spark: Any) -> bool:
     return type(spark).__module__.startswith("pyspark.sql.connect")
 
 
+def default_bind_host(master: str) -> str:
+    """Where the workers listen by default for a run on ``master``: loopback for ``local``
+    masters (the executors live on this machine), every interface on a cluster.
+
+    >>> default_bind_host("local[4]"), default_bind_host("spark://10.0.0.1:7077")
+    ('127.0.0.1', '0.0.0.0')
+    """
+    return "127.0.0.1" if master.startswith("local") else "0.0.0.0"
+
+
 def java_version(java: str | None = None) -> tuple[int, str] | None:
     """``(major, first line of java -version)`` of the Java Spark would use, or None."""
     home = os.environ.get("JAVA_HOME")

@@ -113,15 +113,23 @@ def discard_epochs_from(directory: str, index: int, peers: int, first: int) -> l
     """Remove the per-epoch files of epochs ``>= first`` that worker ``index`` of ``peers``
     answers for under ``directory`` (:func:`per_epoch_sinks`); returns the removed paths."""
     removed = []
-    for path in glob.glob(os.path.join(os.fspath(directory), "worker=*", "epoch=*.parquet")):
-        part = os.path.basename(os.path.dirname(path)).split("=", 1)[1]
-        m = _FILE_NAME.match(os.path.basename(path))
-        if m is None or m.group(3) is None or not part.isdigit():
-            continue
-        if int(part) % peers == index and int(m.group(3)) >= first:
+    for worker, epoch, per_epoch, path in _committed(directory):
+        if per_epoch and worker % peers == index and epoch >= first:
             os.remove(path)
             removed.append(path)
     return removed
+
+
+def _committed(directory: str) -> Iterator[tuple[int, int, bool, str]]:
+    """``(worker, first epoch, one file per epoch?, path)`` of every committed file
+    :func:`write_parquet` wrote under ``directory``, in no particular order."""
+    for path in glob.glob(os.path.join(os.fspath(directory), "worker=*", "*.parquet")):
+        m = _FILE_NAME.match(os.path.basename(path))
+        part = os.path.basename(os.path.dirname(path)).split("=", 1)[1]
+        if m is None or not part.isdigit():
+            continue
+        per_epoch = m.group(3) is not None
+        yield int(part), int(m.group(3) if per_epoch else m.group(1)), per_epoch, path
 
 
 def epoch_path(directory: str, worker: int, epoch: int) -> str:
@@ -137,15 +145,8 @@ def output_files(directory: str) -> list[str]:
     """The committed files :func:`write_parquet` wrote under ``directory`` (both modes), in
     worker order and, per worker, in epoch order.  Hidden temporary files and staged files of
     a run in progress are not among them."""
-    found = []
-    for path in glob.glob(os.path.join(os.fspath(directory), "worker=*", "*.parquet")):
-        m = _FILE_NAME.match(os.path.basename(path))
-        part = os.path.basename(os.path.dirname(path)).split("=", 1)[1]
-        if m is None or not part.isdigit():
-            continue
-        first = int(m.group(1) if m.group(1) is not None else m.group(3))
-        found.append((int(part), first, path))
-    return [path for _w, _e, path in sorted(found)]
+    found = sorted((worker, first, path) for worker, first, _one, path in _committed(directory))
+    return [path for _w, _e, path in found]
 
 
 def read_output(directory: str, columns: Sequence[str] | None = None) -> Any:

@@ -63,6 +63,15 @@ def _spawn_logged(argv: list[str], env: dict[str, str], log: str) -> subprocess.
         )
 
 
+def _signal_group(proc: subprocess.Popen[bytes], sig: int) -> None:
+    """Send ``sig`` to the process group of ``proc``, started in a session of its own (its
+    group id is its pid); a group already gone is fine."""
+    try:
+        os.killpg(proc.pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
 def _port(host: Host, default: int) -> int:
     """A free port on this machine, or Spark's ``default`` on another host (whose ports this
     machine cannot probe; a fresh host has them free)."""
@@ -300,7 +309,7 @@ class StandaloneCluster:
         politely (SIGTERM), then by force (SIGKILL) after ``timeout``."""
         procs = list(reversed(self.processes))
         for proc in procs:
-            self._signal(proc, signal.SIGTERM)
+            _signal_group(proc, signal.SIGTERM)
         deadline = time.monotonic() + timeout
         for proc in procs:
             try:
@@ -308,16 +317,9 @@ class StandaloneCluster:
             except subprocess.TimeoutExpired:
                 pass
             # The group may hold executors that outlived their worker: end them too.
-            self._signal(proc, signal.SIGKILL)
+            _signal_group(proc, signal.SIGKILL)
             proc.wait()
         self.processes = []
-
-    @staticmethod
-    def _signal(proc: subprocess.Popen[bytes], sig: int) -> None:
-        try:
-            os.killpg(proc.pid, sig)  # its own session: the group id is its pid
-        except (ProcessLookupError, PermissionError):
-            pass
 
     def __enter__(self) -> StandaloneCluster:
         return self.start()
@@ -417,12 +419,12 @@ class ConnectServer:
         proc, self.process = self.process, None
         if proc is None:
             return
-        StandaloneCluster._signal(proc, signal.SIGTERM)
+        _signal_group(proc, signal.SIGTERM)
         try:
             proc.wait(timeout)
         except subprocess.TimeoutExpired:
             pass
-        StandaloneCluster._signal(proc, signal.SIGKILL)
+        _signal_group(proc, signal.SIGKILL)
         proc.wait()
 
     def __enter__(self) -> ConnectServer:
