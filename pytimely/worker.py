@@ -30,6 +30,7 @@ import heapq
 import itertools
 import logging
 import os
+import threading
 import time as _time
 from collections.abc import Callable, Iterator
 from types import FrameType
@@ -65,6 +66,42 @@ FROZEN_GARBAGE_OPERATORS = 2_000
 
 _log = logging.getLogger(__name__)
 
+# The cyclic collector is paused while a worker steps (see ``Worker.__init__``'s
+# ``freeze_gc``): the batches, records and parts a step creates are mostly freed by reference
+# counting before it ends, and a collection in the middle of the step would scan every one of
+# them that is still in flight, and promote them to be scanned again.  After the step the next
+# allocation collects what survived.  Counted per process, so that workers on several threads
+# of one process resume it only when the last of them leaves its step.
+_collector_lock = threading.Lock()
+_collector_pauses = 0  # steps of this process' workers running with the collector paused
+
+
+def _pause_collector() -> bool:
+    """Pause the cyclic collector for a step; ``False`` (nothing to resume) if the program
+    had switched it off."""
+    global _collector_pauses
+    with _collector_lock:
+        if _collector_pauses == 0:
+            if not gc.isenabled():
+                return False
+            gc.disable()
+        _collector_pauses += 1
+    return True
+
+
+def _resume_collector() -> None:
+    """End a step's :func:`_pause_collector` (the last one switches the collector back on)."""
+    global _collector_pauses
+    with _collector_lock:
+        _collector_pauses -= 1
+        if _collector_pauses == 0:
+            gc.enable()
+
+
+def _collector_on() -> bool:
+    """Whether the program runs with the cyclic collector (even if a step paused it)."""
+    return gc.isenabled() or _collector_pauses > 0
+
 
 class Worker:
     """Owns dataflows on one thread; see the module docstring.  Implements
@@ -85,7 +122,10 @@ class Worker:
         data in flight per peer before inputs wait (default 64 MB or
         ``$PYTIMELY_MAX_IN_FLIGHT``; see :mod:`pytimely.communication.flow`).
         ``flow_timeout``: seconds an input may wait for a congested peer that acknowledges
-        nothing before :meth:`wait_for_credit` raises."""
+        nothing before :meth:`wait_for_credit` raises.  ``freeze_gc``: let the worker manage
+        the cyclic garbage collector -- built graphs are frozen out of its sight, and it is
+        paused while a step runs (the step's garbage is freed by reference counting; what
+        survives is collected after the step); ``False`` leaves the collector alone."""
         self._freeze_gc = freeze_gc
         # Operators of each installed dataflow, and how many operators of completed dataflows
         # are still frozen (see ``_release_frozen``).
@@ -208,7 +248,7 @@ class Worker:
         live = sum(self._operators_of.values())
         if self._frozen_dead > max(live, FROZEN_GARBAGE_OPERATORS):
             gc.unfreeze()
-            if gc.isenabled():  # a program that switched the collector off decides itself
+            if _collector_on():  # a program that switched the collector off decides itself
                 gc.collect()
                 gc.freeze()
             self._frozen_dead = 0
@@ -387,6 +427,7 @@ class Worker:
             dataflows = self._dataflows
             started = _time.monotonic()
             self._scheduling = True
+            paused = self._freeze_gc and _pause_collector()
             try:
                 for index in active:
                     subgraph = dataflows.get(index)
@@ -405,6 +446,8 @@ class Worker:
                             self._release_frozen(index)
             finally:
                 self._scheduling = False
+                if paused:
+                    _resume_collector()
             elapsed = _time.monotonic() - started
             if elapsed > self.slow_step:
                 _log.warning(
