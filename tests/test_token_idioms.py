@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import doctest
 import math
+from unittest.mock import patch
 
 import pytest
 
 import pytimely as pt
-from pytimely.dataflow import idioms
+from pytimely.dataflow import idioms, ports
 from pytimely.dataflow.idioms import MinToken, TimeStash
 from pytimely.dataflow.operators.generic import unary_frontier
 
@@ -125,3 +126,70 @@ def test_min_token_covers_and_settles():
     assert log[4:] == [("drop", 6)] and token.cap is None and token.time == math.inf
     token.settle(None)  # nothing held: still nothing
     assert len(log) == 5
+
+
+@pytest.mark.parametrize("counted", [False, True])
+def test_give_timed_delivers_each_part_at_its_own_time(counted):
+    """Results released at many times with one token reach a lone pipeline consumer as one
+    bundle, which it reads back as its parts at their own times (``drain_batches``: here the
+    bundle is all that is queued); with two consumers they go as separate messages.  Each
+    list ``drain_batches`` returned stays as it was (an empty one once was the live queue,
+    refilled by the next message)."""
+
+    def ctor(cap, info):
+        cap.drop()
+        token = MinToken()
+
+        def logic(inp, out):
+            for ref, batch in inp:
+                token.cover(ref, ref.time)
+                parts = [(ref.time + x, [x]) for x in sorted(set(batch))]
+                parts.append((ref.time + 100, []))  # an empty part is not sent
+                if counted:
+                    parts.pop()  # with ``records``, no part may be empty
+                    out.give_timed(token.cap, parts, sum(len(b) for _t, b in parts))
+                else:
+                    out.give_timed(token.cap, parts)
+            token.settle(None)
+
+        return logic
+
+    drained = []
+
+    def build(scope):
+        inp, xs = scope.new_input()
+        released = unary_frontier(xs, pt.Pipeline, "Release", ctor)
+        # The only consumer, so the release reaches it as one bundle.
+        released.sink(pt.Pipeline, "Drain", lambda i: drained.append(i.drain_batches()))
+        return inp
+
+    bundles = []
+    original = ports.Bundle.__init__
+
+    def counting(self, parts, n):
+        bundles.append(len(parts))
+        original(self, parts, n)
+
+    worker = pt.Worker()
+    inp = worker.dataflow(build)
+    inp.send_batch([3, 1, 2])
+    inp.advance_to(10)
+    with patch.object(ports.Bundle, "__init__", counting):
+        worker.step_while(lambda: not any(drained), timeout=20)
+    assert bundles == [3]
+    inp.send_batch([5])
+    inp.close()
+    worker.run()
+    assert [d for d in drained if d] == [[(1, [1]), (2, [2]), (3, [3])], [(15, [5])]]
+
+    def build_two_consumers(scope):
+        inp, xs = scope.new_input()
+        released = unary_frontier(xs, pt.Pipeline, "Release", ctor)
+        out = released.capture()
+        released.probe()
+        inp.send_batch([3, 1, 2])
+        inp.advance_to(10)
+        inp.send_batch([5])
+        return out
+
+    assert pt.example(build_two_consumers).extract() == [(1, [1]), (2, [2]), (3, [3]), (15, [5])]

@@ -140,6 +140,8 @@ _second = itemgetter(1)
 
 def _unbundled(queue: list[tuple[Any, Any]]) -> list[tuple[Any, Any]]:
     """``queue`` with every :class:`Bundle` replaced by its parts."""
+    if len(queue) == 1:
+        return queue[0][1].parts  # one bundle (the caller saw one): its parts, not a copy
     out: list[tuple[Any, Any]] = []
     for t, batch in queue:
         if type(batch) is Bundle:
@@ -236,7 +238,7 @@ class InputPort:
         refs (for operators that forward data at its own time or never send)."""
         queue = self.queue
         if not queue:
-            return queue
+            return []  # not ``queue``: the caller may keep what it got, and we refill it
         self.queue = []
         consumed = self.consumed
         for t, batch in queue:
@@ -301,7 +303,7 @@ class CountingInputPort(InputPort):
     def drain_batches(self) -> list[tuple[Any, Any]]:
         queue = self.queue
         if not queue:
-            return queue
+            return []  # not ``queue``: the caller may keep what it got, and we refill it
         self.queue = []
         consumed = self.consumed
         records = 0
@@ -426,14 +428,20 @@ class OutputPort:
             self.flush()
         self.forward(t, batch)
 
-    def give_timed(self, cap: Capability | CapabilityRef, batches: list[tuple[Any, Any]]) -> None:
+    def give_timed(
+        self,
+        cap: Capability | CapabilityRef,
+        batches: list[tuple[Any, Any]],
+        records: int | None = None,
+    ) -> None:
         """Send many ``(time, batch)`` pairs, in the given order, with one token: every time
         must be at or after the token's (checked once, against the least of them).  The many
         small messages of an operator that releases results at many times (windows and
         sessions at their own end times) cost a counter update and a push each, not a check
-        and a call each."""
+        and a call each.  ``records``: how many records the batches hold, when the caller
+        counted them (then none of the batches may be empty); saves two passes over them."""
         sent = batches
-        if not all(map(len, map(_second, batches))):
+        if records is None and not all(map(len, map(_second, batches))):
             sent = [(t, batch) for t, batch in batches if len(batch)]
         if not sent:
             return
@@ -454,7 +462,7 @@ class OutputPort:
         # message at the least time, counted once (see Bundle).
         port = getattr(push, "__self__", None)
         if type(port) is InputPort and len(sent) > 1:
-            n = sum(map(len, map(_second, sent)))
+            n = sum(map(len, map(_second, sent))) if records is None else records
             produced.update(least, n)
             port.push_bundle(least, Bundle(sent, n))
             return

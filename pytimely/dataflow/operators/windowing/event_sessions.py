@@ -174,6 +174,7 @@ class EventTimeSessions:
         # (coarse event times) is one part, a bucket of distinct milliseconds a part per session
         # -- without a dictionary to group them.
         sends: list[tuple[int, list[Any]]] = []
+        emitted = 0
         last = None
         batch: list[Any] = []
         while times and times[0] <= bound:
@@ -186,6 +187,7 @@ class EventTimeSessions:
                     file(emit_at if key <= bound else key, s, k)
                     continue
                 s[3] = False
+                emitted += 1
                 if k in older:
                     self._forget(k, s)
                 else:
@@ -197,7 +199,7 @@ class EventTimeSessions:
                     sends.append((emit_at, batch))
                     last = emit_at
         if sends:
-            out.give_timed(self.token.cap, sends)
+            out.give_timed(self.token.cap, sends, emitted)
         self.token.settle(times[0] if times else None)
 
     def _forget(self, k: Any, s: list[Any]) -> None:
