@@ -129,6 +129,7 @@ ROOMS = [
     ("pytimely.progress", "progress"),
     ("pytimely.communication", "communication"),
     ("pytimely.capture", "capture"),
+    ("pytimely.io", "io"),
     ("pytimely.spark", "spark"),
     ("pytimely.nexmark", "nexmark"),
     ("pytimely.order", "base"),
@@ -179,6 +180,9 @@ ALLOWED = {
         "tools",
     },
     "capture": {"base", "native", "communication", "dataflow", "operators"},
+    # Sources, sinks and checkpoints: jobs run on the worker, state through the dataflow's
+    # snapshot registry, checkpoint parts in the capture file format.
+    "io": {"base", "native", "progress", "dataflow", "operators", "runtime", "capture"},
     "tools": {"base", "native", "communication", "runtime", "eventlog"},
     "spark": {
         "base",

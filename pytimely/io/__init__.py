@@ -1,0 +1,32 @@
+"""Sources, sinks and checkpoints: a job that owns its stream (docs/io.md).
+
+* :mod:`~pytimely.io.api` -- the contract: a :class:`Source` is partitions with replayable
+  offsets, a :class:`Sink` stages per checkpoint and publishes once it is committed;
+* :mod:`~pytimely.io.driver` -- :func:`job` runs a dataflow built with :func:`read` and
+  :func:`write` epoch by epoch, with consistent checkpoints and restarts on any number of
+  workers;
+* :mod:`~pytimely.io.checkpoint` -- the checkpoints on disk;
+* :mod:`~pytimely.io.files` -- JSON-lines files as a source and an exactly-once sink.
+"""
+
+from .api import PartitionReader, Sink, SinkWriter, Source, owned
+from .checkpoint import CheckpointError, CheckpointStore
+from .driver import FINAL, JobReport, job, read, write
+from .files import JsonLinesSink, JsonLinesSource
+
+__all__ = [
+    "FINAL",
+    "CheckpointError",
+    "CheckpointStore",
+    "JobReport",
+    "JsonLinesSink",
+    "JsonLinesSource",
+    "PartitionReader",
+    "Sink",
+    "SinkWriter",
+    "Source",
+    "job",
+    "owned",
+    "read",
+    "write",
+]

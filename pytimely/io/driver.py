@@ -1,0 +1,393 @@
+"""Jobs: a dataflow fed by sources into sinks, with checkpoints (:func:`job`, :func:`read`,
+:func:`write`).
+
+``pt.execute(job(build, checkpoint=DIR), workers=N)`` (or ``ps.run(job(...), workers=N)``)
+runs ``build(scope)`` on every worker.  In it, :func:`read` makes a stream of a source's
+records and :func:`write` sends a stream to a sink.  Then each worker, epoch after epoch:
+
+1. reads its partitions (:func:`~pytimely.io.api.owned`) for ``epoch_seconds`` or
+   ``epoch_records`` records, whichever comes first, feeding them at the current epoch and
+   stepping the dataflow as it goes;
+2. advances its inputs to the next epoch;
+3. every ``snapshot_every`` epochs, at epoch ``T``: stops reading, steps until every sink's
+   input has passed every time before ``T`` *on every worker* (so every operator has applied
+   exactly the input read before ``T``, everywhere), stages its sink writers' output, and
+   writes its part of the checkpoint at ``T``: its readers' offsets, what it staged, and its
+   stateful operators' state.  The worker that completes the set of parts commits the
+   checkpoint and publishes every part's staged output (:mod:`pytimely.io.checkpoint`).
+
+When every source is exhausted the job drains and ends with a last checkpoint, at
+:data:`FINAL`, that publishes the rest.  A job restarted on the same checkpoint -- after a
+crash, with the same or another number of workers -- first publishes what its latest
+committed checkpoint staged (publishing is idempotent), discards whatever was staged after it,
+restores the operators' state partitioned by key for the new workers, reopens every
+partition at its offset, and carries on from epoch ``T``.  Readers of the sinks therefore see
+every result exactly once.  Without ``checkpoint`` the job publishes at the end only.
+
+The timestamps are the epochs: event time belongs in the records (``window_count(...,
+event_time=f)``).  Exactly-once needs deterministic sources (a partition reread from an offset
+returns the same records) and a deterministic dataflow per key; output that depends on the
+order of records from different workers may differ between a run and its replay, but is
+still written once.
+
+>>> import pytimely as pt, tempfile, json, os
+>>> from pytimely.io.files import JsonLinesSource, JsonLinesSink
+>>> inp, out = tempfile.mkdtemp(), tempfile.mkdtemp()
+>>> with open(os.path.join(inp, "clicks.jsonl"), "w") as f:
+...     _ = f.write("".join(json.dumps({"user": u}) + "\\n" for u in "abab"))
+>>> def build(scope):
+...     clicks = read(scope, JsonLinesSource(inp))
+...     totals = clicks.map(lambda r: (r["user"], 1)).stateful_map(
+...         int, lambda n, one: (n + one, n + one), name="Totals")
+...     write(totals, JsonLinesSink(out))
+>>> _ = pt.execute(job(build, checkpoint=tempfile.mkdtemp()))
+>>> sorted(tuple(json.loads(line)) for name in os.listdir(out) if name.endswith(".jsonl")
+...        for line in open(os.path.join(out, name)))
+[('a', 1), ('a', 2), ('b', 1), ('b', 2)]
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import contextvars
+import logging
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..dataflow.snapshot import StateRegistry, partition
+from ..errors import TimelyError
+from ..synchronization import barrier
+from .api import PartitionReader, Sink, SinkWriter, Source, owned
+from .checkpoint import Checkpoint, CheckpointStore
+
+__all__ = ["FINAL", "JobReport", "job", "read", "write"]
+
+#: The epoch of a job's last checkpoint: everything is published, the job is complete.
+FINAL = 2**62
+
+_log = logging.getLogger(__name__)
+
+
+@dataclass
+class _Reading:
+    """One :func:`read` of a job on one worker: the input and the readers of its partitions."""
+
+    source: Source
+    handle: Any  # InputHandle
+    readers: dict[str, PartitionReader] = field(default_factory=dict)
+
+
+@dataclass
+class _Writing:
+    """One :func:`write` of a job on one worker: the sink, its writer, and a probe that passes
+    a time once the writer has taken every record before it."""
+
+    sink: Sink
+    writer: SinkWriter
+    probe: Any = None
+
+
+class _Building:
+    """What :func:`read` and :func:`write` register while a job's dataflow is built."""
+
+    def __init__(self, index: int, peers: int, attempt: str) -> None:
+        self.index, self.peers, self.attempt = index, peers, attempt
+        self.readings: list[_Reading] = []
+        self.writings: list[_Writing] = []
+
+
+_BUILDING: contextvars.ContextVar[_Building | None] = contextvars.ContextVar(
+    "pytimely_io_job", default=None
+)
+
+
+def _building(what: str) -> _Building:
+    building = _BUILDING.get()
+    if building is None:
+        raise TimelyError(
+            f"pytimely.io.{what}() works inside a job's build function: run it with "
+            "pt.execute(pytimely.io.job(build, ...))"
+        )
+    return building
+
+
+def read(scope: Any, source: Source) -> Any:
+    """A stream of ``source``'s records at the epoch they were read in (module docstring)."""
+    building = _building("read")
+    if any(r.source.name == source.name for r in building.readings):
+        raise TimelyError(
+            f"two sources of this job are both named {source.name!r}: their offsets would "
+            "mix in the checkpoint; give each a name (source.name = ...)"
+        )
+    handle, stream = scope.new_input()
+    building.readings.append(_Reading(source, handle))
+    return stream
+
+
+def write(stream: Any, sink: Sink) -> None:
+    """Send ``stream``'s records to ``sink`` (module docstring)."""
+    building = _building("write")
+    writing = _Writing(sink, sink.writer(building.index, building.peers, building.attempt))
+    take = writing.writer.write
+    name = f"Write({sink.name})"
+
+    def logic(inp: Any, out: Any) -> None:
+        for _t, batch in inp.drain_batches():
+            take(list(batch))
+
+    from ..dataflow.pacts import Pipeline
+
+    written = stream.unary(Pipeline, name, lambda cap, info: (cap.drop(), logic)[1])
+    writing.probe = written.probe()
+    building.writings.append(writing)
+
+
+@dataclass
+class JobReport:
+    """What a worker of a :func:`job` did: ``records`` read, ``epochs`` run, ``checkpoints``
+    it wrote parts of, the epoch it ``restored`` from (``None``: a fresh start), and whether
+    it found the job already ``complete`` (nothing run)."""
+
+    records: int = 0
+    epochs: int = 0
+    checkpoints: int = 0
+    restored: int | None = None
+    complete: bool = False
+
+
+def job(
+    build: Callable[[Any], Any],
+    *,
+    checkpoint: str | None = None,
+    name: str | None = None,
+    snapshot_every: int = 10,
+    epoch_seconds: float = 0.1,
+    epoch_records: int = 100_000,
+    read_batch: int = 1_000,
+    timeout: float | None = None,
+) -> Callable[[Any], JobReport]:
+    """``fn(worker)`` for ``pt.execute`` / ``ps.run`` that runs ``build`` as a job (module
+    docstring).  ``checkpoint``: a directory for checkpoints (``None``: none; results are
+    published at the end).  ``name``: the job's name, checked against the checkpoint's
+    (default: ``build``'s qualified name).  ``snapshot_every``: epochs between checkpoints;
+    ``epoch_seconds`` / ``epoch_records``: when an epoch ends; ``read_batch``: records per
+    read call.  ``timeout``: seconds a checkpoint may wait for the other workers."""
+    if snapshot_every < 1 or epoch_seconds <= 0 or epoch_records < 1 or read_batch < 1:
+        raise ValueError(
+            "job(): snapshot_every, epoch_seconds, epoch_records and read_batch must be positive"
+        )
+    job_name = name or getattr(build, "__qualname__", "job")
+
+    def run(worker: Any) -> JobReport:
+        return _Job(worker, build, checkpoint, job_name, snapshot_every, epoch_seconds,
+                    epoch_records, read_batch, timeout).run()  # fmt: skip
+
+    return run
+
+
+class _Job:
+    """One worker's run of a job (module docstring of :mod:`pytimely.io.driver`)."""
+
+    def __init__(
+        self,
+        worker: Any,
+        build: Callable[[Any], Any],
+        checkpoint: str | None,
+        name: str,
+        snapshot_every: int,
+        epoch_seconds: float,
+        epoch_records: int,
+        read_batch: int,
+        timeout: float | None,
+    ) -> None:
+        self.worker = worker
+        self.build = build
+        self.store = CheckpointStore(checkpoint, name) if checkpoint is not None else None
+        self.snapshot_every = snapshot_every
+        self.epoch_seconds = epoch_seconds
+        self.epoch_records = epoch_records
+        self.read_batch = read_batch
+        self.timeout = timeout
+        self.report = JobReport()
+        self.registry = StateRegistry()
+        # Staged sink output not yet known to be in a committed checkpoint, per sink name; and
+        # the last checkpoint this worker wrote a part of, with how many of each it listed.
+        self.pending: dict[str, list[Any]] = collections.defaultdict(list)
+        self.written: tuple[int, dict[str, int]] | None = None
+        self.building = _Building(worker.index, worker.peers, f"{uuid.uuid4().hex[:12]}")
+
+    # -- start ---------------------------------------------------------------------------------
+
+    def _restore(self) -> Checkpoint | None:
+        """The latest committed checkpoint (worker 0 also cleans up after failed attempts)."""
+        store = self.store
+        if store is None:
+            return None
+        if self.worker.index == 0:
+            store.claim()
+        meta = store.latest()
+        restored = store.load(meta) if meta is not None else None
+        return restored
+
+    def _clean_up(self, restored: Checkpoint | None) -> None:
+        """Worker 0, before anyone builds: publish what the committed checkpoint staged,
+        discard what later attempts staged, drop uncommitted checkpoints."""
+        keep = restored.staged if restored is not None else {}
+        for sink in (w.sink for w in self.building.writings):
+            staged = keep.get(sink.name, [])
+            for description in staged:
+                sink.publish(description)
+            sink.discard(staged)
+        if self.store is not None:
+            self.store.drop_uncommitted(restored.epoch if restored is not None else None)
+
+    @contextlib.contextmanager
+    def _registering(self) -> Iterator[None]:
+        token = _BUILDING.set(self.building)
+        try:
+            with self.registry.building():
+                yield
+        finally:
+            _BUILDING.reset(token)
+
+    def run(self) -> JobReport:
+        worker = self.worker
+        restored = self._restore()
+        if restored is not None:
+            self.registry = StateRegistry(partition(restored.state, worker.index, worker.peers))
+            self.report.restored = restored.epoch
+        with self._registering():
+            worker.dataflow(self.build, name="Job")
+        unclaimed = self.registry.unclaimed()
+        if unclaimed:
+            raise TimelyError(
+                f"the checkpoint holds state of operators this job no longer builds: {unclaimed}"
+            )
+        if worker.index == 0:
+            self._clean_up(restored)
+        barrier(worker, timeout=self.timeout)  # nobody stages before the clean-up is done
+        if restored is not None and restored.epoch == FINAL:
+            self.report.complete = True
+            for reading in self.building.readings:
+                reading.handle.close()
+            worker.run()
+            return self.report
+        epoch = restored.epoch if restored is not None else 0
+        offsets = restored.offsets if restored is not None else {}
+        for reading in self.building.readings:
+            done = offsets.get(reading.source.name, {})
+            for p in owned(reading.source.partitions(), worker.index, worker.peers):
+                reading.readers[p] = reading.source.open(p, done.get(p))
+            reading.handle.advance_to(epoch)
+        try:
+            self._loop(epoch)
+        finally:
+            for reading in self.building.readings:
+                for reader in reading.readers.values():
+                    reader.close()
+        return self.report
+
+    # -- epochs --------------------------------------------------------------------------------
+
+    def _loop(self, epoch: int) -> None:
+        worker = self.worker
+        readings = self.building.readings
+        while True:
+            exhausted = self._read_epoch()
+            if exhausted:
+                break
+            epoch += 1
+            self.report.epochs += 1
+            for reading in readings:
+                reading.handle.advance_to(epoch)
+            if self.store is not None and epoch % self.snapshot_every == 0:
+                self._checkpoint(epoch)
+        for reading in readings:
+            reading.handle.close()
+        worker.run()
+        self._checkpoint(FINAL, drained=True)
+        for w in self.building.writings:
+            w.writer.close()
+
+    def _read_epoch(self) -> bool:
+        """Read for one epoch; returns whether every reader is exhausted."""
+        worker = self.worker
+        deadline = time.monotonic() + self.epoch_seconds
+        budget = self.epoch_records
+        limit = self.read_batch
+        while budget > 0:
+            got = 0
+            for reading in self.building.readings:
+                send = reading.handle.send_batch
+                for reader in reading.readers.values():
+                    batch = reader.read(min(limit, budget - got) or 1)
+                    if batch:
+                        send(batch)
+                        got += len(batch)
+            budget -= got
+            self.report.records += got
+            worker.step()
+            if not got:
+                if all(
+                    reader.exhausted()
+                    for reading in self.building.readings
+                    for reader in reading.readers.values()
+                ):
+                    return True
+                worker.step_or_park(min(0.01, max(0.0, deadline - time.monotonic())))
+            if time.monotonic() >= deadline:
+                break
+        return False
+
+    def _checkpoint(self, epoch: int, drained: bool = False) -> None:
+        """This worker's part of the checkpoint at ``epoch`` (its sources are stopped there),
+        then the commit if the part was the last one."""
+        worker = self.worker
+        if not drained:
+            probes = [w.probe for w in self.building.writings]
+            worker.step_while(lambda: any(p.less_than(epoch) for p in probes), timeout=self.timeout)
+        pending = self.pending
+        if self.written is not None and self.store is not None:
+            # The last checkpoint this worker wrote a part of: if another worker committed
+            # it since, what it listed is published (or will be, at a restart): forget it.
+            written_at, listed = self.written
+            if self.store.committed(written_at):
+                for sink_name, n in listed.items():
+                    del pending[sink_name][:n]
+        for w in self.building.writings:
+            staged = w.writer.stage()
+            if staged is not None:
+                pending[w.sink.name].append(staged)
+        if self.store is None:
+            if drained:  # no checkpoint: publish at the end
+                for w in self.building.writings:
+                    for staged in pending[w.sink.name]:
+                        w.sink.publish(staged)
+            return
+        offsets = {
+            reading.source.name: {p: r.offset() for p, r in reading.readers.items()}
+            for reading in self.building.readings
+        }
+        state = [] if drained else self.registry.snapshot()
+        # Every description staged since the last checkpoint known committed: a part may list
+        # one again (publishing is idempotent), but none may go unlisted.
+        staged = {name: list(descriptions) for name, descriptions in pending.items()}
+        self.store.write_part(epoch, worker.index, worker.peers, offsets, staged, state)
+        self.written = (epoch, {name: len(d) for name, d in staged.items()})
+        self.report.checkpoints += 1
+        if self.store.try_commit(epoch, worker.peers):
+            meta = self.store.latest()
+            if meta is not None and meta["epoch"] == epoch:
+                committed = self.store.load(meta)
+                sinks = {w.sink.name: w.sink for w in self.building.writings}
+                for sink_name, descriptions in committed.staged.items():
+                    for description in descriptions:
+                        sinks[sink_name].publish(description)
+            self.written = None
+            for descriptions in pending.values():
+                descriptions.clear()
+            _log.info("worker %d committed the checkpoint at epoch %d", worker.index, epoch)

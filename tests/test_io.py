@@ -1,0 +1,192 @@
+"""pytimely.io: jobs fed by replayable sources into exactly-once sinks, with checkpoints.
+
+The exactly-once checks read the sink's published files only (what a reader sees) and use
+running totals per user: user ``u``'s published totals must be exactly ``1..n_u``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+import pytimely as pt
+from pytimely import io
+from pytimely.errors import OperatorError, TimelyError, WorkerFailure
+
+sys.path.insert(0, os.path.dirname(__file__))
+import io_job  # noqa: E402
+
+pytestmark = pytest.mark.timeout(180)
+
+SCRIPT = os.path.join(os.path.dirname(__file__), "io_job.py")
+SMALL_EPOCHS = dict(snapshot_every=2, epoch_seconds=0.05, epoch_records=200, read_batch=50)
+
+
+def _exactly_once(out: str, clicks) -> None:
+    got = io_job.totals_by_user(out)
+    wrong = {
+        u: got.get(u, [])[:5] for u, n in clicks.items() if got.get(u) != list(range(1, n + 1))
+    }
+    assert not wrong, f"users whose totals are not 1..n (first five shown): {wrong}"
+    assert set(got) == set(clicks)
+    assert not os.listdir(os.path.join(out, "_staging")), "staged files left after the job"
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+@pytest.mark.parametrize("checkpointed", [False, True])
+def test_a_job_publishes_every_result_once(tmp_path, workers, checkpointed):
+    clicks = io_job.write_clicks(str(tmp_path / "in"), 3, 400, 20)
+    out = str(tmp_path / "out")
+    checkpoint = str(tmp_path / "ck") if checkpointed else None
+    job = io.job(
+        io_job.make_build(str(tmp_path / "in"), out), checkpoint=checkpoint, **SMALL_EPOCHS
+    )
+    reports = pt.execute(job, workers=workers)
+    assert sum(r.records for r in reports) == 1200
+    if checkpointed:
+        assert all(r.checkpoints >= 2 for r in reports)  # intermediate ones and the final one
+    _exactly_once(out, clicks)
+    if checkpointed:  # run again: the checkpoint says the job is complete; nothing is redone
+        again = pt.execute(job, workers=workers)
+        assert all(r.complete and r.records == 0 for r in again)
+        _exactly_once(out, clicks)
+
+
+def test_failures_and_restarts_on_other_worker_counts_publish_every_result_once(tmp_path):
+    """A worker fails in the middle (an injected error) on 2 workers, the restart fails again
+    on 3, the third run on 1 worker finishes: every click counted once, no total lost."""
+    inp, out, ck = str(tmp_path / "in"), str(tmp_path / "out"), str(tmp_path / "ck")
+    clicks = io_job.write_clicks(inp, 4, 1500, 30)
+    restored = []
+    for fail_at, workers in (("3:1100", 2), ("0:1400", 3), (None, 1)):
+        job = io.job(io_job.make_build(inp, out, fail_at=fail_at), checkpoint=ck, **SMALL_EPOCHS)
+        if fail_at is None:
+            reports = pt.execute(job, workers=workers)
+            restored.append(reports[0].restored)
+        else:
+            with pytest.raises(WorkerFailure, match="injected failure"):
+                pt.execute(job, workers=workers)
+    assert restored[0] is not None and restored[0] > 0  # it did not start from nothing
+    _exactly_once(out, clicks)
+
+
+def _children(pid: int) -> list[int]:
+    with open(f"/proc/{pid}/task/{pid}/children") as f:
+        return [int(p) for p in f.read().split()]
+
+
+def _wait_for_a_commit(ck: str, proc: subprocess.Popen, deadline: float) -> None:
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, "the job ended before it could be killed"
+        if os.path.isdir(ck) and any(
+            os.path.exists(os.path.join(ck, d, "_committed.json")) for d in os.listdir(ck)
+        ):
+            return
+        time.sleep(0.02)
+    raise AssertionError("no checkpoint committed within the time allowed")
+
+
+@pytest.mark.parametrize("victim", ["one worker", "every process"])
+def test_a_job_killed_with_sigkill_restarts_on_another_worker_count_exactly_once(tmp_path, victim):
+    inp, out, ck = str(tmp_path / "in"), str(tmp_path / "out"), str(tmp_path / "ck")
+    clicks = io_job.write_clicks(inp, 4, 1500, 30)
+    proc = subprocess.Popen(
+        [sys.executable, SCRIPT, inp, out, ck, "2", "0.0005"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    try:
+        _wait_for_a_commit(ck, proc, time.monotonic() + 60)
+        time.sleep(0.3)  # into the middle of a later epoch
+        if victim == "one worker":
+            workers = _children(proc.pid)
+            assert workers, "no worker processes found"
+            os.kill(workers[-1], signal.SIGKILL)
+        else:
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode != 0
+    published_before = sum(map(len, io_job.totals_by_user(out).values()))
+    assert 0 < published_before < sum(clicks.values())  # killed in the middle
+    done = subprocess.run(
+        [sys.executable, SCRIPT, inp, out, ck, "3"], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    reports = json.loads(done.stdout.splitlines()[-1])
+    assert all(r["restored"] is not None for r in reports)
+    _exactly_once(out, clicks)
+
+
+# -- errors ------------------------------------------------------------------------------------
+
+
+def test_read_and_write_outside_a_job_say_how_to_run_one():
+    with pytest.raises(TimelyError, match=r"inside a job's build function.*io\.job"):
+        pt.example(lambda scope: io.read(scope, io.JsonLinesSource("/nonexistent")))
+
+
+def test_another_jobs_checkpoint_is_refused_and_left_alone(tmp_path):
+    inp, out, ck = str(tmp_path / "in"), str(tmp_path / "out"), str(tmp_path / "ck")
+    io_job.write_clicks(inp, 1, 10, 2)
+    pt.execute(io.job(io_job.make_build(inp, out), checkpoint=ck, **SMALL_EPOCHS))
+    before = sorted(os.listdir(ck))
+
+    def other(scope):
+        io.write(io.read(scope, io.JsonLinesSource(inp)), io.JsonLinesSink(out))
+
+    with pytest.raises(io.CheckpointError, match="belongs to job 'clicks_totals'"):
+        pt.execute(io.job(other, checkpoint=ck))
+    assert sorted(os.listdir(ck)) == before
+
+
+def test_a_newer_or_corrupt_checkpoint_is_refused(tmp_path):
+    inp, out, ck = str(tmp_path / "in"), str(tmp_path / "out"), str(tmp_path / "ck")
+    io_job.write_clicks(inp, 2, 300, 5)
+    failing = io.job(io_job.make_build(inp, out, fail_at="1:250"), checkpoint=ck, **SMALL_EPOCHS)
+    with pytest.raises(OperatorError, match="injected failure"):
+        pt.execute(failing)  # one worker: in this thread
+    store = io.CheckpointStore(ck, "clicks_totals")
+    meta = store.latest()
+    assert meta is not None
+    part = os.path.join(ck, f"epoch={meta['epoch']}", "part-0.ckpt")
+    with open(part, "r+b") as f:  # flip a byte in the middle: the checksums must catch it
+        f.seek(os.path.getsize(part) // 2)
+        byte = f.read(1)
+        f.seek(-1, os.SEEK_CUR)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    job = io.job(io_job.make_build(inp, out), checkpoint=ck, **SMALL_EPOCHS)
+    with pytest.raises(io.CheckpointError, match=r"part-0\.ckpt is unreadable"):
+        pt.execute(job)
+    with open(os.path.join(ck, "job.json"), "w") as f:
+        json.dump({"version": 99, "job": "clicks_totals"}, f)
+    with pytest.raises(io.CheckpointError, match="newer pytimely"):
+        pt.execute(job)
+
+
+def test_a_followed_file_waits_for_the_end_of_its_last_line(tmp_path):
+    path = tmp_path / "a.jsonl"
+    path.write_text('{"x": 1}\n{"x": ')
+    reader = io.JsonLinesSource(tmp_path, follow=True).open("a.jsonl", None)
+    assert reader.read(10) == [{"x": 1}] and not reader.exhausted()
+    with open(path, "a") as f:
+        f.write("2}\n")
+    assert reader.read(10) == [{"x": 2}] and reader.offset() == path.stat().st_size
+    reader.close()
+
+
+def test_a_bad_line_names_the_file_and_the_byte(tmp_path):
+    (tmp_path / "a.jsonl").write_text('{"x": 1}\nnot json\n')
+    reader = io.JsonLinesSource(tmp_path).open("a.jsonl", None)
+    with pytest.raises(TimelyError, match=r"a\.jsonl: the line at byte 9 is not valid"):
+        reader.read(10)
