@@ -85,3 +85,13 @@ def kafka_broker():
 
     with TansuBroker() as broker:
         yield broker
+
+
+@pytest.fixture(scope="session")
+def postgres():
+    """A private PostgreSQL cluster on 127.0.0.1 for the whole test session, started with
+    initdb/pg_ctl and stopped by pg_ctl and its pid at the end (tests/pgcluster.py)."""
+    from pgcluster import PostgresCluster
+
+    with PostgresCluster() as cluster:
+        yield cluster

@@ -36,8 +36,9 @@ def write_clicks(folder: str, files: int, per_file: int, users: int) -> collecti
     return counts
 
 
-def make_build(inp: str, out: str, slow: float = 0.0, fail_at: str | None = None):
-    """The job's build function; ``fail_at`` = ``"<file>:<i>"`` raises at that click."""
+def clicker(slow: float = 0.0, fail_at: str | None = None):
+    """``click -> (user, 1)``, sleeping ``slow`` s per click; raises at click ``fail_at``
+    (``"<file>:<i>"``)."""
 
     def click(record):
         if slow:
@@ -46,12 +47,21 @@ def make_build(inp: str, out: str, slow: float = 0.0, fail_at: str | None = None
             raise RuntimeError(f"injected failure at click {fail_at}")
         return (record["user"], 1)
 
+    return click
+
+
+def make_build(
+    inp: str, out: str, slow: float = 0.0, fail_at: str | None = None, sink=None, source=None
+):
+    """The job's build function: clicks of ``source`` (default: the JSON-lines files of
+    ``inp``) -> running totals -> ``sink`` (default: JSON-lines files in ``out``)."""
+
     def build(scope):
-        clicks = io.read(scope, io.JsonLinesSource(inp))
-        totals = clicks.map(click).stateful_map(
+        clicks = io.read(scope, source if source is not None else io.JsonLinesSource(inp))
+        totals = clicks.map(clicker(slow, fail_at)).stateful_map(
             int, lambda n, one: (n + one, n + one), name="Totals"
         )
-        io.write(totals, io.JsonLinesSink(out))
+        io.write(totals, sink if sink is not None else io.JsonLinesSink(out))
 
     build.__qualname__ = "clicks_totals"
     return build
@@ -69,10 +79,18 @@ def totals_by_user(out: str) -> dict[str, list[int]]:
 
 
 def main(argv: list[str]) -> int:
+    """``INPUT OUTPUT CHECKPOINT WORKERS [SLOW [STAGING]]``; an OUTPUT ``pg:TABLE`` writes to
+    the PostgreSQL table at ``$PYTIMELY_PG_DSN`` through staged files in STAGING."""
     inp, out, checkpoint, workers = argv[0], argv[1], argv[2], int(argv[3])
     slow = float(argv[4]) if len(argv) > 4 else 0.0
+    sink = None
+    if out.startswith("pg:"):
+        from pytimely.io.postgres import PostgresSink
+
+        dsn = os.environ["PYTIMELY_PG_DSN"]
+        sink = PostgresSink(dsn, out[3:], ["user_id", "total"], argv[5])
     job = io.job(
-        make_build(inp, out, slow),
+        make_build(inp, out, slow, sink=sink),
         checkpoint=checkpoint,
         snapshot_every=2,
         epoch_seconds=0.05,

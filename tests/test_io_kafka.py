@@ -50,24 +50,10 @@ def _produce_clicks(broker, topic: str, n: int, users: int) -> collections.Count
 
 
 def _build(broker, topic: str, out: str, fail_at: str | None = None):
-    def build(scope):
-        clicks = io.read(scope, KafkaSource(broker.bootstrap, topic, stop_at_end=True))
-        totals = clicks.map(_clicker(fail_at)).stateful_map(
-            int, lambda n, one: (n + one, n + one), name="Totals"
-        )
-        io.write(totals, io.JsonLinesSink(out))
-
+    source = KafkaSource(broker.bootstrap, topic, stop_at_end=True)
+    build = io_job.make_build("", out, fail_at=fail_at, source=source)
     build.__qualname__ = "kafka_totals"
     return build
-
-
-def _clicker(fail_at: str | None):
-    def click(record):
-        if fail_at is not None and f"{record['file']}:{record['i']}" == fail_at:
-            raise RuntimeError(f"injected failure at click {fail_at}")
-        return (record["user"], 1)
-
-    return click
 
 
 def _exactly_once(out: str, clicks) -> None:

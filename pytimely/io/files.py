@@ -40,6 +40,7 @@ from typing import Any
 
 from ..errors import TimelyError
 from .api import PartitionReader, Sink, SinkWriter, Source
+from .staging import StagedFileWriter, discard_staged
 
 __all__ = ["JsonLinesSink", "JsonLinesSource"]
 
@@ -122,40 +123,6 @@ class JsonLinesSource(Source):
         return _LinesReader(path, int(offset or 0), self.decode, self.follow)
 
 
-class _LinesWriter(SinkWriter):
-    def __init__(self, sink: JsonLinesSink, prefix: str) -> None:
-        self._sink = sink
-        self._prefix = prefix
-        self._seq = 0
-        self._file: Any = None
-        self._name = ""
-
-    def write(self, records: list[Any]) -> None:
-        if not records:
-            return
-        if self._file is None:
-            self._name = f"{self._prefix}-{self._seq:06d}.jsonl"
-            os.makedirs(self._sink.staging, exist_ok=True)
-            self._file = open(os.path.join(self._sink.staging, self._name), "w")  # noqa: SIM115
-        encode = self._sink.encode
-        self._file.write("".join(encode(r) + "\n" for r in records))
-
-    def stage(self) -> Any:
-        if self._file is None:
-            return None
-        self._file.flush()
-        os.fsync(self._file.fileno())
-        self._file.close()
-        self._file = None
-        self._seq += 1
-        return {"file": self._name}
-
-    def close(self) -> None:
-        if self._file is not None:
-            self._file.close()
-            self._file = None
-
-
 class JsonLinesSink(Sink):
     """JSON-lines files in ``folder``, published by rename (module docstring); ``encode``
     turns a record into a line (default ``json.dumps``)."""
@@ -174,7 +141,7 @@ class JsonLinesSink(Sink):
 
     def writer(self, index: int, peers: int, attempt: str) -> SinkWriter:
         """Worker ``index``'s writer: staged files ``<attempt>-w<index>-<seq>.jsonl``."""
-        return _LinesWriter(self, f"{attempt}-w{index}")
+        return StagedFileWriter(self.staging, f"{attempt}-w{index}", self.encode, ".jsonl")
 
     def publish(self, staged: Any) -> None:
         """Move the staged file into the folder (nothing to do if it was moved already)."""
@@ -191,12 +158,7 @@ class JsonLinesSink(Sink):
 
     def discard(self, keep: Sequence[Any]) -> None:
         """Delete the staged files not in ``keep``."""
-        if not os.path.isdir(self.staging):
-            return
-        kept = {staged["file"] for staged in keep}
-        for name in os.listdir(self.staging):
-            if name not in kept:
-                os.remove(os.path.join(self.staging, name))
+        discard_staged(self.staging, keep, ".jsonl")
 
     def published(self) -> list[str]:
         """The published files' names, sorted."""

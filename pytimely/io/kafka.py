@@ -30,6 +30,7 @@ from typing import Any
 
 from ..errors import TimelyError
 from .api import PartitionReader, Sink, SinkWriter, Source
+from .staging import StagedFileWriter, discard_staged
 
 try:
     import confluent_kafka as _ck
@@ -150,40 +151,6 @@ class KafkaSource(Source):
         return _KafkaReader(self, int(partition), None if offset is None else int(offset))
 
 
-class _KafkaWriter(SinkWriter):
-    def __init__(self, sink: KafkaSink, prefix: str) -> None:
-        self._sink = sink
-        self._prefix = prefix
-        self._seq = 0
-        self._file: Any = None
-        self._name = ""
-
-    def write(self, records: list[Any]) -> None:
-        if not records:
-            return
-        if self._file is None:
-            os.makedirs(self._sink.staging, exist_ok=True)
-            self._name = f"{self._prefix}-{self._seq:06d}.staged"
-            self._file = open(os.path.join(self._sink.staging, self._name), "w")  # noqa: SIM115
-        encode = self._sink.encode
-        self._file.write("".join(json.dumps(encode(r)) + "\n" for r in records))
-
-    def stage(self) -> Any:
-        if self._file is None:
-            return None
-        self._file.flush()
-        os.fsync(self._file.fileno())
-        self._file.close()
-        self._file = None
-        self._seq += 1
-        return {"file": self._name}
-
-    def close(self) -> None:
-        if self._file is not None:
-            self._file.close()
-            self._file = None
-
-
 class KafkaSink(Sink):
     """At-least-once into topic ``topic`` (module docstring).  ``encode`` turns a record
     into the message value as ``str`` (default: JSON); ``key``, if given, the message key;
@@ -217,7 +184,10 @@ class KafkaSink(Sink):
 
     def writer(self, index: int, peers: int, attempt: str) -> SinkWriter:
         """Worker ``index``'s writer: staged files ``<attempt>-w<index>-<seq>.staged``."""
-        return _KafkaWriter(self, f"{attempt}-w{index}")
+        encode = self.encode
+        return StagedFileWriter(
+            self.staging, f"{attempt}-w{index}", lambda r: json.dumps(encode(r))
+        )
 
     def _produce(self) -> Any:
         if self._producer is None:
@@ -265,9 +235,4 @@ class KafkaSink(Sink):
 
     def discard(self, keep: Sequence[Any]) -> None:
         """Delete the staged files not in ``keep`` (sent ones stay as the record of it)."""
-        if not os.path.isdir(self.staging):
-            return
-        kept = {staged["file"] for staged in keep}
-        for name in os.listdir(self.staging):
-            if name.endswith(".staged") and name not in kept:
-                os.remove(os.path.join(self.staging, name))
+        discard_staged(self.staging, keep)

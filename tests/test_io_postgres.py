@@ -1,0 +1,125 @@
+"""pytimely.io.postgres against a real PostgreSQL 15 (a private cluster the session starts).
+
+A job writes running totals per user into a table; killed in the middle and restarted on
+another number of workers, the table still holds each user's totals exactly once.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+import pytimely as pt
+from pytimely import io
+from pytimely.errors import TimelyError
+
+sys.path.insert(0, os.path.dirname(__file__))
+import io_job  # noqa: E402
+
+psycopg = pytest.importorskip("psycopg", reason="the [postgres] extra is part of [all]")
+from pytimely.io.postgres import PostgresSink  # noqa: E402
+
+pytestmark = pytest.mark.timeout(180)
+
+SMALL_EPOCHS = dict(snapshot_every=2, epoch_seconds=0.05, epoch_records=200, read_batch=50)
+
+
+def _table(pg, name: str) -> None:
+    with psycopg.connect(pg.dsn) as conn:
+        conn.execute(f"DROP TABLE IF EXISTS {name}")
+        conn.execute(f"CREATE TABLE {name} (user_id text, total int)")
+
+
+def _totals(pg, table: str) -> dict[str, list[int]]:
+    with psycopg.connect(pg.dsn) as conn:
+        rows = conn.execute(f"SELECT user_id, total FROM {table} ORDER BY user_id, total")
+        found: dict[str, list[int]] = {}
+        for user, total in rows:
+            found.setdefault(user, []).append(total)
+    return found
+
+
+def _build(pg, inp: str, table: str, staging: str):
+    sink = PostgresSink(pg.dsn, table, ["user_id", "total"], staging)
+    return io_job.make_build(inp, "", sink=sink)
+
+
+def _exactly_once(found, clicks) -> None:
+    wrong = {
+        u: found.get(u, [])[:5] for u, n in clicks.items() if found.get(u) != list(range(1, n + 1))
+    }
+    assert not wrong, f"users whose totals are not 1..n (first five shown): {wrong}"
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_totals_land_in_a_table_once(postgres, tmp_path, workers):
+    table = f"totals_{workers}"
+    _table(postgres, table)
+    inp = str(tmp_path / "in")
+    clicks = io_job.write_clicks(inp, 3, 500, 20)
+    build = _build(postgres, inp, table, str(tmp_path / "staging"))
+    pt.execute(io.job(build, checkpoint=str(tmp_path / "ck"), **SMALL_EPOCHS), workers=workers)
+    _exactly_once(_totals(postgres, table), clicks)
+
+
+def test_a_staged_file_published_twice_lands_once(postgres, tmp_path):
+    _table(postgres, "twice")
+    sink = PostgresSink(postgres.dsn, "twice", ["user_id", "total"], str(tmp_path))
+    writer = sink.writer(0, 1, "run")
+    writer.write([("a", 1), ("b", 1)])
+    staged = writer.stage()
+    sink.publish(staged)
+    os.replace(
+        os.path.join(tmp_path, staged["file"] + ".sent"), os.path.join(tmp_path, staged["file"])
+    )
+    sink.publish(staged)  # as after a crash between the commit and the mark: skipped
+    assert _totals(postgres, "twice") == {"a": [1], "b": [1]}
+
+
+def test_a_killed_job_restarts_on_another_worker_count_and_the_table_is_exact(postgres, tmp_path):
+    _table(postgres, "killed")
+    inp, ck, staging = str(tmp_path / "in"), str(tmp_path / "ck"), str(tmp_path / "staging")
+    clicks = io_job.write_clicks(inp, 4, 1500, 30)
+    env = dict(os.environ, PYTIMELY_PG_DSN=postgres.dsn)
+    script = [sys.executable, io_job.__file__, inp, "pg:killed", ck]
+    proc = subprocess.Popen(
+        [*script, "2", "0.0005", staging], env=env, start_new_session=True,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while not _totals(postgres, "killed"):
+            assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
+            assert time.monotonic() < deadline, "nothing was published within 60 s"
+            time.sleep(0.05)
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    before = sum(map(len, _totals(postgres, "killed").values()))
+    assert 0 < before < sum(clicks.values())
+    done = subprocess.run([*script, "3", "0", staging], env=env, capture_output=True, text=True,
+                          timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    _exactly_once(_totals(postgres, "killed"), clicks)
+
+
+def test_a_server_that_is_not_there_is_named(tmp_path):
+    sink = PostgresSink(
+        "host=127.0.0.1 port=1 user=x", "t", ["a"], str(tmp_path), connect_timeout=1
+    )
+    writer = sink.writer(0, 1, "run")
+    writer.write([(1,)])
+    started = time.monotonic()
+    with pytest.raises(
+        TimelyError, match=r"PostgreSQL sink 'pg:t' \(table t at host=127\.0\.0\.1 port=1"
+    ):
+        sink.publish(writer.stage())
+    assert time.monotonic() - started < 15
