@@ -149,14 +149,17 @@ def write(stream: Any, sink: Sink) -> None:
 @dataclass
 class JobReport:
     """What a worker of a :func:`job` did: ``records`` read, ``epochs`` run, ``checkpoints``
-    it wrote parts of, the epoch it ``restored`` from (``None``: a fresh start), and whether
-    it found the job already ``complete`` (nothing run)."""
+    it wrote parts of, the epoch it ``restored`` from (``None``: a fresh start), whether it
+    found the job already ``complete`` (nothing run), and ``start_seconds``: from the call to
+    the first read (reading the checkpoint, restoring state, cleaning up, meeting the other
+    workers)."""
 
     records: int = 0
     epochs: int = 0
     checkpoints: int = 0
     restored: int | None = None
     complete: bool = False
+    start_seconds: float = 0.0
 
 
 def job(
@@ -256,6 +259,7 @@ class _Job:
 
     def run(self) -> JobReport:
         worker = self.worker
+        started = time.monotonic()
         restored = self._restore()
         if restored is not None:
             self.registry = StateRegistry(partition(restored.state, worker.index, worker.peers))
@@ -272,6 +276,7 @@ class _Job:
         barrier(worker, timeout=self.timeout)  # nobody stages before the clean-up is done
         if restored is not None and restored.epoch == FINAL:
             self.report.complete = True
+            self.report.start_seconds = time.monotonic() - started
             for reading in self.building.readings:
                 reading.handle.close()
             worker.run()
@@ -283,6 +288,7 @@ class _Job:
             for p in owned(reading.source.partitions(), worker.index, worker.peers):
                 reading.readers[p] = reading.source.open(p, done.get(p))
             reading.handle.advance_to(epoch)
+        self.report.start_seconds = time.monotonic() - started
         try:
             self._loop(epoch)
         finally:
