@@ -6,6 +6,7 @@ another number of workers, the table still holds each user's totals exactly once
 
 from __future__ import annotations
 
+import collections
 import os
 import signal
 import subprocess
@@ -16,7 +17,7 @@ import pytest
 
 import pytimely as pt
 from pytimely import io
-from pytimely.errors import TimelyError
+from pytimely.errors import OperatorError, TimelyError
 
 sys.path.insert(0, os.path.dirname(__file__))
 import io_job  # noqa: E402
@@ -123,3 +124,106 @@ def test_a_server_that_is_not_there_is_named(tmp_path):
     ):
         sink.publish(writer.stage())
     assert time.monotonic() - started < 15
+
+
+# -- change data capture -----------------------------------------------------------------------
+
+SLOT_AT = "SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = 'cdc_test'"
+
+
+def _cdc_build(pg, slot: str, table: str, staging: str, fail_at_id: int | None = None):
+    from pytimely.io.postgres_cdc import PostgresCdcSource
+
+    def click(change):
+        row = change["row"]
+        if fail_at_id is not None and row["id"] == fail_at_id:
+            raise RuntimeError(f"injected failure at row {fail_at_id}")
+        return (row["user_id"], 1)
+
+    def build(scope):
+        changes = io.read(scope, PostgresCdcSource(pg.dsn, slot, tables=["public.cdc_clicks"],
+                                                   stop_at_end=True))  # fmt: skip
+        inserts = changes.filter(lambda c: c["op"] == "insert")
+        totals = inserts.map(click).stateful_map(
+            int, lambda n, one: (n + one, n + one), name="Totals"
+        )
+        io.write(totals, PostgresSink(pg.dsn, table, ["user_id", "total"], staging))
+
+    build.__qualname__ = "cdc_totals"
+    return build
+
+
+def test_changes_captured_from_a_table_land_in_another_exactly_once(postgres, tmp_path):
+    """Rows inserted in 30 transactions (and some updates and deletes, which the job ignores)
+    are read from a replication slot into running totals in another table; a failure in the
+    middle and a restart on two workers leave each user's totals there exactly once, and the
+    slot has advanced past what the committed checkpoints cover."""
+    _table(postgres, "cdc_totals")
+    clicks = collections.Counter()
+    with psycopg.connect(postgres.dsn, autocommit=True) as conn:
+        conn.execute("DROP TABLE IF EXISTS cdc_clicks")
+        conn.execute("CREATE TABLE cdc_clicks (id serial PRIMARY KEY, user_id text)")
+        conn.execute("SELECT pg_create_logical_replication_slot('cdc_test', 'test_decoding')")
+        start = conn.execute(SLOT_AT).fetchone()[0]
+        for t in range(30):
+            with conn.transaction():
+                users = [f"u{(t * 100 + i) % 17}" for i in range(100)]
+                clicks.update(users)
+                with conn.cursor().copy("COPY cdc_clicks (user_id) FROM STDIN") as copy:
+                    for u in users:
+                        copy.write_row((u,))
+            if t % 10 == 9:
+                conn.execute("UPDATE cdc_clicks SET user_id = user_id WHERE id % 7 = 0")
+                conn.execute("DELETE FROM cdc_clicks WHERE id % 50 = 0")
+    staging, ck = str(tmp_path / "staging"), str(tmp_path / "ck")
+    failing = io.job(_cdc_build(postgres, "cdc_test", "cdc_totals", staging, fail_at_id=2500),
+                     checkpoint=ck, **SMALL_EPOCHS)  # fmt: skip
+    with pytest.raises(OperatorError, match="injected failure at row 2500"):
+        pt.execute(failing)
+    assert io.CheckpointStore(ck, "cdc_totals").latest() is not None
+    reports = pt.execute(
+        io.job(_cdc_build(postgres, "cdc_test", "cdc_totals", staging), checkpoint=ck,
+               **SMALL_EPOCHS), workers=2)  # fmt: skip
+    assert reports[0].restored is not None
+    _exactly_once(_totals(postgres, "cdc_totals"), clicks)
+    with psycopg.connect(postgres.dsn, autocommit=True) as conn:
+        now = conn.execute(SLOT_AT).fetchone()[0]
+        conn.execute("SELECT pg_drop_replication_slot('cdc_test')")
+    from pytimely.io.postgres_cdc import lsn_value
+
+    assert lsn_value(now) > lsn_value(start)
+
+
+def test_the_cdc_example_writes_each_customers_totals_once(postgres, tmp_path):
+    """examples/postgres_cdc_to_postgres.py on two workers, run twice (the second run adds
+    orders and carries on from the checkpoint): the last total per customer equals a plain
+    SQL sum over the orders, and each customer's order counts are 1..n."""
+    example = os.path.join(
+        os.path.dirname(__file__), "..", "examples", "postgres_cdc_to_postgres.py"
+    )
+    with psycopg.connect(postgres.dsn, autocommit=True) as conn:
+        for table in ("orders", "customer_totals"):
+            conn.execute(f"DROP TABLE IF EXISTS {table}")
+    words = ["--dsn", postgres.dsn, "--checkpoint", str(tmp_path / "ck"),
+             "--staging", str(tmp_path / "staging"), "--workers", "2"]  # fmt: skip
+    for orders in ("700", "300"):
+        done = subprocess.run([sys.executable, example, *words, "--orders", orders],
+                              capture_output=True, text=True, timeout=120)  # fmt: skip
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert "changes on 2 worker(s)" in done.stdout
+    with psycopg.connect(postgres.dsn) as conn:
+        sums = "SELECT customer, sum(amount)::int FROM orders GROUP BY customer"
+        expected = dict(conn.execute(sums).fetchall())
+        counts = dict(conn.execute("SELECT customer, count(*) FROM orders GROUP BY customer"))
+        rows = conn.execute("SELECT customer, orders, total FROM customer_totals").fetchall()
+        conn.execute("SELECT pg_drop_replication_slot('orders_slot')")
+    seen: dict[str, list[int]] = collections.defaultdict(list)
+    last: dict[str, int] = {}
+    for customer, n, total in rows:
+        seen[customer].append(n)
+        if n == counts[customer]:
+            last[customer] = total
+    assert {c: sorted(ns) for c, ns in seen.items()} == {
+        c: list(range(1, n + 1)) for c, n in counts.items()
+    }
+    assert last == expected

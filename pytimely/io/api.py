@@ -73,6 +73,11 @@ class PartitionReader(abc.ABC):
         Unbounded sources keep the default, ``False``."""
         return False
 
+    def release(self, offset: Any) -> None:  # noqa: B027 -- optional hook
+        """A committed checkpoint holds ``offset``: nothing before it will be read again
+        (a replication slot may advance, a broker may forget).  Called by the worker that
+        reads the partition, once it knows the checkpoint committed."""
+
     def close(self) -> None:  # noqa: B027 -- optional hook, nothing to do by default
         """Release what the reader holds (files, connections)."""
 

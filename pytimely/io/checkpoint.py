@@ -73,12 +73,13 @@ def atomic_write(path: str, data: bytes) -> None:
 
 @dataclass
 class Checkpoint:
-    """A committed checkpoint read back: ``offsets[source][partition]``, the staged sink
-    descriptions ``staged[sink]`` (every worker's), and the state records ``(operator, key,
-    blob)`` of every worker."""
+    """A committed checkpoint read back: whether it is ``final`` (a run's last), the offsets
+    ``offsets[source][partition]``, the staged sink descriptions ``staged[sink]`` (every
+    worker's), and the state records ``(operator, key, blob)`` of every worker."""
 
     epoch: int
     workers: int
+    final: bool = False
     offsets: dict[str, dict[str, Any]] = field(default_factory=dict)
     staged: dict[str, list[Any]] = field(default_factory=dict)
     state: list[tuple[str, Any, bytes]] = field(default_factory=list)
@@ -168,23 +169,35 @@ class CheckpointStore:
         write_events(temp, [Messages(epoch, records)], allow_pickle=True, metadata=meta)
         os.replace(temp, path)
 
-    def try_commit(self, epoch: int, workers: int) -> bool:
-        """Commit the checkpoint at ``epoch`` if all ``workers`` parts are written; then retire
-        the older ones.  Returns whether it is committed (by this call or an earlier one)."""
+    def try_commit(self, epoch: int, workers: int, final: bool = False) -> bool:
+        """Commit the checkpoint at ``epoch`` if all ``workers`` parts are written, then retire
+        the older ones.  Returns whether *this call* committed it: of workers that try at
+        once, exactly one wins (the marker is created exclusively), and that one publishes
+        what the parts staged.  ``final``: the last checkpoint of a run (the job drained)."""
         folder = self._epoch_dir(epoch)
         marker = os.path.join(folder, "_committed.json")
-        if not os.path.exists(marker):
-            if any(
-                not os.path.exists(os.path.join(folder, f"part-{w}.ckpt")) for w in range(workers)
-            ):
-                return False
-            meta = {
-                "version": CHECKPOINT_VERSION,
-                "job": self.job,
-                "epoch": epoch,
-                "workers": workers,
-            }
-            atomic_write(marker, json.dumps(meta).encode())
+        if os.path.exists(marker) or any(
+            not os.path.exists(os.path.join(folder, f"part-{w}.ckpt")) for w in range(workers)
+        ):
+            return False
+        meta = {
+            "version": CHECKPOINT_VERSION,
+            "job": self.job,
+            "epoch": epoch,
+            "workers": workers,
+            "final": final,
+        }
+        temp = os.path.join(folder, f"._committed.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+        with open(temp, "wb") as f:
+            f.write(json.dumps(meta).encode())
+            f.flush()
+            os.fsync(f.fileno())
+        try:
+            os.link(temp, marker)  # fails if another worker committed first
+        except FileExistsError:
+            return False
+        finally:
+            os.remove(temp)
         for older in self._epochs():
             if older < epoch:
                 shutil.rmtree(self._epoch_dir(older), ignore_errors=True)
@@ -205,7 +218,7 @@ class CheckpointStore:
     def load(self, meta: dict) -> Checkpoint:
         """Every part of the committed checkpoint ``meta`` (from :meth:`latest`), merged."""
         epoch, workers = int(meta["epoch"]), int(meta["workers"])
-        found = Checkpoint(epoch, workers)
+        found = Checkpoint(epoch, workers, bool(meta.get("final", False)))
         for w in range(workers):
             path = os.path.join(self._epoch_dir(epoch), f"part-{w}.ckpt")
             part = dict(self._read_part(path, epoch))

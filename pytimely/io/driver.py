@@ -16,8 +16,10 @@ records and :func:`write` sends a stream to a sink.  Then each worker, epoch aft
    stateful operators' state.  The worker that completes the set of parts commits the
    checkpoint and publishes every part's staged output (:mod:`pytimely.io.checkpoint`).
 
-When every source is exhausted the job drains and ends with a last checkpoint, at
-:data:`FINAL`, that publishes the rest.  A job restarted on the same checkpoint -- after a
+When every source is exhausted the job drains and ends with a last checkpoint (at the epoch
+it started from plus :data:`FINAL`) that publishes the rest; run again on the same checkpoint,
+it carries on from there and reads only what the sources gained since (nothing, for files that
+did not change).  A job restarted on the same checkpoint -- after a
 crash, with the same or another number of workers -- first publishes what its latest
 committed checkpoint staged (publishing is idempotent), discards whatever was staged after it,
 restores the operators' state partitioned by key for the new workers, reopens every
@@ -66,7 +68,8 @@ from .checkpoint import Checkpoint, CheckpointStore
 
 __all__ = ["FINAL", "JobReport", "job", "read", "write"]
 
-#: The epoch of a job's last checkpoint: everything is published, the job is complete.
+#: How far after the epoch a run started at its last checkpoint lies: that checkpoint is
+#: later than every other of the run, and all workers agree on it without a word.
 FINAL = 2**62
 
 _log = logging.getLogger(__name__)
@@ -150,7 +153,8 @@ def write(stream: Any, sink: Sink) -> None:
 class JobReport:
     """What a worker of a :func:`job` did: ``records`` read, ``epochs`` run, ``checkpoints``
     it wrote parts of, the epoch it ``restored`` from (``None``: a fresh start), whether it
-    found the job already ``complete`` (nothing run), and ``start_seconds``: from the call to
+    found the job ``complete`` (restored from the end of an earlier run and found nothing new
+    to read), and ``start_seconds``: from the call to
     the first read (reading the checkpoint, restoring state, cleaning up, meeting the other
     workers)."""
 
@@ -221,6 +225,7 @@ class _Job:
         # the last checkpoint this worker wrote a part of, with how many of each it listed.
         self.pending: dict[str, list[Any]] = collections.defaultdict(list)
         self.written: tuple[int, dict[str, int]] | None = None
+        self.written_offsets: dict[str, dict[str, Any]] = {}
         self.building = _Building(worker.index, worker.peers, f"{uuid.uuid4().hex[:12]}")
 
     # -- start ---------------------------------------------------------------------------------
@@ -274,13 +279,6 @@ class _Job:
         if worker.index == 0:
             self._clean_up(restored)
         barrier(worker, timeout=self.timeout)  # nobody stages before the clean-up is done
-        if restored is not None and restored.epoch == FINAL:
-            self.report.complete = True
-            self.report.start_seconds = time.monotonic() - started
-            for reading in self.building.readings:
-                reading.handle.close()
-            worker.run()
-            return self.report
         epoch = restored.epoch if restored is not None else 0
         offsets = restored.offsets if restored is not None else {}
         for reading in self.building.readings:
@@ -291,6 +289,9 @@ class _Job:
         self.report.start_seconds = time.monotonic() - started
         try:
             self._loop(epoch)
+            self.report.complete = (
+                restored is not None and restored.final and not self.report.records
+            )
         finally:
             for reading in self.building.readings:
                 for reader in reading.readers.values():
@@ -301,6 +302,7 @@ class _Job:
 
     def _loop(self, epoch: int) -> None:
         worker = self.worker
+        final = epoch + FINAL  # the same on every worker: they all start at the restored epoch
         readings = self.building.readings
         while True:
             exhausted = self._read_epoch()
@@ -315,7 +317,7 @@ class _Job:
         for reading in readings:
             reading.handle.close()
         worker.run()
-        self._checkpoint(FINAL, drained=True)
+        self._checkpoint(final, drained=True)
         for w in self.building.writings:
             w.writer.close()
 
@@ -349,6 +351,14 @@ class _Job:
                 break
         return False
 
+    def _release(self, offsets: dict[str, dict[str, Any]]) -> None:
+        """A checkpoint holding ``offsets`` (this worker's) committed: tell the readers."""
+        for reading in self.building.readings:
+            done = offsets.get(reading.source.name, {})
+            for p, reader in reading.readers.items():
+                if p in done:
+                    reader.release(done[p])
+
     def _checkpoint(self, epoch: int, drained: bool = False) -> None:
         """This worker's part of the checkpoint at ``epoch`` (its sources are stopped there),
         then the commit if the part was the last one."""
@@ -364,6 +374,8 @@ class _Job:
             if self.store.committed(written_at):
                 for sink_name, n in listed.items():
                     del pending[sink_name][:n]
+                self._release(self.written_offsets)
+                self.written = None
         for w in self.building.writings:
             staged = w.writer.stage()
             if staged is not None:
@@ -378,22 +390,24 @@ class _Job:
             reading.source.name: {p: r.offset() for p, r in reading.readers.items()}
             for reading in self.building.readings
         }
-        state = [] if drained else self.registry.snapshot()
+        state = self.registry.snapshot()  # also at the end: a later run carries on from it
         # Every description staged since the last checkpoint known committed: a part may list
         # one again (publishing is idempotent), but none may go unlisted.
         staged = {name: list(descriptions) for name, descriptions in pending.items()}
         self.store.write_part(epoch, worker.index, worker.peers, offsets, staged, state)
         self.written = (epoch, {name: len(d) for name, d in staged.items()})
+        self.written_offsets = offsets
         self.report.checkpoints += 1
-        if self.store.try_commit(epoch, worker.peers):
-            meta = self.store.latest()
-            if meta is not None and meta["epoch"] == epoch:
-                committed = self.store.load(meta)
-                sinks = {w.sink.name: w.sink for w in self.building.writings}
-                for sink_name, descriptions in committed.staged.items():
-                    for description in descriptions:
-                        sinks[sink_name].publish(description)
+        if self.store.try_commit(epoch, worker.peers, final=drained):  # committed it: publish
+            committed = self.store.load(
+                {"epoch": epoch, "workers": worker.peers}  # the marker this call wrote
+            )
+            sinks = {w.sink.name: w.sink for w in self.building.writings}
+            for sink_name, descriptions in committed.staged.items():
+                for description in descriptions:
+                    sinks[sink_name].publish(description)
             self.written = None
             for descriptions in pending.values():
                 descriptions.clear()
+            self._release(offsets)
             _log.info("worker %d committed the checkpoint at epoch %d", worker.index, epoch)
