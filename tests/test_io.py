@@ -190,3 +190,21 @@ def test_a_bad_line_names_the_file_and_the_byte(tmp_path):
     reader = io.JsonLinesSource(tmp_path).open("a.jsonl", None)
     with pytest.raises(TimelyError, match=r"a\.jsonl: the line at byte 9 is not valid"):
         reader.read(10)
+
+
+@pytest.mark.spark
+@pytest.mark.timeout(240)
+def test_a_job_runs_on_spark_and_restarts_there_exactly_once(spark, tmp_path):
+    """``ps.run`` takes ``io.job(...)`` like ``pt.execute``: a two-worker job on Spark fails in
+    the middle, the restart on three Spark workers finishes it, every total published once."""
+    from pytimely import spark as ps
+
+    inp, out, ck = str(tmp_path / "in"), str(tmp_path / "out"), str(tmp_path / "ck")
+    clicks = io_job.write_clicks(inp, 4, 1500, 30)
+    failing = io.job(io_job.make_build(inp, out, fail_at="2:1300"), checkpoint=ck, **SMALL_EPOCHS)
+    with pytest.raises(WorkerFailure, match="injected failure"):
+        ps.run(spark, failing, workers=2)
+    job = io.job(io_job.make_build(inp, out), checkpoint=ck, **SMALL_EPOCHS)
+    reports = ps.run(spark, job, workers=3)
+    assert all(r.restored is not None for r in reports)
+    _exactly_once(out, clicks)
