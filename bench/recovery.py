@@ -20,7 +20,7 @@ The job: ``--files`` JSON-lines files of clicks (``--clicks`` in all, ``--users`
 
 Prints JSON.
 
-    python bench/recovery.py [--clicks 400000] [--kills 20] [--repeat 3] [--workers 2]
+    python bench/recovery.py [--clicks 2000000] [--kills 20] [--repeat 3] [--workers 2]
 """
 
 from __future__ import annotations
@@ -220,9 +220,13 @@ def restart_cost(work: str, args) -> dict:
         behind = 0
         while time.monotonic() < deadline and proc.poll() is None:  # kill at 80% read
             time.sleep(0.02)
-            meta = io.CheckpointStore(ck, "recovery_bench").latest() if os.path.isdir(ck) else None
-            if meta is not None:
-                offsets = io.CheckpointStore(ck, "recovery_bench").load(meta).offsets
+            store = io.CheckpointStore(ck, "recovery_bench")
+            try:  # the job retires older checkpoints as it goes: this one may just vanish
+                meta = store.latest() if os.path.isdir(ck) else None
+                offsets = store.load(meta).offsets if meta is not None else None
+            except io.CheckpointError:
+                continue
+            if offsets is not None:
                 behind = sum(offsets.get("files", {}).values())
                 total = sum(os.path.getsize(os.path.join(inp, n)) for n in os.listdir(inp))
                 if behind > 0.8 * total:
@@ -241,13 +245,13 @@ def restart_cost(work: str, args) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--clicks", type=int, default=400_000)
+    ap.add_argument("--clicks", type=int, default=2_000_000)
     ap.add_argument("--files", type=int, default=4)
     ap.add_argument("--users", type=int, default=5_000)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--kills", type=int, default=20)
-    ap.add_argument("--kill-after", type=float, nargs=2, default=(0.4, 1.6))
+    ap.add_argument("--kill-after", type=float, nargs=2, default=(1.0, 4.0))
     ap.add_argument("--restart-clicks", type=int, default=200_000)
     ap.add_argument("--seed", type=int, default=1)
     args = ap.parse_args()

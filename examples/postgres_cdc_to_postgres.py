@@ -73,7 +73,9 @@ def build_for(dsn: str, staging: str, follow: bool):
 
 def main(argv: list[str] | None = None) -> None:
     """Parse the command line, prepare the database, run the job."""
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--dsn", required=True, help="libpq connection string")
     ap.add_argument("--checkpoint", required=True, help="checkpoint directory")
     ap.add_argument("--staging", required=True, help="staging directory of the sink")

@@ -185,6 +185,7 @@ ALLOWED = {
     "io": {"base", "native", "progress", "dataflow", "operators", "runtime", "capture"},
     "tools": {"base", "native", "communication", "runtime", "eventlog"},
     "spark": {
+        "io",
         "base",
         "native",
         "progress",

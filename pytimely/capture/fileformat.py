@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 from typing import Any, Self
 
+from ..dataflow.operators.event import Messages
 from ..errors import CaptureError, CaptureFileExists
 from .frames import (
     DEFAULT_MAX_FRAME,
@@ -24,8 +25,10 @@ __all__ = [
     "FileReader",
     "FileWriter",
     "read_events",
+    "read_events_and_metadata",
     "read_header",
     "write_events",
+    "write_records_atomically",
 ]
 
 # --------------------------------------------------------------------------------------------
@@ -291,10 +294,34 @@ def write_events(
             w.push(ev)
 
 
+def write_records_atomically(
+    path: str, time: Any, records: list, metadata: dict, allow_pickle: bool = True
+) -> None:
+    """Write ``records`` as one message at ``time`` with user ``metadata`` to a new capture file
+    at ``path`` -- under a hidden temporary name first, renamed when complete, so that a file
+    that exists is whole (the folder is created if need be)."""
+    folder, name = os.path.split(path)
+    os.makedirs(folder, exist_ok=True)
+    temp = os.path.join(folder, f".{name}.tmp")
+    write_events(temp, [Messages(time, records)], allow_pickle=allow_pickle, metadata=metadata)
+    os.replace(temp, path)
+
+
 def read_events(path: str | os.PathLike, allow_pickle: bool = False) -> list:
     """Every event of a capture file (raises on truncation or corruption)."""
+    return read_events_and_metadata(path, allow_pickle)[0]
+
+
+def read_events_and_metadata(
+    path: str | os.PathLike, allow_pickle: bool = False
+) -> tuple[list, dict]:
+    """Every event of a capture file and the user metadata of its header (``{}`` if none):
+    what a file written with ``write_events(..., metadata=...)`` holds."""
     r = FileReader(path, allow_pickle=allow_pickle)
-    out: list = []
-    while not r.done:
-        out += r.poll()
-    return out
+    try:
+        out: list = []
+        while not r.done:
+            out += r.poll()
+        return out, (r.metadata or {}).get("user") or {}
+    finally:
+        r.close()

@@ -43,7 +43,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..capture.fileformat import FileReader, write_events
+from ..capture.fileformat import read_events_and_metadata, write_records_atomically
 from ..dataflow.operators.event import Messages
 from ..errors import TimelyError
 
@@ -154,10 +154,6 @@ class CheckpointStore:
         """Write worker ``worker``'s part of the checkpoint at ``epoch``: ``offsets[source]
         [partition]``, the sink descriptions ``staged[sink]`` it has not seen committed, and
         its state records."""
-        folder = self._epoch_dir(epoch)
-        os.makedirs(folder, exist_ok=True)
-        path = os.path.join(folder, f"part-{worker}.ckpt")
-        temp = os.path.join(folder, f".part-{worker}.ckpt.tmp")
         meta = {
             "checkpoint_version": CHECKPOINT_VERSION,
             "job": self.job,
@@ -166,8 +162,8 @@ class CheckpointStore:
             "workers": workers,
         }
         records = [("offsets", offsets), ("staged", staged), ("state", state)]
-        write_events(temp, [Messages(epoch, records)], allow_pickle=True, metadata=meta)
-        os.replace(temp, path)
+        path = os.path.join(self._epoch_dir(epoch), f"part-{worker}.ckpt")
+        write_records_atomically(path, epoch, records, meta)
 
     def try_commit(self, epoch: int, workers: int, final: bool = False) -> bool:
         """Commit the checkpoint at ``epoch`` if all ``workers`` parts are written, then retire
@@ -231,14 +227,7 @@ class CheckpointStore:
 
     def _read_part(self, path: str, epoch: int) -> list[tuple[str, Any]]:
         try:
-            reader = FileReader(path, allow_pickle=True)
-            try:
-                events: list[Any] = []
-                while not reader.done:
-                    events += reader.poll()
-                user = (reader.metadata or {}).get("user") or {}
-            finally:
-                reader.close()
+            events, user = read_events_and_metadata(path, allow_pickle=True)
         except (OSError, TimelyError) as exc:
             raise CheckpointError(f"checkpoint part {path} is unreadable: {exc}") from exc
         if user.get("checkpoint_version") != CHECKPOINT_VERSION or user.get("epoch") != epoch:

@@ -30,7 +30,7 @@ from typing import Any
 
 from ..errors import TimelyError
 from .api import PartitionReader, Sink, SinkWriter, Source
-from .staging import StagedFileWriter, discard_staged
+from .staging import StagedFileWriter, discard_staged, mark_sent, unsent
 
 try:
     import confluent_kafka as _ck
@@ -198,13 +198,10 @@ class KafkaSink(Sink):
 
     def publish(self, staged: Any) -> None:
         """Produce the staged file's records, then mark it sent (module docstring)."""
-        name = staged["file"]
-        path = os.path.join(self.staging, name)
-        sent = path + ".sent"
-        if os.path.exists(sent):
+        path = unsent(self.staging, staged, self.describe())
+        if path is None:
             return
-        if not os.path.exists(path):
-            raise TimelyError(f"{self.describe()}: staged file {path} is gone and was never sent")
+        name = staged["file"]
         producer = self._produce()
         failures: list[str] = []
 
@@ -231,7 +228,7 @@ class KafkaSink(Sink):
                 f"{self.describe()}: {remaining} records undelivered after {self.timeout} s"
                 + (f"; first error: {failures[0]}" if failures else "")
             )
-        os.replace(path, sent)
+        mark_sent(path)
 
     def discard(self, keep: Sequence[Any]) -> None:
         """Delete the staged files not in ``keep`` (sent ones stay as the record of it)."""

@@ -23,7 +23,7 @@ from typing import Any
 
 from ..errors import TimelyError
 from .api import Sink, SinkWriter
-from .staging import StagedFileWriter, discard_staged
+from .staging import StagedFileWriter, discard_staged, mark_sent, unsent
 
 try:
     import psycopg
@@ -33,7 +33,25 @@ except ImportError as exc:  # pragma: no cover - depends on the installation
         "pytimely.io.postgres needs psycopg: pip install 'pytimely[postgres]'"
     ) from exc
 
-__all__ = ["PostgresSink"]
+__all__ = ["PostgresSink", "connect"]
+
+
+def connect(dsn: str, timeout: float, who: str, autocommit: bool = False) -> Any:
+    """A psycopg connection to ``dsn``, retried with backoff for ``timeout`` seconds; then an
+    error naming ``who`` and the server's answer."""
+    deadline = time.monotonic() + timeout
+    delay = 0.05
+    while True:
+        try:
+            return psycopg.connect(dsn, autocommit=autocommit, connect_timeout=max(1, int(timeout)))
+        except psycopg.OperationalError as exc:
+            if time.monotonic() + delay > deadline:
+                raise TimelyError(
+                    f"{who}: cannot connect within {timeout} s: {str(exc).strip()}"
+                ) from exc
+            time.sleep(delay)
+            delay = min(1.0, delay * 2)
+
 
 MARKERS = "pytimely_published"
 
@@ -74,37 +92,18 @@ class PostgresSink(Sink):
             self.staging, f"{attempt}-w{index}", lambda r: json.dumps(list(row(r)))
         )
 
-    def _connect(self) -> Any:
-        """A connection, retried with backoff for ``connect_timeout`` seconds."""
-        deadline = time.monotonic() + self.connect_timeout
-        delay = 0.05
-        while True:
-            try:
-                return psycopg.connect(self.dsn, connect_timeout=max(1, int(self.connect_timeout)))
-            except psycopg.OperationalError as exc:
-                if time.monotonic() + delay > deadline:
-                    raise TimelyError(
-                        f"{self.describe()}: cannot connect within {self.connect_timeout} s: "
-                        f"{str(exc).strip()}"
-                    ) from exc
-                time.sleep(delay)
-                delay = min(1.0, delay * 2)
-
     def publish(self, staged: Any) -> None:
         """Copy the staged file's rows and record its name, in one transaction (skipped if
         the name is recorded already)."""
-        name = staged["file"]
-        path = os.path.join(self.staging, name)
-        sent = path + ".sent"
-        if os.path.exists(sent):
+        path = unsent(self.staging, staged, self.describe())
+        if path is None:
             return
-        if not os.path.exists(path):
-            raise TimelyError(f"{self.describe()}: staged file {path} is gone and was never sent")
+        name = staged["file"]
         copy = sql.SQL("COPY {} ({}) FROM STDIN").format(
             sql.Identifier(*self.table.split(".")),
             sql.SQL(", ").join(map(sql.Identifier, self.columns)),
         )
-        with self._connect() as conn:
+        with connect(self.dsn, self.connect_timeout, self.describe()) as conn:
             conn.execute(
                 f"CREATE TABLE IF NOT EXISTS {MARKERS} "
                 "(sink text, staged text, at timestamptz DEFAULT now(), PRIMARY KEY (sink, staged))"
@@ -120,7 +119,7 @@ class PostgresSink(Sink):
                     with conn.cursor().copy(copy) as rows, open(path, encoding="utf-8") as f:
                         for line in f:
                             rows.write_row(json.loads(line))
-        os.replace(path, sent)
+        mark_sent(path)
 
     def discard(self, keep: Sequence[Any]) -> None:
         """Delete the staged files not in ``keep`` (sent ones stay as the record of it)."""

@@ -25,11 +25,11 @@ committed before the reader opened.
 from __future__ import annotations
 
 import re
-import time
 from typing import Any
 
 from ..errors import TimelyError
 from .api import PartitionReader, Source
+from .postgres import connect
 
 try:
     import psycopg
@@ -169,22 +169,8 @@ class PostgresCdcSource(Source):
         return f"PostgreSQL CDC source {self.name!r} (slot {self.slot!r} at {self.dsn})"
 
     def connect(self) -> Any:
-        """An autocommit connection, retried with backoff for ``connect_timeout`` seconds."""
-        deadline = time.monotonic() + self.connect_timeout
-        delay = 0.05
-        while True:
-            try:
-                return psycopg.connect(
-                    self.dsn, autocommit=True, connect_timeout=max(1, int(self.connect_timeout))
-                )
-            except psycopg.OperationalError as exc:
-                if time.monotonic() + delay > deadline:
-                    raise TimelyError(
-                        f"{self.describe()}: cannot connect within {self.connect_timeout} s: "
-                        f"{str(exc).strip()}"
-                    ) from exc
-                time.sleep(delay)
-                delay = min(1.0, delay * 2)
+        """An autocommit connection (retried with backoff for ``connect_timeout`` seconds)."""
+        return connect(self.dsn, self.connect_timeout, self.describe(), autocommit=True)
 
     def partitions(self) -> list[str]:
         """One partition, the slot (created here if ``create_slot`` and missing)."""

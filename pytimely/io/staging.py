@@ -25,9 +25,10 @@ import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from ..errors import TimelyError
 from .api import SinkWriter
 
-__all__ = ["StagedFileWriter", "discard_staged"]
+__all__ = ["StagedFileWriter", "discard_staged", "mark_sent", "unsent"]
 
 
 class StagedFileWriter(SinkWriter):
@@ -82,3 +83,19 @@ def discard_staged(folder: str, keep: Sequence[Any], suffix: str = ".staged") ->
     for name in os.listdir(folder):
         if name.endswith(suffix) and name not in kept:
             os.remove(os.path.join(folder, name))
+
+
+def unsent(folder: str, staged: Any, who: str) -> str | None:
+    """The path of the staged file ``staged`` describes, or ``None`` if it was sent already
+    (:func:`mark_sent`); a file that is neither is an error naming ``who`` (lost output)."""
+    path = os.path.join(folder, staged["file"])
+    if os.path.exists(path + ".sent"):
+        return None
+    if not os.path.exists(path):
+        raise TimelyError(f"{who}: staged file {path} is gone and was never sent")
+    return path
+
+
+def mark_sent(path: str) -> None:
+    """Record that the staged file at ``path`` is published (renamed ``<path>.sent``)."""
+    os.replace(path, path + ".sent")

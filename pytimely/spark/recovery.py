@@ -41,24 +41,13 @@ import struct
 from collections.abc import Iterable
 
 from ..errors import CaptureError
+from ..io.checkpoint import atomic_write
 
 __all__ = ["InputLog", "atomic_write"]
 
 MAGIC = b"PTINLOG1"
 VERSION = 1
 _LEN = struct.Struct("<Q")
-
-
-def atomic_write(path: str, data: bytes) -> None:
-    """Write ``data`` to ``path`` whole or not at all (a hidden temporary file, renamed)."""
-    folder, name = os.path.split(path)
-    os.makedirs(folder, exist_ok=True)
-    temp = os.path.join(folder, f".{name}.tmp")
-    with open(temp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(temp, path)
 
 
 class InputLog:

@@ -28,7 +28,7 @@ import os
 import shutil
 from typing import Any
 
-from ..capture.fileformat import FileReader, write_events
+from ..capture.fileformat import read_events_and_metadata, write_records_atomically
 from ..dataflow.operators.event import Messages
 from ..dataflow.snapshot import partition
 from ..errors import CaptureError
@@ -62,31 +62,20 @@ class SnapshotStore:
         self, batch: int, worker: int, workers: int, records: list[tuple[str, Any, bytes]]
     ) -> str:
         """Write worker ``worker``'s state after ``batch``; returns the file's path."""
-        folder = self._batch_dir(batch)
-        os.makedirs(folder, exist_ok=True)
-        path = os.path.join(folder, f"part-{worker}.snapshot")
-        temp = os.path.join(folder, f".part-{worker}.snapshot.tmp")
         meta = {
             "snapshot_version": SNAPSHOT_VERSION,
             "batch": batch,
             "worker": worker,
             "workers": workers,
         }
-        write_events(temp, [Messages(batch, records)], allow_pickle=True, metadata=meta)
-        os.replace(temp, path)
+        path = os.path.join(self._batch_dir(batch), f"part-{worker}.snapshot")
+        write_records_atomically(path, batch, records, meta)
         return path
 
     @staticmethod
     def read_part(path: str) -> list[tuple[str, Any, bytes]]:
         """The records of a part file (checked: header, checksums, END, snapshot version)."""
-        reader = FileReader(path, allow_pickle=True)
-        try:
-            events: list[Any] = []
-            while not reader.done:
-                events += reader.poll()
-            user = (reader.metadata or {}).get("user") or {}
-        finally:
-            reader.close()
+        events, user = read_events_and_metadata(path, allow_pickle=True)
         version = user.get("snapshot_version")
         if version != SNAPSHOT_VERSION:
             raise SnapshotError(
