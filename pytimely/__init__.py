@@ -21,27 +21,12 @@ in ``dataflow.operators``), :mod:`pytimely.worker` (the step loop), :mod:`pytime
 
 import logging as _logging
 
+from . import dataflow as _dataflow
 from . import errors
-from .dataflow import (
-    ActivateCapability,
-    Activator,
-    Broadcast,
-    Capability,
-    CapabilityRef,
-    CapabilitySet,
-    CaptureHandle,
-    Exchange,
-    InputHandle,
-    LoopHandle,
-    Notificator,
-    OperatorBuilder,
-    OperatorInfo,
-    Pipeline,
-    ProbeHandle,
-    Scope,
-    Stream,
-    UnorderedHandle,
-)
+
+# The dataflow layer's names (Scope, Stream, the capabilities, pacts, builders and handles),
+# re-exported as its __all__ lists them.
+from .dataflow import *  # noqa: F403
 from .dataflow.operators.keyed import KeyedContext, StateStats
 from .execute import args, example, execute, execute_from_args
 from .order import Product, ProductSummary
@@ -78,24 +63,6 @@ __all__ = [
     "Product",
     "ProductSummary",
     "FrontierInterest",
-    "Scope",
-    "Stream",
-    "Capability",
-    "CapabilityRef",
-    "CapabilitySet",
-    "ActivateCapability",
-    "Pipeline",
-    "Exchange",
-    "Broadcast",
-    "OperatorBuilder",
-    "OperatorInfo",
-    "Activator",
-    "InputHandle",
-    "UnorderedHandle",
-    "ProbeHandle",
-    "CaptureHandle",
-    "LoopHandle",
-    "Notificator",
     "KeyedContext",
     "StateStats",
     "Tumbling",
@@ -103,3 +70,4 @@ __all__ = [
     "Session",
     "serve_dashboard",
 ]
+__all__ += _dataflow.__all__  # Scope, Stream, ...: the dataflow layer's own list

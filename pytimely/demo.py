@@ -27,7 +27,8 @@ On an embedded Spark (``local[workers + 2]``) the default workload, ``nexmark``,
 6. prints a summary table and where the files are (``summary.json`` holds it all).
 
 The NEXMark workload lives with NEXMark, in :mod:`pytimely.nexmark.workload`; this module is
-the harness (:class:`Context`, :func:`run_demo`) and the command line.  Workloads are
+the harness (:func:`run_demo`, which hands each workload a :class:`Context`: the
+:class:`~pytimely.nexmark.workload.RunContext` defined there) and the command line.  Workloads are
 pluggable (:data:`WORKLOADS`: anything with ``name``, ``summary``, ``rows``,
 ``epochs`` and ``run(ctx)``).  ``--workload wordcount`` runs the earlier demo, a keyed count per
 epoch checked against Spark's ``groupBy().count()`` (:class:`Workload`).
@@ -44,10 +45,10 @@ import shutil
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from .nexmark.workload import NEXMARK, NEXMARK_QUERIES, NexmarkWorkload
+from .nexmark.workload import NEXMARK, NEXMARK_QUERIES, NexmarkWorkload, RunContext
 from .spark.executor import worker_placement
 
 __all__ = [
@@ -63,37 +64,9 @@ __all__ = [
 ]
 
 
-@dataclass
-class Context:
-    """What a workload's ``run`` gets: the Spark session (``None`` in ``after_spark`` once
-    :func:`run_demo` stopped it), the (emptied) output directory, the number of workers, the
-    input size (``rows``, ``epochs``), ``say`` for progress lines, ``lap(name)`` to time its
-    stages (``timings``), and the port on which worker 0 serves the live dashboard while the
-    dataflow runs (``dashboard``, or None)."""
-
-    spark: Any
-    out: str
-    workers: int
-    rows: int
-    epochs: int
-    say: Callable[[str], Any]
-    dashboard: int | None = None
-    timings: dict[str, float] = field(default_factory=dict)
-    _mark: float = field(default_factory=time.perf_counter)
-
-    def lap(self, name: str) -> float:
-        """Record the time since the last lap as stage ``name``; returns it in seconds."""
-        now = time.perf_counter()
-        took = now - self._mark
-        self.timings[name] = self.timings.get(name, 0.0) + took
-        self._mark = now
-        return took
-
-    def announce_dashboard(self) -> None:
-        """Say where the live dashboard is, if one was asked for."""
-        if self.dashboard is not None:
-            where = f"http://127.0.0.1:{self.dashboard}/"
-            self.say(f"  dashboard {where} (worker 0, while the dataflow runs)")
+# The context a workload's ``run`` gets is defined beside the workload contract, where the NEXMark
+# workload (which does not import this harness) can name it.
+Context = RunContext
 
 
 def _timings_line(timings: dict[str, float], total: float) -> str:
@@ -425,6 +398,24 @@ def _ints(text: str) -> tuple[int, ...]:
     return tuple(int(float(x)) for x in text.replace(" ", "").split(",") if x and x != "none")
 
 
+# The NEXMark workload's numeric settings on the command line: option, type and help.  An
+# option's default is the workload's field of the same name (``--in-flight``: ``in_flight``),
+# which the option replaces.
+_NEXMARK_NUMBERS: tuple[tuple[str, type, str], ...] = (
+    ("--rate", int, "events per second of event time"),
+    ("--in-flight", int, "in-flight auctions (small: auctions close within seconds)"),
+    ("--generators", int, "generator streams = Spark tasks generating the events"),
+    ("--latency-seconds", float, "measured seconds per latency run"),
+    ("--latency-repeats", int, "runs per latency configuration (the table shows the median)"),
+)
+
+
+def _field(option: str) -> str:
+    """The workload field a command-line option sets (and the ``argparse`` destination):
+    ``--in-flight`` gives ``in_flight``."""
+    return option[2:].replace("-", "_")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the demo; ``argv`` are its options (None: all defaults, as ``pytimely demo``)."""
     parser = argparse.ArgumentParser(
@@ -488,49 +479,20 @@ def main(argv: list[str] | None = None) -> int:
         "--queries", default=",".join(NEXMARK.queries), help="queries to run (default all of q1-q8)"
     )
     nx.add_argument(
-        "--rate", type=int, default=NEXMARK.rate, help="events per second of event time"
-    )
-    nx.add_argument(
-        "--in-flight",
-        type=int,
-        default=NEXMARK.in_flight,
-        help="in-flight auctions (small: auctions close within seconds)",
-    )
-    nx.add_argument(
-        "--generators",
-        type=int,
-        default=NEXMARK.generators,
-        help="generator streams = Spark tasks generating the events",
-    )
-    nx.add_argument(
         "--latency-rates",
         default=",".join(str(r) for r in NEXMARK.latency_rates),
         help="offered events/s for the Q4/Q7 latency runs ('none': skip them)",
     )
-    nx.add_argument(
-        "--latency-seconds",
-        type=float,
-        default=NEXMARK.latency_seconds,
-        help="measured seconds per latency run",
-    )
-    nx.add_argument(
-        "--latency-repeats",
-        type=int,
-        default=NEXMARK.latency_repeats,
-        help="runs per latency configuration (the table shows the median)",
-    )
+    for option, kind, text in _NEXMARK_NUMBERS:
+        nx.add_argument(option, type=kind, default=getattr(NEXMARK, _field(option)), help=text)
     args = parser.parse_args([] if argv is None else argv)
     workload = WORKLOADS[args.workload]
     if isinstance(workload, NexmarkWorkload):
         workload = dataclasses.replace(
             workload,
             queries=tuple(q.strip().lower() for q in args.queries.split(",") if q.strip()),
-            rate=args.rate,
-            in_flight=args.in_flight,
-            generators=args.generators,
             latency_rates=_ints(args.latency_rates),
-            latency_seconds=args.latency_seconds,
-            latency_repeats=args.latency_repeats,
+            **{_field(option): getattr(args, _field(option)) for option, *_ in _NEXMARK_NUMBERS},
         )
     from pytimely.spark import SparkSetupError
 

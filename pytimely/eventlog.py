@@ -44,7 +44,10 @@ from __future__ import annotations
 
 import time as _time
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, NamedTuple, Protocol, overload, runtime_checkable
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, overload, runtime_checkable
+
+if TYPE_CHECKING:
+    from .progress.subgraph import BatchPush, EdgeEnd
 
 __all__ = [
     "OperatesEvent",
@@ -475,13 +478,8 @@ class EventLog:
             self._start_logging.append(start_logging)
 
     def edge(
-        self,
-        scope: tuple[int, ...],
-        index: int,
-        source: tuple[int, int],
-        target: tuple[int, int],
-        push: Callable[[Any, Any], None],
-    ) -> Callable[[Any, Any], None]:
+        self, scope: tuple[int, ...], index: int, source: EdgeEnd, target: EdgeEnd, push: BatchPush
+    ) -> BatchPush:
         """The instrumented replacement of the push of edge ``index`` of the scope at
         ``scope``, from ``(node, output)`` to ``(node, input)`` (node 0: the boundary).
 

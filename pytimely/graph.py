@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import html
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 __all__ = [
@@ -186,6 +186,35 @@ def _label(op_or_scope: dict[str, Any]) -> str:
     return f"{op_or_scope['name']} {tuple(op_or_scope['address'])}"
 
 
+def _dataflow_title(dataflow: dict[str, Any]) -> str:
+    return f"dataflow {dataflow['index']}: {dataflow['name']}"
+
+
+def _scope_lines(
+    description: dict[str, Any],
+    opening: Callable[[dict[str, Any], str], list[str]],
+    operator: Callable[[dict[str, Any]], str],
+    closing: str,
+) -> list[str]:
+    """The text lines that draw every dataflow's scopes, nested, in a text format (DOT,
+    Mermaid): per scope, ``opening(scope, title)``, then ``operator(op)`` for each of its
+    operators and its nested scopes drawn the same way one level deeper, then ``closing``.
+    Each level is indented two spaces more, a dataflow's top scope by two."""
+    lines: list[str] = []
+
+    def scope(s: dict[str, Any], indent: str, title: str) -> None:
+        lines.extend(indent + line for line in opening(s, title))
+        for op in s["operators"]:
+            lines.append(f"{indent}  {operator(op)}")
+        for inner in s["scopes"]:
+            scope(inner, indent + "  ", _label(inner))
+        lines.append(indent + closing)
+
+    for df in description["dataflows"]:
+        scope(df["scope"], "  ", _dataflow_title(df))
+    return lines
+
+
 # -- Graphviz -------------------------------------------------------------------------------
 
 
@@ -202,17 +231,15 @@ def to_dot(description: dict[str, Any]) -> str:
         '  edge [fontname="Helvetica", fontsize=10];',
     ]
 
-    def scope(s: dict[str, Any], indent: str, title: str) -> None:
-        lines.append(f"{indent}subgraph cluster_{node_id(s['address'])} {{")
-        lines.append(f'{indent}  label={_dot_quote(title)}; style=rounded; color="#8899aa";')
-        for op in s["operators"]:
-            lines.append(f"{indent}  {node_id(op['address'])} [label={_dot_quote(_label(op))}];")
-        for inner in s["scopes"]:
-            scope(inner, indent + "  ", _label(inner))
-        lines.append(f"{indent}}}")
-
-    for df in description["dataflows"]:
-        scope(df["scope"], "  ", f"dataflow {df['index']}: {df['name']}")
+    lines += _scope_lines(
+        description,
+        lambda s, title: [
+            f"subgraph cluster_{node_id(s['address'])} {{",
+            f'  label={_dot_quote(title)}; style=rounded; color="#8899aa";',
+        ],
+        lambda op: f"{node_id(op['address'])} [label={_dot_quote(_label(op))}];",
+        "}",
+    )
     for e in operator_edges(description):
         attrs = []
         if e["feedback"]:
@@ -240,16 +267,12 @@ def to_mermaid(description: dict[str, Any]) -> str:
     """A Mermaid ``flowchart LR``: nested scopes as subgraphs, feedback edges dotted."""
     lines = ["flowchart LR"]
 
-    def scope(s: dict[str, Any], indent: str, title: str) -> None:
-        lines.append(f"{indent}subgraph {node_id(s['address'])}s[{_mermaid_text(title)}]")
-        for op in s["operators"]:
-            lines.append(f"{indent}  {node_id(op['address'])}[{_mermaid_text(_label(op))}]")
-        for inner in s["scopes"]:
-            scope(inner, indent + "  ", _label(inner))
-        lines.append(f"{indent}end")
-
-    for df in description["dataflows"]:
-        scope(df["scope"], "  ", f"dataflow {df['index']}: {df['name']}")
+    lines += _scope_lines(
+        description,
+        lambda s, title: [f"subgraph {node_id(s['address'])}s[{_mermaid_text(title)}]"],
+        lambda op: f"{node_id(op['address'])}[{_mermaid_text(_label(op))}]",
+        "end",
+    )
     for e in operator_edges(description):
         a, b = node_id(e["source"]), node_id(e["target"])
         if e["feedback"]:
@@ -280,8 +303,7 @@ def layout(description: dict[str, Any]) -> dict[str, Any]:
     y = 10.0
     width = 0.0
     for df in description["dataflows"]:
-        title = f"dataflow {df['index']}: {df['name']}"
-        w, h = _place(df["scope"], title, 10.0, y, nodes, frames)
+        w, h = _place(df["scope"], _dataflow_title(df), 10.0, y, nodes, frames)
         y += h + 20
         width = max(width, w + 20)
     return {"nodes": nodes, "frames": frames, "width": width or 200, "height": y}

@@ -39,6 +39,7 @@ import pickle
 import struct
 import sys
 from array import array
+from collections.abc import Callable
 from typing import Any
 
 from ..dataflow.operators.event import batch_kind
@@ -172,6 +173,21 @@ def _pickled(v: Any, what: str, supported: str, tag: int, out: bytearray, allow:
     return True
 
 
+def _unsigned_reader(layout: struct.Struct) -> Callable[[_Cursor], int]:
+    """A :class:`_Cursor` method reading one little-endian unsigned integer of ``layout``
+    (bounds-checked); a function made per width, so a read costs one call, not two."""
+    size, unpack = layout.size, layout.unpack_from
+
+    def read(self: _Cursor) -> int:
+        p = self.pos
+        if p + size > self.end:
+            raise CodecError("value runs past the end of the frame body")
+        self.pos = p + size
+        return unpack(self.buf, p)[0]
+
+    return read
+
+
 class _Cursor:
     """Bounds-checked reads from a bytes-like object holding exactly the bytes to decode."""
 
@@ -200,19 +216,8 @@ class _Cursor:
         self.pos = p + 1
         return self.buf[p]
 
-    def u32(self) -> int:
-        p = self.pos
-        if p + 4 > self.end:
-            raise CodecError("value runs past the end of the frame body")
-        self.pos = p + 4
-        return _U32.unpack_from(self.buf, p)[0]
-
-    def u64(self) -> int:
-        p = self.pos
-        if p + 8 > self.end:
-            raise CodecError("value runs past the end of the frame body")
-        self.pos = p + 8
-        return _U64.unpack_from(self.buf, p)[0]
+    u32 = _unsigned_reader(_U32)
+    u64 = _unsigned_reader(_U64)
 
     def count(self, min_item_size: int = 1) -> int:
         n = self.u32()
@@ -275,15 +280,20 @@ def _dec(buf: Any, p: int, depth: int, allow_pickle: bool) -> tuple[Any, int]:
         a, p = _dec(buf, p, depth + 1, allow_pickle)
         b, p = _dec(buf, p, depth + 1, allow_pickle)
         return Product(a, b), p
-    if tag == T_BYTES or tag == T_BIGINT:
+    if tag == T_BYTES or tag == T_BIGINT or tag == T_PICKLE:  # a length, then that many bytes
         n = _unpack_I(buf, p)[0]
         p += 4
         q = p + n
         if q > len(buf):
-            raise CodecError("value runs past the end of the frame body")
+            what = "pickle" if tag == T_PICKLE else "value"
+            raise CodecError(f"{what} runs past the end of the frame body")
         if tag == T_BYTES:
             return bytes(buf[p:q]), q
-        return int.from_bytes(buf[p:q], "little", signed=True), q
+        if tag == T_BIGINT:
+            return int.from_bytes(buf[p:q], "little", signed=True), q
+        if not allow_pickle:
+            raise CodecError("pickled value found but allow_pickle is False")
+        return _unpickle(buf[p:q]), q
     if tag == T_DICT:
         n = _unpack_I(buf, p)[0]
         p += 4
@@ -317,15 +327,6 @@ def _dec(buf: Any, p: int, depth: int, allow_pickle: bool) -> tuple[Any, int]:
         if q > len(buf):
             raise CodecError("numpy scalar runs past the end of the frame body")
         return np.frombuffer(bytes(buf[p:q]), dtype=dt)[0], q
-    if tag == T_PICKLE:
-        n = _unpack_I(buf, p)[0]
-        p += 4
-        q = p + n
-        if q > len(buf):
-            raise CodecError("pickle runs past the end of the frame body")
-        if not allow_pickle:
-            raise CodecError("pickled value found but allow_pickle is False")
-        return _unpickle(buf[p:q]), q
     raise CodecError(f"unknown value tag 0x{tag:02x}")
 
 
@@ -377,29 +378,16 @@ def encode_batch(batch: Any, out: bytearray, allow_pickle: bool = False) -> bool
                 except OverflowError:
                     a = None
                 if a is not None:
-                    if not _LITTLE:
-                        a.byteswap()
-                    out.append(B_I64)
-                    out += _U32.pack(n)
-                    out += a.tobytes()
+                    _append_array(out, B_I64, a)
                     return False
             elif first is float and all(type(x) is float for x in batch):
-                a = array("d", batch)
-                if not _LITTLE:
-                    a.byteswap()
-                out.append(B_F64)
-                out += _U32.pack(n)
-                out += a.tobytes()
+                _append_array(out, B_F64, array("d", batch))
                 return False
             elif first is str and all(type(x) is str for x in batch):
                 bs = [s.encode("utf-8", "surrogatepass") for s in batch]
                 lens = array("I", [len(b) for b in bs])
                 if lens.itemsize == 4:
-                    if not _LITTLE:
-                        lens.byteswap()
-                    out.append(B_STR)
-                    out += _U32.pack(n)
-                    out += lens.tobytes()
+                    _append_array(out, B_STR, lens)  # the lengths, then the UTF-8 bytes
                     out += b"".join(bs)
                     return False
         out.append(B_LIST)
@@ -430,6 +418,17 @@ def encode_batch(batch: Any, out: bytearray, allow_pickle: bool = False) -> bool
         "batches are lists, numpy arrays or pyarrow RecordBatch/Table (or pass allow_pickle=True)"
     )
     return _pickled(batch, "batch", supported, B_PICKLE, out, allow_pickle)
+
+
+def _append_array(out: bytearray, codec: int, values: array) -> None:
+    """Append the codec byte ``codec``, the item count and ``values`` as little-endian bytes
+    (the layout of the I64, F64 and STR batches; ``values`` is byte-swapped in place on a
+    big-endian machine)."""
+    if not _LITTLE:
+        values.byteswap()
+    out.append(codec)
+    out += _U32.pack(len(values))
+    out += values.tobytes()
 
 
 def _encode_numpy(a: Any, out: bytearray, allow_pickle: bool) -> bool:

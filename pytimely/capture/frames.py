@@ -300,6 +300,27 @@ def decode_body(ftype: int, body: Any, allow_pickle: bool = False) -> Any:
 # Incremental parsing (shared by file and stream readers and by the append scan)
 
 
+def _header_metadata(raw: bytes, version: int) -> tuple[dict, str | None]:
+    """The JSON metadata ``raw`` of a header in format ``version``, and what is wrong with it
+    (None when nothing is): not JSON, not an object, another version, or a batch codec this
+    pytimely does not read."""
+    try:
+        meta = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as e:
+        return {}, f"header metadata is not valid JSON ({e})"
+    if not isinstance(meta, dict):
+        return {}, "header metadata is not a JSON object"
+    if meta.get("version", version) != version:
+        return meta, (
+            f"header metadata version {meta.get('version')!r} differs from the format "
+            f"version {version} (corrupt or foreign header)"
+        )
+    if meta.get("batch_codec", BATCH_CODEC) != BATCH_CODEC:
+        codec = meta.get("batch_codec")
+        return meta, f"unknown batch codec {codec!r} (this pytimely reads {BATCH_CODEC!r})"
+    return meta, None
+
+
 class Parser:
     """Turns a growing byte buffer into events; never reads past what it was fed."""
 
@@ -371,27 +392,9 @@ class Parser:
         if flags != 0:
             self._fail(self.offset + 10, f"unknown header flags 0x{flags:04x}")
             return False
-        try:
-            meta = json.loads(raw.decode("utf-8"))
-        except (UnicodeDecodeError, ValueError) as e:
-            self._fail(self.offset + HEADER_SIZE, f"header metadata is not valid JSON ({e})")
-            return False
-        if not isinstance(meta, dict):
-            self._fail(self.offset + HEADER_SIZE, "header metadata is not a JSON object")
-            return False
-        if meta.get("version", version) != version:
-            self._fail(
-                self.offset + HEADER_SIZE,
-                f"header metadata version {meta.get('version')!r} differs from the format "
-                f"version {version} (corrupt or foreign header)",
-            )
-            return False
-        if meta.get("batch_codec", BATCH_CODEC) != BATCH_CODEC:
-            self._fail(
-                self.offset + HEADER_SIZE,
-                f"unknown batch codec {meta.get('batch_codec')!r} (this pytimely reads "
-                f"{BATCH_CODEC!r})",
-            )
+        meta, problem = _header_metadata(raw, version)
+        if problem is not None:
+            self._fail(self.offset + HEADER_SIZE, problem)
             return False
         self.metadata = meta
         self.version = version

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
-from typing import Any
+from typing import Any, Unpack
 
 from ..dataflow.idioms import MinToken
 from ..dataflow.operators.generic import (
@@ -16,12 +16,10 @@ from ..dataflow.operators.generic import (
 )
 from ..dataflow.operators.notify import binary_notify, unary_notify
 from ..dataflow.operators.watermarks import (
-    WatermarkProbe,
-    WatermarkStats,
     WStream,
 )
 from ..dataflow.pacts import Exchange
-from .blocks import IF_CAP, INF, first, fmin, on_watermarks, per_batch
+from .blocks import IF_CAP, INF, IdiomOptions, by_idiom, first, fmin, per_batch
 from .events import auctions_of, bids_of
 from .reference import Q6_HISTORY
 
@@ -326,32 +324,36 @@ def _ordered_apply_notify(
 # Q4
 
 
-def q4(
-    scope: Any,
-    events: Any,
-    idiom: str = "tokens",
-    notify_per_call: int | None = None,
-    watermark_stats: WatermarkStats | None = None,
-    watermark_probe: WatermarkProbe | None = None,
-) -> Any:
+def q4(scope: Any, events: Any, idiom: str = "tokens", **options: Unpack[IdiomOptions]) -> Any:
     """Average closing price per category (running, over all auctions closed so far):
     ``(expires, auction, category, avg)`` per closed auction, in ``(expires, auction)`` order
     per category, once the frontier is strictly past ``expires``.
 
     Dataflow: bids and auctions exchanged by auction id into the closing operator; closings
-    exchanged by category into the averaging operator.
+    exchanged by category into the averaging operator.  ``idiom``: ``"tokens"``,
+    ``"notifications"`` or ``"watermarks"``, with the ``options`` of :class:`.IdiomOptions`.
     """
-    if idiom == "tokens":
-        closings = closed_auctions(scope, events, "tokens")
-        return _ordered_apply(closings, 2, _RunningAverage(), "Q4 Average")
-    if idiom == "notifications":
-        closings = closed_auctions(scope, events, "notifications", notify_per_call)
-        return _ordered_apply_notify(
-            closings, 2, _RunningAverage(), "Q4 Average (notify)", notify_per_call
-        )
-    if idiom == "watermarks":
-        return on_watermarks(events, "Q4", _q4_watermarks, watermark_stats, watermark_probe)
-    raise ValueError(f"q4: unknown idiom {idiom!r}")
+    return by_idiom(
+        "q4",
+        events,
+        idiom,
+        options,
+        tokens=lambda: _q4_tokens(scope, events),
+        notifications=lambda per_call: _q4_notifications(scope, events, per_call),
+        watermarks=_q4_watermarks,
+    )
+
+
+def _q4_tokens(scope: Any, events: Any) -> Any:
+    """Q4 with timestamp tokens: closings averaged in canonical order."""
+    closings = closed_auctions(scope, events, "tokens")
+    return _ordered_apply(closings, 2, _RunningAverage(), "Q4 Average")
+
+
+def _q4_notifications(scope: Any, events: Any, per_call: int | None) -> Any:
+    """Q4 with Naiad-style notifications (at most ``per_call`` delivered per invocation)."""
+    closings = closed_auctions(scope, events, "notifications", per_call)
+    return _ordered_apply_notify(closings, 2, _RunningAverage(), "Q4 Average (notify)", per_call)
 
 
 def _q4_watermarks(ws: WStream) -> WStream:

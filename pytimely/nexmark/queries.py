@@ -65,7 +65,7 @@ from __future__ import annotations
 import heapq
 from collections import Counter
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Unpack
 
 import numpy as np
 
@@ -76,39 +76,23 @@ from ..dataflow.operators.generic import (
 )
 from ..dataflow.operators.notify import unary_notify
 from ..dataflow.operators.watermarks import (
-    WatermarkProbe,
-    WatermarkStats,
     WStream,
 )
 from ..dataflow.pacts import Exchange, Pipeline
 from ..windows import Sliding, Tumbling
 from .auctions import closed_auctions, q4, q6
-from .blocks import IF_CAP, INF, first, fmin, on_watermarks, per_batch, third
+from .blocks import IF_CAP, INF, IdiomOptions, by_idiom, first, fmin, per_batch, third
 from .events import auctions_of, bid_columns, event_rows, persons_of
 from .generator import Bid, EventBatch
 from .reference import Q3_CATEGORY, Q3_STATES, Q5_SLIDE, Q5_WINDOW, Q7_WINDOW, Q8_WINDOW
-
-__all__ = [
-    "IDIOMS",
-    "QUERIES",
-    "build_query",
-    "closed_auctions",
-    "q0",
-    "q1",
-    "q2",
-    "q3",
-    "q4",
-    "q5",
-    "q6",
-    "q7",
-    "q8",
-]
 
 QUERIES = ("q0", "q1", "q2", "q3", "q4", "q5", "q6", "q7", "q8")
 IDIOMS: dict[str, tuple[str, ...]] = {q: ("tokens",) for q in QUERIES}
 IDIOMS["q4"] = ("tokens", "notifications", "watermarks")
 IDIOMS["q5"] = IDIOMS["q8"] = ("tokens", "library")
 IDIOMS["q7"] = ("tokens", "notifications", "watermarks", "library")
+
+__all__ = ["IDIOMS", "QUERIES", "build_query", "closed_auctions", *QUERIES]  # and q0 .. q8
 
 # ---------------------------------------------------------------------------------------------
 # Building blocks
@@ -457,14 +441,7 @@ class _WindowMax:
         return out
 
 
-def q7(
-    scope: Any,
-    events: Any,
-    idiom: str = "tokens",
-    notify_per_call: int | None = None,
-    watermark_stats: WatermarkStats | None = None,
-    watermark_probe: WatermarkProbe | None = None,
-) -> Any:
+def q7(scope: Any, events: Any, idiom: str = "tokens", **options: Unpack[IdiomOptions]) -> Any:
     """Highest bid: per 10 s tumbling window ``[e - 10 s, e)`` with bids, ``(e, max price)``
     once the frontier reaches ``e``.
 
@@ -479,16 +456,19 @@ def q7(
     * Notifications: one per window per stage, at ``e - 1``; stage 2 emits at ``e``.
     * Watermarks: windows fire when the watermark reaches ``e``.
     * Library: :func:`_q7_library`.
+
+    The ``options`` are those of :class:`.IdiomOptions`.
     """
-    if idiom == "tokens":
-        return _q7_tokens(events)
-    if idiom == "notifications":
-        return _q7_notifications(events, notify_per_call)
-    if idiom == "watermarks":
-        return on_watermarks(events, "Q7", _q7_watermarks, watermark_stats, watermark_probe)
-    if idiom == "library":
-        return _q7_library(events)
-    raise ValueError(f"q7: unknown idiom {idiom!r}")
+    return by_idiom(
+        "q7",
+        events,
+        idiom,
+        options,
+        tokens=lambda: _q7_tokens(events),
+        notifications=lambda per_call: _q7_notifications(events, per_call),
+        watermarks=_q7_watermarks,
+        library=lambda: _q7_library(events),
+    )
 
 
 def _q7_tokens(events: Any) -> Any:

@@ -197,16 +197,19 @@ def arrow_to_events(data: Any) -> EventBatch:
         raise ValueError("NEXMark event table: kind must be 0 (person), 1 (auction) or 2 (bid)")
     dt = _ints(data.column("date_time"), "date_time")
 
-    def part(column: str, k: int) -> tuple[np.ndarray, Any]:
+    def part(column: str, k: int, event: str) -> tuple[np.ndarray, Any]:
+        """The rows of kind ``k`` and their ``column`` struct, which none of them may lack
+        (``event`` names such a row in the error: "a person event")."""
         rows = np.flatnonzero(kind == k)
-        return rows, data.column(column).take(pa.array(rows))
+        struct = data.column(column).take(pa.array(rows))
+        if struct.null_count:
+            raise ValueError(f"NEXMark event table: {event} has no {column}")
+        return rows, struct
 
     def field(struct: Any, name: str) -> Any:
         return pc.struct_field(struct, name)
 
-    rows, s = part("person", PERSON)
-    if s.null_count:
-        raise ValueError("NEXMark event table: a person event has no person")
+    rows, s = part("person", PERSON, "a person event")
     persons = PersonColumns(
         en[rows],
         _ints(field(s, "id"), "person.id"),
@@ -214,18 +217,14 @@ def arrow_to_events(data: Any) -> EventBatch:
         _codes(field(s, "state"), STATES, "person.state"),
         dt[rows],
     )
-    rows, s = part("auction", AUCTION)
-    if s.null_count:
-        raise ValueError("NEXMark event table: an auction event has no auction")
+    rows, s = part("auction", AUCTION, "an auction event")
     auctions = AuctionColumns(
         en[rows],
         *[_ints(field(s, f), f"auction.{f}") for f in ("id", "initial_bid", "reserve")],
         dt[rows],
         *[_ints(field(s, f), f"auction.{f}") for f in ("expires", "seller", "category")],
     )
-    rows, s = part("bid", BID)
-    if s.null_count:
-        raise ValueError("NEXMark event table: a bid event has no bid")
+    rows, s = part("bid", BID, "a bid event")
     bids = BidColumns(
         en[rows],
         *[_ints(field(s, f), f"bid.{f}") for f in ("auction", "bidder", "price")],

@@ -4,8 +4,8 @@ Spark checks them against the batch reference, and the open-loop latency of Q4 a
 measured once Spark has stopped (the steps are those of :mod:`pytimely.demo`'s docstring).
 
 The demo's harness hands :meth:`NexmarkWorkload.run` a context (:class:`RunContext`: the Spark
-session, the output directory, the sizes, ``say`` and ``lap``); this module does not import the
-harness.
+session, the output directory, the sizes, ``say`` and ``lap``), the one defined here: this
+module does not import the harness.
 """
 
 from __future__ import annotations
@@ -14,16 +14,22 @@ import json
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any, Protocol
+from dataclasses import dataclass, field
+from typing import Any
 
 from ..spark.executor import worker_placement
 
 __all__ = ["NEXMARK", "NEXMARK_QUERIES", "NexmarkWorkload", "RunContext"]
 
 
-class RunContext(Protocol):
-    """What a workload's ``run`` gets from the demo's harness (``pytimely.demo.Context``)."""
+@dataclass
+class RunContext:
+    """What a workload's ``run`` gets from the demo's harness (:func:`pytimely.demo.run_demo`,
+    which calls it ``Context``): the Spark session (``None`` in ``after_spark`` once the harness
+    stopped it), the (emptied) output directory, the number of workers, the input size
+    (``rows``, ``epochs``), ``say`` for progress lines, ``lap(name)`` to time its stages
+    (``timings``), and the port on which worker 0 serves the live dashboard while the dataflow
+    runs (``dashboard``, or None)."""
 
     spark: Any
     out: str
@@ -31,16 +37,23 @@ class RunContext(Protocol):
     rows: int
     epochs: int
     say: Callable[[str], Any]
-    dashboard: int | None
-    timings: dict[str, float]
+    dashboard: int | None = None
+    timings: dict[str, float] = field(default_factory=dict)
+    _mark: float = field(default_factory=time.perf_counter)
 
     def lap(self, name: str) -> float:
         """Record the time since the last lap as stage ``name``; returns it in seconds."""
-        ...
+        now = time.perf_counter()
+        took = now - self._mark
+        self.timings[name] = self.timings.get(name, 0.0) + took
+        self._mark = now
+        return took
 
     def announce_dashboard(self) -> None:
         """Say where the live dashboard is, if one was asked for."""
-        ...
+        if self.dashboard is not None:
+            where = f"http://127.0.0.1:{self.dashboard}/"
+            self.say(f"  dashboard {where} (worker 0, while the dataflow runs)")
 
 
 NEXMARK_QUERIES: dict[str, str] = {

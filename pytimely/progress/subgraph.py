@@ -64,7 +64,12 @@ from .change_batch import ChangeBatch
 from .operate import FrontierInterest, Operate, SharedProgress
 from .reachability import Tracker
 
-__all__ = ["Subgraph", "SubgraphObserver"]
+__all__ = ["BatchPush", "EdgeEnd", "Subgraph", "SubgraphObserver"]
+
+#: Where an edge delivers its batches: ``push(time, batch)``.
+BatchPush = Callable[[Any, Any], None]
+#: One end of an edge inside a scope: ``(child index, port)``, child 0 being the scope boundary.
+EdgeEnd = tuple[int, int]
 
 _ALWAYS = FrontierInterest.ALWAYS
 # Passes over the activated children per schedule(): each child runs at most once per pass, in
@@ -656,13 +661,8 @@ class SubgraphObserver(Protocol):
         ...
 
     def edge(
-        self,
-        scope: tuple[int, ...],
-        index: int,
-        source: tuple[int, int],
-        target: tuple[int, int],
-        push: Callable[[Any, Any], None],
-    ) -> Callable[[Any, Any], None]:
+        self, scope: tuple[int, ...], index: int, source: EdgeEnd, target: EdgeEnd, push: BatchPush
+    ) -> BatchPush:
         """The function to push edge ``index``'s batches into instead of ``push``."""
         ...
 

@@ -25,12 +25,13 @@ authenticated peer), then raw payload bytes (Arrow IPC).
 
 from __future__ import annotations
 
+import functools
 import pickle
 import socket
 import struct
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from ..communication.handshake import accept_handshake, connect_handshake
@@ -93,6 +94,12 @@ def recv_frame(sock: socket.socket) -> tuple[Any, bytearray] | None:
     if payload is None:
         raise CommunicationError("connection closed in the middle of a frame")
     return pickle.loads(head), payload
+
+
+def _frames(sock: socket.socket) -> Iterator[tuple[Any, bytearray]]:
+    """The frames ``sock`` receives, each ``(header, payload)``, until the peer ends the stream
+    cleanly: :func:`recv_frame` called until it returns None (its errors propagate)."""
+    return iter(functools.partial(recv_frame, sock), None)
 
 
 def _connect(
@@ -222,11 +229,7 @@ class Coordinator:
             return
         (i,) = index
         try:
-            while True:
-                frame = recv_frame(sock)
-                if frame is None:
-                    break
-                header, payload = frame
+            for header, payload in _frames(sock):
                 self._record(i, header)
                 if self._on_message is not None:
                     self._on_message(i, header, payload)
@@ -362,11 +365,7 @@ class ControlClient:
     def _read(self) -> None:
         reason = "the driver closed the control connection"
         try:
-            while True:
-                frame = recv_frame(self._sock)
-                if frame is None:
-                    break
-                header, _payload = frame
+            for header, _payload in _frames(self._sock):
                 if self._on_message is not None:
                     self._on_message(header)
         except (OSError, CommunicationError) as exc:
@@ -437,11 +436,7 @@ class FeedListener:
             sock.close()
             return
         try:
-            while True:
-                frame = recv_frame(sock)
-                if frame is None:
-                    break
-                header, payload = frame
+            for header, payload in _frames(sock):
                 if header[0] == "data":
                     self._on_batch(int(header[1]), payload)
             send_frame(sock, ("ack",))
