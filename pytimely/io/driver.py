@@ -26,10 +26,11 @@ restores the operators' state partitioned by key for the new workers, reopens ev
 partition at its offset, and carries on from epoch ``T``.  Readers of the sinks therefore see
 every result exactly once.  Without ``checkpoint`` the job publishes at the end only.
 
-The timestamps are the epochs: event time belongs in the records (``window_count(...,
-event_time=f)``).  Exactly-once needs deterministic sources (a partition reread from an offset
-returns the same records) and a deterministic dataflow per key; output that depends on the
-order of records from different workers may differ between a run and its replay, but is
+The timestamps are the epochs, or event time with :func:`read`'s ``event_time=`` (then the
+input's time is the watermark, and checkpoints fall on multiples of ``snapshot_every`` event-
+time units from ``start``). Exactly-once needs deterministic sources (a partition reread from
+an offset returns the same records) and a deterministic dataflow per key; output that depends
+on the order of records from different workers may differ between a run and its replay, but is
 still written once.
 
 >>> import pytimely as pt, tempfile, json, os
@@ -81,6 +82,8 @@ class _Reading:
 
     source: Source
     handle: Any  # InputHandle
+    event_time: Callable[[Any], int] | None = None
+    delay: int = 0
     readers: dict[str, PartitionReader] = field(default_factory=dict)
 
 
@@ -118,16 +121,31 @@ def _building(what: str) -> _Building:
     return building
 
 
-def read(scope: Any, source: Source) -> Any:
-    """A stream of ``source``'s records at the epoch they were read in (module docstring)."""
+def read(
+    scope: Any,
+    source: Source,
+    *,
+    event_time: Callable[[Any], int] | None = None,
+    delay: int = 0,
+) -> Any:
+    """A stream of ``source``'s records at the epoch they were read in (module docstring).
+
+    With ``event_time=f`` (an int per record) the job's timestamps are *event time*: a worker's
+    records enter at its watermark -- the least over its partitions of the greatest event time
+    read from each, minus ``delay`` -- which the windows' ``event_time=`` modes read as theirs
+    (a record more than ``delay`` out of order is late for them). Then ``snapshot_every``
+    counts event-time units between checkpoints. A worker whose partitions stay idle holds the
+    watermark of the whole job where its last record left it."""
     building = _building("read")
     if any(r.source.name == source.name for r in building.readings):
         raise TimelyError(
             f"two sources of this job are both named {source.name!r}: their offsets would "
             "mix in the checkpoint; give each a name (source.name = ...)"
         )
+    if delay < 0:
+        raise ValueError(f"read(): delay must be at least 0, not {delay}")
     handle, stream = scope.new_input()
-    building.readings.append(_Reading(source, handle))
+    building.readings.append(_Reading(source, handle, event_time, delay))
     return stream
 
 
@@ -171,7 +189,8 @@ def job(
     *,
     checkpoint: str | None = None,
     name: str | None = None,
-    snapshot_every: int = 10,
+    snapshot_every: int | None = None,
+    start: int | None = None,
     epoch_seconds: float = 0.1,
     epoch_records: int = 100_000,
     read_batch: int = 1_000,
@@ -180,17 +199,23 @@ def job(
     """``fn(worker)`` for ``pt.execute`` / ``ps.run`` that runs ``build`` as a job (module
     docstring).  ``checkpoint``: a directory for checkpoints (``None``: none; results are
     published at the end).  ``name``: the job's name, checked against the checkpoint's
-    (default: ``build``'s qualified name).  ``snapshot_every``: epochs between checkpoints;
+    (default: ``build``'s qualified name).  ``snapshot_every``: epochs between checkpoints
+    (default 10), or event-time units with :func:`read`'s ``event_time=`` (then required,
+    with ``start``: the event time the job's first run starts at, before its first record);
     ``epoch_seconds`` / ``epoch_records``: when an epoch ends; ``read_batch``: records per
     read call.  ``timeout``: seconds a checkpoint may wait for the other workers."""
-    if snapshot_every < 1 or epoch_seconds <= 0 or epoch_records < 1 or read_batch < 1:
+    if (
+        (snapshot_every is not None and snapshot_every < 1)
+        or epoch_seconds <= 0
+        or (epoch_records < 1 or read_batch < 1)
+    ):
         raise ValueError(
             "job(): snapshot_every, epoch_seconds, epoch_records and read_batch must be positive"
         )
     job_name = name or getattr(build, "__qualname__", "job")
 
     def run(worker: Any) -> JobReport:
-        return _Job(worker, build, checkpoint, job_name, snapshot_every, epoch_seconds,
+        return _Job(worker, build, checkpoint, job_name, snapshot_every, start, epoch_seconds,
                     epoch_records, read_batch, timeout).run()  # fmt: skip
 
     return run
@@ -205,7 +230,8 @@ class _Job:
         build: Callable[[Any], Any],
         checkpoint: str | None,
         name: str,
-        snapshot_every: int,
+        snapshot_every: int | None,
+        start: int | None,
         epoch_seconds: float,
         epoch_records: int,
         read_batch: int,
@@ -214,7 +240,9 @@ class _Job:
         self.worker = worker
         self.build = build
         self.store = CheckpointStore(checkpoint, name) if checkpoint is not None else None
-        self.snapshot_every = snapshot_every
+        self.snapshot_every_given = snapshot_every
+        self.snapshot_every = snapshot_every if snapshot_every is not None else 10
+        self.start = start
         self.epoch_seconds = epoch_seconds
         self.epoch_records = epoch_records
         self.read_batch = read_batch
@@ -226,6 +254,10 @@ class _Job:
         self.pending: dict[str, list[Any]] = collections.defaultdict(list)
         self.written: tuple[int, dict[str, int]] | None = None
         self.written_offsets: dict[str, dict[str, Any]] = {}
+        # Event time only: the input's next time, and per partition reader the greatest event
+        # time read from it minus the delay (see _advance_watermark).
+        self.watermark: int | None = None
+        self.partition_marks: dict[PartitionReader, int] = {}
         self.building = _Building(worker.index, worker.peers, f"{uuid.uuid4().hex[:12]}")
 
     # -- start ---------------------------------------------------------------------------------
@@ -279,7 +311,17 @@ class _Job:
         if worker.index == 0:
             self._clean_up(restored)
         barrier(worker, timeout=self.timeout)  # nobody stages before the clean-up is done
-        epoch = restored.epoch if restored is not None else 0
+        epoch = restored.epoch if restored is not None else self.start
+        if any(r.event_time is not None for r in self.building.readings):
+            self.watermark = epoch  # event time: the input's time follows what is read
+            if self.store is not None and (self.snapshot_every_given is None or epoch is None):
+                raise ValueError(
+                    "job(): with read(..., event_time=) and a checkpoint, give snapshot_every "
+                    "in event-time units (e.g. 10_000: every 10 s of millisecond times) and "
+                    "start, the event time the job starts at (every worker must count its "
+                    "checkpoints from the same time)"
+                )
+        epoch = epoch or 0
         offsets = restored.offsets if restored is not None else {}
         for reading in self.building.readings:
             done = offsets.get(reading.source.name, {})
@@ -308,18 +350,43 @@ class _Job:
             exhausted = self._read_epoch()
             if exhausted:
                 break
-            epoch += 1
             self.report.epochs += 1
-            for reading in readings:
-                reading.handle.advance_to(epoch)
-            if self.store is not None and epoch % self.snapshot_every == 0:
-                self._checkpoint(epoch)
+            self._advance_watermark()
+            if self.watermark is None:  # ingestion epochs
+                epoch += 1
+                for reading in readings:
+                    reading.handle.advance_to(epoch)
+                if self.store is not None and epoch % self.snapshot_every == 0:
+                    self._checkpoint(epoch)
+                continue
+            # Event time: every checkpoint boundary the watermark passed, in order (nothing
+            # read so far is at or after the first of them: it all went in at ``epoch``).
+            every = self.snapshot_every
+            boundary = (epoch // every + 1) * every
+            while self.store is not None and self.watermark >= boundary:  # each, in turn
+                for reading in readings:
+                    reading.handle.advance_to(boundary)
+                self._checkpoint(boundary)
+                epoch, boundary = boundary, boundary + every
+            if self.watermark > epoch:
+                epoch = self.watermark
+                for reading in readings:
+                    reading.handle.advance_to(epoch)
         for reading in readings:
             reading.handle.close()
         worker.run()
         self._checkpoint(final, drained=True)
         for w in self.building.writings:
             w.writer.close()
+
+    def _advance_watermark(self) -> None:
+        """Event time: the watermark rises to the least of the partitions' marks (each the
+        greatest event time read from it minus the delay), over the partitions that are not
+        exhausted and have given a record: a partition that lags holds it back, so that its
+        records are not late because another partition ran ahead."""
+        live = [mark for reader, mark in self.partition_marks.items() if not reader.exhausted()]
+        if live and self.watermark is not None and min(live) > self.watermark:
+            self.watermark = min(live)
 
     def _read_epoch(self) -> bool:
         """Read for one epoch; returns whether every reader is exhausted."""
@@ -330,12 +397,17 @@ class _Job:
         while budget > 0:
             got = 0
             for reading in self.building.readings:
-                send = reading.handle.send_batch
+                send, event_time = reading.handle.send_batch, reading.event_time
                 for reader in reading.readers.values():
                     batch = reader.read(min(limit, budget - got) or 1)
                     if batch:
                         send(batch)
                         got += len(batch)
+                        if event_time is not None:
+                            seen = max(map(event_time, batch)) - reading.delay
+                            marks = self.partition_marks
+                            if reader not in marks or seen > marks[reader]:
+                                marks[reader] = seen
             budget -= got
             self.report.records += got
             worker.step()
