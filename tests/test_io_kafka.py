@@ -10,6 +10,7 @@ from __future__ import annotations
 import collections
 import json
 import os
+import subprocess
 import sys
 import time
 import uuid
@@ -140,3 +141,43 @@ def test_a_broker_that_does_not_answer_is_named(tmp_path):
     with pytest.raises(TimelyError, match=r"topic 'clicks' at 127\.0\.0\.1:1.*did not answer"):
         source.partitions()
     assert time.monotonic() - started < 10
+
+
+def test_the_kafka_sessions_example_finds_the_sessions_plain_python_finds(kafka_broker, tmp_path):
+    example = os.path.join(os.path.dirname(__file__), "..", "examples", "kafka_sessions.py")
+    topic = f"clicks-{uuid.uuid4().hex[:8]}"
+    out = str(tmp_path / "sessions")
+    words = ["--bootstrap", kafka_broker.bootstrap, "--topic", topic, "--out", out,
+             "--checkpoint", str(tmp_path / "ck"), "--workers", "2"]  # fmt: skip
+    done = subprocess.run([sys.executable, example, *words, "--produce", "6000"],
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "read 6000 clicks on 2 worker(s)" in done.stdout
+    consumer = kafka.Consumer({"bootstrap.servers": kafka_broker.bootstrap, "group.id": "s",
+                               "enable.partition.eof": True})  # fmt: skip
+    consumer.assign([kafka.TopicPartition(topic, p, kafka.OFFSET_BEGINNING) for p in range(4)])
+    clicks, ends, deadline = [], 0, time.monotonic() + 30
+    while ends < 4 and time.monotonic() < deadline:
+        for m in consumer.consume(500, 0.5):
+            if m.error():
+                ends += 1
+            else:
+                c = json.loads(m.value())
+                clicks.append((c["user"], c["ts"]))
+    consumer.close()
+    expected = []
+    for user in sorted({u for u, _ in clicks}):
+        times = sorted(t for u, t in clicks if u == user)
+        start, n = times[0], 0
+        for prev, t in zip([times[0], *times], times):
+            if t - prev >= 2_000:
+                expected.append((user, start, prev + 2_000, n))
+                start, n = t, 0
+            n += 1
+        expected.append((user, start, times[-1] + 2_000, n))
+    got = sorted(
+        tuple(json.loads(line))
+        for name in io.JsonLinesSink(out).published()
+        for line in open(os.path.join(out, name))
+    )
+    assert got == sorted(expected)

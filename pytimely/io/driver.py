@@ -382,11 +382,22 @@ class _Job:
     def _advance_watermark(self) -> None:
         """Event time: the watermark rises to the least of the partitions' marks (each the
         greatest event time read from it minus the delay), over the partitions that are not
-        exhausted and have given a record: a partition that lags holds it back, so that its
+        exhausted: a partition that lags, or has given nothing yet, holds it back, so that its
         records are not late because another partition ran ahead."""
-        live = [mark for reader, mark in self.partition_marks.items() if not reader.exhausted()]
-        if live and self.watermark is not None and min(live) > self.watermark:
-            self.watermark = min(live)
+        if self.watermark is None:
+            return
+        marks = self.partition_marks
+        live = [
+            marks.get(reader)
+            for reading in self.building.readings
+            if reading.event_time is not None
+            for reader in reading.readers.values()
+            if not reader.exhausted()
+        ]
+        if live and None not in live:
+            least = min(m for m in live if m is not None)
+            if least > self.watermark:
+                self.watermark = least
 
     def _read_epoch(self) -> bool:
         """Read for one epoch; returns whether every reader is exhausted."""
