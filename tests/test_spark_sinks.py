@@ -52,23 +52,29 @@ def worker_files(directory):
     return files
 
 
-def feed(directory, epochs, step_every=100, **options):
+def feed(directory, epochs, step_every=100, lockstep=False, **options):
     """``work(worker)`` for ``pt.execute``: every worker sends ``records`` per epoch through
-    an exchange into ``write_parquet(..., **options)``."""
+    an exchange into ``write_parquet(..., **options)``, stepping every ``step_every`` epochs;
+    with ``lockstep``, stepping until the sink's input has passed those epochs on every worker
+    (so that a sink is never handed many more than ``step_every`` epochs at once, however the
+    machine's load delays one worker)."""
 
     def work(worker):
         def build(scope):
             inp, stream = scope.new_input()
             exchanged = stream.exchange(lambda r: r[0])
             write_parquet(exchanged, directory, columns=["k", "v"], **options)
-            return inp
+            return inp, exchanged.probe()  # (the sink's own output waits for its commits)
 
-        inp = worker.dataflow(build)
+        inp, delivered = worker.dataflow(build)
         for e in epochs:
             inp.send_batch(records(worker.index, worker.peers, e))
             inp.advance_to(e + 1)
             if e % step_every == 0:
-                worker.step()
+                if lockstep:
+                    worker.step_while(lambda e=e: delivered.less_than(e + 1), timeout=60)
+                else:
+                    worker.step()
         return worker.index
 
     return work
@@ -100,7 +106,7 @@ def test_thousands_of_epochs_roll_into_one_file_per_worker(tmp_path, workers):
 def test_small_roll_bytes_rolls_complete_files_and_never_splits_an_epoch(tmp_path):
     out = str(tmp_path / "out")
     epochs = range(300)
-    pt.execute(feed(out, epochs, step_every=7, roll_bytes=3000), workers=2)
+    pt.execute(feed(out, epochs, step_every=7, lockstep=True, roll_bytes=3000), workers=2)
     files = worker_files(out)
     assert sorted(files) == [0, 1]
     for worker, names in files.items():
