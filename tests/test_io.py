@@ -298,3 +298,18 @@ def test_event_time_with_a_checkpoint_needs_a_start_and_an_interval(tmp_path):
     )
     with pytest.raises(ValueError, match="give snapshot_every in event-time units"):
         pt.execute(job)
+
+
+def test_a_checkpointed_job_without_a_sink_is_refused(tmp_path):
+    """The checkpoint learns that the dataflow passed its epoch from the sinks' inputs: with no
+    sink it could not know, and would save state too early."""
+    inp = str(tmp_path / "in")
+    io_job.write_clicks(inp, 1, 10, 2)
+
+    def counts_only(scope):
+        io.read(scope, io.JsonLinesSource(inp)).map(lambda c: (c["user"], 1)).stateful_map(
+            int, lambda n, one: (n + one, n + one), name="Totals"
+        )
+
+    with pytest.raises(TimelyError, match=r"needs at least one io\.write\(\)"):
+        pt.execute(io.job(counts_only, checkpoint=str(tmp_path / "ck")))

@@ -140,8 +140,8 @@ _second = itemgetter(1)
 
 def _unbundled(queue: list[tuple[Any, Any]]) -> list[tuple[Any, Any]]:
     """``queue`` with every :class:`Bundle` replaced by its parts."""
-    if len(queue) == 1:
-        return queue[0][1].parts  # one bundle (the caller saw one): its parts, not a copy
+    if len(queue) == 1 and type(queue[0][1]) is Bundle:
+        return queue[0][1].parts  # one bundle: its parts, not a copy
     out: list[tuple[Any, Any]] = []
     for t, batch in queue:
         if type(batch) is Bundle:

@@ -250,10 +250,10 @@ class _Job:
         self.report = JobReport()
         self.registry = StateRegistry()
         # Staged sink output not yet known to be in a committed checkpoint, per sink name; and
-        # the last checkpoint this worker wrote a part of, with how many of each it listed.
+        # the last checkpoint this worker wrote a part of: its epoch, how many descriptions of
+        # each sink it listed, and the offsets it held.
         self.pending: dict[str, list[Any]] = collections.defaultdict(list)
-        self.written: tuple[int, dict[str, int]] | None = None
-        self.written_offsets: dict[str, dict[str, Any]] = {}
+        self.written: tuple[int, dict[str, int], dict[str, dict[str, Any]]] | None = None
         # Event time only: the input's next time, and per partition reader the greatest event
         # time read from it minus the delay (see _advance_watermark).
         self.watermark: int | None = None
@@ -263,7 +263,8 @@ class _Job:
     # -- start ---------------------------------------------------------------------------------
 
     def _restore(self) -> Checkpoint | None:
-        """The latest committed checkpoint (worker 0 also cleans up after failed attempts)."""
+        """The latest committed checkpoint, read back (worker 0 first claims the directory
+        for this job, or checks that it is this job's)."""
         store = self.store
         if store is None:
             return None
@@ -307,6 +308,12 @@ class _Job:
         if unclaimed:
             raise TimelyError(
                 f"the checkpoint holds state of operators this job no longer builds: {unclaimed}"
+            )
+        if self.store is not None and not self.building.writings:
+            raise TimelyError(
+                "a checkpointed job needs at least one io.write(): a checkpoint waits until "
+                "every sink's input has passed its epoch on every worker, which is how it knows "
+                "that the stateful operators upstream have applied exactly the input before it"
             )
         if worker.index == 0:
             self._clean_up(restored)
@@ -453,11 +460,11 @@ class _Job:
         if self.written is not None and self.store is not None:
             # The last checkpoint this worker wrote a part of: if another worker committed
             # it since, what it listed is published (or will be, at a restart): forget it.
-            written_at, listed = self.written
+            written_at, listed, held = self.written
             if self.store.committed(written_at):
                 for sink_name, n in listed.items():
                     del pending[sink_name][:n]
-                self._release(self.written_offsets)
+                self._release(held)
                 self.written = None
         for w in self.building.writings:
             staged = w.writer.stage()
@@ -478,8 +485,7 @@ class _Job:
         # one again (publishing is idempotent), but none may go unlisted.
         staged = {name: list(descriptions) for name, descriptions in pending.items()}
         self.store.write_part(epoch, worker.index, worker.peers, offsets, staged, state)
-        self.written = (epoch, {name: len(d) for name, d in staged.items()})
-        self.written_offsets = offsets
+        self.written = (epoch, {name: len(d) for name, d in staged.items()}, offsets)
         self.report.checkpoints += 1
         if self.store.try_commit(epoch, worker.peers, final=drained):  # committed it: publish
             committed = self.store.load(
