@@ -4,6 +4,9 @@ Run as a script to be killed from outside::
 
     python tests/io_job.py INPUT OUTPUT CHECKPOINT WORKERS [SLOW_S_PER_RECORD]
 
+or, with ``IO_JOB_CRASH_AFTER=PHASE:N`` in the environment, to die at a chosen phase of a
+checkpoint (:func:`crash_after`).
+
 Exactly-once is checkable from the output alone: user ``u``'s totals must be exactly
 ``1, 2, ..., n_u`` (a lost record leaves a gap or a short count, a doubled one a repeat, lost
 state restarts the count).
@@ -78,10 +81,56 @@ def totals_by_user(out: str) -> dict[str, list[int]]:
     return {u: sorted(ts) for u, ts in found.items()}
 
 
+CRASH_PHASES = ("stage", "write_part", "commit", "publish")
+
+
+def crash_after(phase: str, n: int) -> None:
+    """Make this process (and the worker processes it forks) die with ``os._exit`` -- no
+    clean-up, as a SIGKILL leaves it -- right after the ``n``-th call of one phase of a
+    checkpoint: ``stage`` (a sink writer staged its output), ``write_part`` (a worker wrote
+    its part), ``commit`` (a worker committed the checkpoint, before it publishes) or
+    ``publish`` (one staged description was published, maybe of several)."""
+    from pytimely.io.checkpoint import CheckpointStore
+
+    calls = [0]
+
+    def dying(original, committed_only=False):
+        def call(*args, **kwargs):
+            result = original(*args, **kwargs)
+            if not committed_only or result:
+                calls[0] += 1
+                if calls[0] == n:
+                    os._exit(9)
+            return result
+
+        return call
+
+    if phase == "stage":
+        writer = io.files.JsonLinesSink.writer
+
+        def writer_that_dies(self, *args):
+            w = writer(self, *args)
+            w.stage = dying(w.stage)
+            return w
+
+        io.files.JsonLinesSink.writer = writer_that_dies
+    elif phase == "write_part":
+        CheckpointStore.write_part = dying(CheckpointStore.write_part)
+    elif phase == "commit":
+        CheckpointStore.try_commit = dying(CheckpointStore.try_commit, committed_only=True)
+    elif phase == "publish":
+        io.files.JsonLinesSink.publish = dying(io.files.JsonLinesSink.publish)
+    else:
+        raise ValueError(f"no phase {phase!r}; one of {CRASH_PHASES}")
+
+
 def main(argv: list[str]) -> int:
     """``INPUT OUTPUT CHECKPOINT WORKERS [SLOW [STAGING]]``; an OUTPUT ``pg:TABLE`` writes to
     the PostgreSQL table at ``$PYTIMELY_PG_DSN`` through staged files in STAGING."""
     inp, out, checkpoint, workers = argv[0], argv[1], argv[2], int(argv[3])
+    if os.environ.get("IO_JOB_CRASH_AFTER"):  # PHASE:N (see crash_after)
+        phase, n = os.environ["IO_JOB_CRASH_AFTER"].split(":")
+        crash_after(phase, int(n))
     slow = float(argv[4]) if len(argv) > 4 else 0.0
     sink = None
     if out.startswith("pg:"):

@@ -31,6 +31,8 @@ RUN_ONLY = [
     "pytimely.io.files",
     "pytimely.io.driver",
     "pytimely.io.staging",
+    "pytimely.io.storage",
+    "pytimely.capture.fileformat",
     "pytimely.io.postgres",
     "pytimely.io.postgres_cdc",
     "pytimely.dataflow.scope",

@@ -128,6 +128,85 @@ def test_a_job_killed_with_sigkill_restarts_on_another_worker_count_exactly_once
     _exactly_once(out, clicks)
 
 
+def _run_job(inp, out, ck, workers, crash=None, timeout=120):
+    env = dict(os.environ)
+    env.pop("IO_JOB_CRASH_AFTER", None)
+    if crash is not None:
+        env["IO_JOB_CRASH_AFTER"] = crash
+    return subprocess.run(
+        [sys.executable, SCRIPT, inp, out, ck, str(workers)],
+        capture_output=True, text=True, timeout=timeout, env=env,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "crashes",
+    [
+        ["stage:3"],
+        ["write_part:3"],
+        ["commit:2"],  # committed, nothing of it published yet
+        ["publish:3"],  # in the middle of publishing one checkpoint's files
+        ["commit:2", "publish:1"],  # and the restart dies while it publishes what that left
+    ],
+    ids=lambda crashes: "then".join(c.split(":")[0] for c in crashes),
+)
+def test_a_death_at_every_phase_of_a_checkpoint_leaves_every_result_once(tmp_path, crashes):
+    """A process dies (``os._exit``, as a SIGKILL leaves it) right after one phase of a
+    checkpoint's commit; the restarts, on other worker counts, publish every result once."""
+    inp, out, ck = str(tmp_path / "in"), str(tmp_path / "out"), str(tmp_path / "ck")
+    clicks = io_job.write_clicks(inp, 4, 600, 30)
+    for crash, workers in zip(crashes, (2, 3), strict=False):
+        died = _run_job(inp, out, ck, workers, crash)
+        assert died.returncode != 0, f"the job did not die at {crash}: {died.stdout[-500:]}"
+    assert sum(map(len, io_job.totals_by_user(out).values())) < sum(clicks.values())
+    done = _run_job(inp, out, ck, 1)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout.splitlines()[-1])[0]["restored"] is not None
+    _exactly_once(out, clicks)
+
+
+@pytest.mark.parametrize("whole_objects", [False, True], ids=["moved-into-place", "uploaded"])
+def test_checkpoints_on_a_pyarrow_filesystem_survive_failures_and_rescaling(
+    tmp_path, whole_objects
+):
+    """The checkpoint lives on a ``pyarrow.fs`` filesystem (written through pyarrow only, as
+    it would be on HDFS, or on S3 with ``whole_objects``: objects uploaded in place)."""
+    import pyarrow.fs
+
+    from pytimely.io.storage import ArrowStorage
+
+    inp, out = str(tmp_path / "in"), str(tmp_path / "out")
+    remote = tmp_path / "remote"
+    remote.mkdir()
+    fs = pyarrow.fs.SubTreeFileSystem(str(remote), pyarrow.fs.LocalFileSystem())
+    storage = ArrowStorage(fs, whole_objects=whole_objects)
+    clicks = io_job.write_clicks(inp, 4, 1000, 30)
+    for fail_at, workers in (("2:700", 2), (None, 3)):
+        job = io.job(
+            io_job.make_build(inp, out, fail_at=fail_at),
+            checkpoint="jobs/clicks",
+            filesystem=storage,
+            **SMALL_EPOCHS,
+        )
+        if fail_at is None:
+            reports = pt.execute(job, workers=workers)
+            assert all(r.restored is not None and r.restored > 0 for r in reports)
+        else:
+            with pytest.raises(WorkerFailure, match="injected failure"):
+                pt.execute(job, workers=workers)
+    _exactly_once(out, clicks)
+    kept = sorted(os.listdir(remote / "jobs" / "clicks"))
+    assert kept[0].startswith("epoch=") and kept[-1] == "job.json"
+    assert len(kept) == 2, f"older checkpoints are retired: {kept}"
+    assert not [n for n in os.listdir(remote / "jobs" / "clicks" / kept[0]) if n.startswith(".")]
+
+
+def test_a_checkpoint_uri_pyarrow_cannot_open_is_named(tmp_path):
+    job = io.job(io_job.make_build(str(tmp_path), str(tmp_path)), checkpoint="nosuch://x/y")
+    with pytest.raises(TimelyError, match="nosuch://x/y"):
+        pt.execute(job)
+
+
 # -- errors ------------------------------------------------------------------------------------
 
 

@@ -17,6 +17,8 @@ from .frames import (
     BufferedWriter,
     Parser,
     ReaderBase,
+    encode_end,
+    encode_event,
     encode_header,
     time_type_name,
 )
@@ -26,6 +28,8 @@ __all__ = [
     "FileWriter",
     "read_events",
     "read_events_and_metadata",
+    "decode_capture",
+    "encode_capture",
     "read_header",
     "write_events",
     "write_records_atomically",
@@ -305,6 +309,35 @@ def write_records_atomically(
     temp = os.path.join(folder, f".{name}.tmp")
     write_events(temp, [Messages(time, records)], allow_pickle=allow_pickle, metadata=metadata)
     os.replace(temp, path)
+
+
+def encode_capture(events: Any, metadata: dict | None = None, allow_pickle: bool = False) -> bytes:
+    """A whole capture (header, ``events``, END) as bytes: what :func:`write_events` would write,
+    for storage that takes whole objects (:mod:`pytimely.io.storage`).
+
+    >>> events, meta = decode_capture(encode_capture([Messages(3, ["a", "b"])], {"k": 1}), "x")
+    >>> events, meta
+    ([Messages(3, ['a', 'b'])], {'k': 1})
+    """
+    header, _meta = encode_header(None, metadata)
+    out = bytearray(header)
+    for event in events:
+        out += encode_event(event, allow_pickle)
+    out += encode_end()
+    return bytes(out)
+
+
+def decode_capture(data: bytes, name: str, allow_pickle: bool = False) -> tuple[list, dict]:
+    """Every event of a whole capture held in ``data`` and its user metadata; ``name`` names
+    it in errors.  Raises :class:`~pytimely.errors.CaptureError` on corruption or truncation
+    (a capture without its END frame is truncated)."""
+    p = Parser(name, allow_pickle, MAX_BODY)
+    p.feed(data)
+    events = p.parse()
+    err = p.eof_error(NO_END)
+    if err is not None:
+        raise err
+    return events, ((p.metadata or {}).get("user") or {})
 
 
 def read_events(path: str | os.PathLike, allow_pickle: bool = False) -> list:

@@ -118,6 +118,7 @@ from .codec import CodecError
 __all__ = [
     "FORMAT_VERSION",
     "MAGIC",
+    "encode_end",
     "encode_event",
     "encode_header",
     "decode_body",
@@ -206,6 +207,11 @@ def _frame(ftype: int, flags: int, body: Any) -> bytes:
         raise CaptureError(f"event too large for one frame ({n} bytes; the limit is 4 GiB)")
     prefix = _FRAME_PREFIX.pack(n, ftype, flags, 0, zlib.crc32(body))
     return prefix + _U32.pack(zlib.crc32(prefix)) + bytes(body)
+
+
+def encode_end() -> bytes:
+    """The END frame that closes a capture cleanly."""
+    return _frame(F_END, 0, b"")
 
 
 def encode_event(event: Any, allow_pickle: bool = False) -> bytes:
@@ -623,7 +629,7 @@ class BufferedWriter:
         if self._closed:
             return
         try:
-            self._buf += _frame(F_END, 0, b"")
+            self._buf += encode_end()
             self.flush(fsync=True)
         finally:
             self._closed = True

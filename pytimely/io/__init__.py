@@ -5,7 +5,8 @@
 * :mod:`~pytimely.io.driver` -- :func:`job` runs a dataflow built with :func:`read` and
   :func:`write` epoch by epoch, with consistent checkpoints and restarts on any number of
   workers;
-* :mod:`~pytimely.io.checkpoint` -- the checkpoints on disk;
+* :mod:`~pytimely.io.checkpoint` -- the checkpoints, on :mod:`~pytimely.io.storage` (a local
+  directory or any ``pyarrow.fs`` filesystem);
 * :mod:`~pytimely.io.files` -- JSON-lines files as a source and an exactly-once sink.
 """
 

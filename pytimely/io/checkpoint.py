@@ -13,8 +13,11 @@ Layout under the checkpoint directory::
     epoch=<T>/part-<w>.ckpt    worker w's part (capture format: CRC-checked frames, END last)
     epoch=<T>/_committed.json  {"version": 1, "job": NAME, "epoch": T, "workers": N}
 
-Every file is written under a hidden temporary name and renamed, so a file that exists is
-whole; a part that fails its checksums is a :class:`CheckpointError`, never silently skipped.
+The directory may be local or on any filesystem ``pyarrow.fs`` knows (a URI such as
+``s3://bucket/jobs/clicks``, or ``filesystem=``): :mod:`pytimely.io.storage`.  Every file is
+written whole or not at all (a hidden temporary name renamed, or an object uploaded at once), so
+a file that exists is whole; a part that fails its checksums is a :class:`CheckpointError`,
+never silently skipped.
 Only the latest committed checkpoint is needed; older ones are retired when a newer one
 commits, and uncommitted ones (a killed attempt's) are removed when a job restores.
 
@@ -38,14 +41,13 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
-import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..capture.fileformat import read_events_and_metadata, write_records_atomically
+from ..capture.fileformat import decode_capture, encode_capture
 from ..dataflow.operators.event import Messages
 from ..errors import TimelyError
+from .storage import LocalStorage, storage_for
 
 __all__ = ["CHECKPOINT_VERSION", "Checkpoint", "CheckpointError", "CheckpointStore", "atomic_write"]
 
@@ -59,16 +61,10 @@ class CheckpointError(TimelyError):
 
 
 def atomic_write(path: str, data: bytes) -> None:
-    """Write ``data`` to ``path`` whole or not at all (a hidden temporary file, renamed; the
-    temporary name is this process' own, so that two writers of the same file do not meet)."""
-    folder, name = os.path.split(path)
-    os.makedirs(folder, exist_ok=True)
-    temp = os.path.join(folder, f".{name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
-    with open(temp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(temp, path)
+    """Write ``data`` to the local file ``path`` whole or not at all (a hidden temporary file,
+    renamed; the temporary name is this process' own, so that two writers of the same file do
+    not meet)."""
+    LocalStorage().write(path, data)
 
 
 @dataclass
@@ -86,19 +82,21 @@ class Checkpoint:
 
 
 class CheckpointStore:
-    """The checkpoints of job ``job`` under ``directory`` (module docstring)."""
+    """The checkpoints of job ``job`` under ``directory`` (module docstring): a local path, a
+    URI pyarrow knows, or a path of ``filesystem`` (a ``pyarrow.fs.FileSystem``)."""
 
-    def __init__(self, directory: str | os.PathLike, job: str) -> None:
-        self.directory = os.fspath(directory)
+    def __init__(self, directory: str | os.PathLike, job: str, filesystem: Any = None) -> None:
+        self.storage, self.directory = storage_for(directory, filesystem)
         self.job = job
 
+    def _path(self, *names: str) -> str:
+        return self.storage.join(self.directory, *names)
+
     def _epoch_dir(self, epoch: int) -> str:
-        return os.path.join(self.directory, f"epoch={epoch}")
+        return self._path(f"epoch={epoch}")
 
     def _epochs(self) -> list[int]:
-        if not os.path.isdir(self.directory):
-            return []
-        found = (_EPOCH_DIR.match(name) for name in os.listdir(self.directory))
+        found = (_EPOCH_DIR.match(name) for name in self.storage.list(self.directory))
         return sorted(int(m.group(1)) for m in found if m)
 
     # -- identity ------------------------------------------------------------------------------
@@ -106,10 +104,9 @@ class CheckpointStore:
     def claim(self) -> None:
         """Make the directory this job's, or check that it is (a foreign or newer one is
         refused, and never written to)."""
-        path = os.path.join(self.directory, "job.json")
-        if not os.path.exists(path):
-            os.makedirs(self.directory, exist_ok=True)
-            atomic_write(
+        path = self._path("job.json")
+        if not self.storage.exists(path):
+            self.storage.write(
                 path, json.dumps({"version": CHECKPOINT_VERSION, "job": self.job}).encode()
             )
             return
@@ -129,15 +126,17 @@ class CheckpointStore:
                 "give each job a checkpoint directory of its own (not touched)"
             )
 
-    @staticmethod
-    def _read_json(path: str) -> dict:
+    def _read_json(self, path: str) -> dict:
         try:
-            with open(path, encoding="utf-8") as f:
-                meta = json.load(f)
+            meta = json.loads(self.storage.read(path))
         except (OSError, ValueError) as exc:
-            raise CheckpointError(f"checkpoint file {path} is unreadable: {exc}") from exc
+            raise CheckpointError(
+                f"checkpoint file {self.storage.describe(path)} is unreadable: {exc}"
+            ) from exc
         if not isinstance(meta, dict):
-            raise CheckpointError(f"checkpoint file {path} is not a JSON object")
+            raise CheckpointError(
+                f"checkpoint file {self.storage.describe(path)} is not a JSON object"
+            )
         return meta
 
     # -- workers -------------------------------------------------------------------------------
@@ -162,19 +161,20 @@ class CheckpointStore:
             "workers": workers,
         }
         records = [("offsets", offsets), ("staged", staged), ("state", state)]
-        path = os.path.join(self._epoch_dir(epoch), f"part-{worker}.ckpt")
-        write_records_atomically(path, epoch, records, meta)
+        path = self.storage.join(self._epoch_dir(epoch), f"part-{worker}.ckpt")
+        data = encode_capture([Messages(epoch, records)], meta, allow_pickle=True)
+        self.storage.write(path, data)
 
     def try_commit(self, epoch: int, workers: int, final: bool = False) -> bool:
         """Commit the checkpoint at ``epoch`` if all ``workers`` parts are written, then retire
         the older ones.  Returns whether *this call* committed it: of workers that try at
-        once, exactly one wins (the marker is created exclusively), and that one publishes
-        what the parts staged.  ``final``: the last checkpoint of a run (the job drained)."""
-        folder = self._epoch_dir(epoch)
-        marker = os.path.join(folder, "_committed.json")
-        if os.path.exists(marker) or any(
-            not os.path.exists(os.path.join(folder, f"part-{w}.ckpt")) for w in range(workers)
-        ):
+        once, one wins (the marker is created exclusively; on a pyarrow filesystem, rarely
+        more than one: :mod:`pytimely.io.storage`), and that one publishes what the parts
+        staged.  ``final``: the last checkpoint of a run (the job drained)."""
+        storage, folder = self.storage, self._epoch_dir(epoch)
+        marker = storage.join(folder, "_committed.json")
+        names = set(storage.list(folder))
+        if "_committed.json" in names or any(f"part-{w}.ckpt" not in names for w in range(workers)):
             return False
         meta = {
             "version": CHECKPOINT_VERSION,
@@ -183,20 +183,11 @@ class CheckpointStore:
             "workers": workers,
             "final": final,
         }
-        temp = os.path.join(folder, f"._committed.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
-        with open(temp, "wb") as f:
-            f.write(json.dumps(meta).encode())
-            f.flush()
-            os.fsync(f.fileno())
-        try:
-            os.link(temp, marker)  # fails if another worker committed first
-        except FileExistsError:
-            return False
-        finally:
-            os.remove(temp)
+        if not storage.create(marker, json.dumps(meta).encode()):
+            return False  # another worker committed first
         for older in self._epochs():
             if older < epoch:
-                shutil.rmtree(self._epoch_dir(older), ignore_errors=True)
+                storage.remove_tree(self._epoch_dir(older))
         return True
 
     # -- restoring -----------------------------------------------------------------------------
@@ -204,8 +195,8 @@ class CheckpointStore:
     def latest(self) -> dict | None:
         """The marker of the latest committed checkpoint, or ``None``."""
         for epoch in reversed(self._epochs()):
-            marker = os.path.join(self._epoch_dir(epoch), "_committed.json")
-            if os.path.exists(marker):
+            marker = self.storage.join(self._epoch_dir(epoch), "_committed.json")
+            if self.storage.exists(marker):
                 meta = self._read_json(marker)
                 self._check(meta, marker)
                 return meta
@@ -216,7 +207,7 @@ class CheckpointStore:
         epoch, workers = int(meta["epoch"]), int(meta["workers"])
         found = Checkpoint(epoch, workers, bool(meta.get("final", False)))
         for w in range(workers):
-            path = os.path.join(self._epoch_dir(epoch), f"part-{w}.ckpt")
+            path = self.storage.join(self._epoch_dir(epoch), f"part-{w}.ckpt")
             part = dict(self._read_part(path, epoch))
             for source, offsets in part["offsets"].items():
                 found.offsets.setdefault(source, {}).update(offsets)
@@ -226,13 +217,14 @@ class CheckpointStore:
         return found
 
     def _read_part(self, path: str, epoch: int) -> list[tuple[str, Any]]:
+        name = self.storage.describe(path)
         try:
-            events, user = read_events_and_metadata(path, allow_pickle=True)
+            events, user = decode_capture(self.storage.read(path), name, allow_pickle=True)
         except (OSError, TimelyError) as exc:
-            raise CheckpointError(f"checkpoint part {path} is unreadable: {exc}") from exc
+            raise CheckpointError(f"checkpoint part {name} is unreadable: {exc}") from exc
         if user.get("checkpoint_version") != CHECKPOINT_VERSION or user.get("epoch") != epoch:
             raise CheckpointError(
-                f"checkpoint part {path}: version {user.get('checkpoint_version')!r} at epoch "
+                f"checkpoint part {name}: version {user.get('checkpoint_version')!r} at epoch "
                 f"{user.get('epoch')!r}, expected version {CHECKPOINT_VERSION} at epoch {epoch}"
             )
         return [record for event in events if isinstance(event, Messages) for record in event.batch]
@@ -240,7 +232,7 @@ class CheckpointStore:
     def committed(self, epoch: int) -> bool:
         """Whether the checkpoint at ``epoch`` is committed (its marker exists, or a later
         checkpoint committed and retired it)."""
-        if os.path.exists(os.path.join(self._epoch_dir(epoch), "_committed.json")):
+        if self.storage.exists(self.storage.join(self._epoch_dir(epoch), "_committed.json")):
             return True
         latest = self.latest()
         return latest is not None and latest["epoch"] > epoch
@@ -249,4 +241,4 @@ class CheckpointStore:
         """Remove the checkpoints after ``committed`` (``None``: all): a killed attempt's."""
         for epoch in self._epochs():
             if committed is None or epoch > committed:
-                shutil.rmtree(self._epoch_dir(epoch), ignore_errors=True)
+                self.storage.remove_tree(self._epoch_dir(epoch))

@@ -188,6 +188,7 @@ def job(
     build: Callable[[Any], Any],
     *,
     checkpoint: str | None = None,
+    filesystem: Any = None,
     name: str | None = None,
     snapshot_every: int | None = None,
     start: int | None = None,
@@ -198,7 +199,9 @@ def job(
 ) -> Callable[[Any], JobReport]:
     """``fn(worker)`` for ``pt.execute`` / ``ps.run`` that runs ``build`` as a job (module
     docstring).  ``checkpoint``: a directory for checkpoints (``None``: none; results are
-    published at the end).  ``name``: the job's name, checked against the checkpoint's
+    published at the end): a local path, or a URI of any filesystem pyarrow knows
+    (``s3://bucket/ck``), or a path of ``filesystem`` (a ``pyarrow.fs.FileSystem``)
+    (:mod:`pytimely.io.storage`).  ``name``: the job's name, checked against the checkpoint's
     (default: ``build``'s qualified name).  ``snapshot_every``: epochs between checkpoints
     (default 10), or event-time units with :func:`read`'s ``event_time=`` (then required,
     with ``start``: the event time the job's first run starts at, before its first record);
@@ -215,7 +218,8 @@ def job(
     job_name = name or getattr(build, "__qualname__", "job")
 
     def run(worker: Any) -> JobReport:
-        return _Job(worker, build, checkpoint, job_name, snapshot_every, start, epoch_seconds,
+        store = CheckpointStore(checkpoint, job_name, filesystem) if checkpoint else None
+        return _Job(worker, build, store, snapshot_every, start, epoch_seconds,
                     epoch_records, read_batch, timeout).run()  # fmt: skip
 
     return run
@@ -228,8 +232,7 @@ class _Job:
         self,
         worker: Any,
         build: Callable[[Any], Any],
-        checkpoint: str | None,
-        name: str,
+        store: CheckpointStore | None,
         snapshot_every: int | None,
         start: int | None,
         epoch_seconds: float,
@@ -239,7 +242,7 @@ class _Job:
     ) -> None:
         self.worker = worker
         self.build = build
-        self.store = CheckpointStore(checkpoint, name) if checkpoint is not None else None
+        self.store = store
         self.snapshot_every_given = snapshot_every
         self.snapshot_every = snapshot_every if snapshot_every is not None else 10
         self.start = start
