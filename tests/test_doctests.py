@@ -29,6 +29,8 @@ RUN_ONLY = [
     "pytimely.io.api",
     "pytimely.io.checkpoint",
     "pytimely.io.files",
+    "pytimely.io.directory",
+    "pytimely.io.parquet",
     "pytimely.io.driver",
     "pytimely.io.staging",
     "pytimely.io.storage",

@@ -1,11 +1,20 @@
 """The contract between a job and its sources and sinks: partitions with offsets, epochs, commits.
 
-**Sources.**  A :class:`Source` is a fixed set of named *partitions* (files, Kafka partitions,
+**Sources.**  A :class:`Source` is a set of named *partitions* (files, Kafka partitions,
 ...).  Each worker owns some of them (:func:`owned`: the sorted names dealt round-robin, so a
 restart on another number of workers re-deals them) and reads each through a
 :class:`PartitionReader` opened *at an offset*: a JSON-able position (a byte offset, a Kafka
 offset) such that opening the partition again at the offset a reader reports reads exactly the
 records after those it has returned.  That is all replay needs.
+
+**Growing sources.**  A source whose set of partitions grows while the job runs (new files in
+a folder) sets :attr:`Source.relist_seconds`: the job lists its partitions again that often
+and opens the new ones this worker owns, at their checkpointed offset.  Names may appear,
+never change or disappear while a job runs.  Such a source is dealt by :func:`owner` (a hash of
+the name, not its rank among the others), so that a name appearing later never moves an
+existing partition to another worker; a restart on another number of workers re-deals them
+all.  The job ends only once such a source says it will not grow any more
+(:meth:`Source.exhausted`) and its readers are exhausted.
 
 **Time.**  The job's timestamps are *ingestion epochs* (0, 1, 2, ...): what a worker reads in
 an epoch enters the dataflow at that epoch.  Event time travels in the records (the windows'
@@ -39,20 +48,33 @@ A source and a sink of lines in memory, as the smallest examples of the contract
 (['y', 'z'], 3, True)
 >>> owned(["p0", "p1", "p2"], 1, 2)
 ['p1']
+>>> owned(["a.csv", "b.csv", "c.csv"], 2, 3, stable=True), owner("c.csv", 3)
+(['c.csv'], 2)
 """
 
 from __future__ import annotations
 
 import abc
+import zlib
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["PartitionReader", "Sink", "SinkWriter", "Source", "owned"]
+__all__ = ["PartitionReader", "Sink", "SinkWriter", "Source", "owned", "owner"]
 
 
-def owned(partitions: Sequence[str], index: int, peers: int) -> list[str]:
-    """The partitions worker ``index`` of ``peers`` reads: the sorted names dealt round-robin."""
+def owned(partitions: Sequence[str], index: int, peers: int, *, stable: bool = False) -> list[str]:
+    """The partitions worker ``index`` of ``peers`` reads, sorted: the sorted names dealt
+    round-robin, or with ``stable=True`` (a growing source) those whose :func:`owner` it is."""
+    if stable:
+        return sorted(p for p in partitions if owner(p, peers) == index)
     return sorted(partitions)[index::peers]
+
+
+def owner(partition: str, peers: int) -> int:
+    """The worker of ``peers`` that reads ``partition`` of a growing source: the CRC-32 of
+    the name modulo ``peers``, fixed by the name alone, so a partition that appears later
+    moves no other (module docstring)."""
+    return zlib.crc32(partition.encode("utf-8")) % peers
 
 
 class PartitionReader(abc.ABC):
@@ -88,6 +110,11 @@ class Source(abc.ABC):
     #: A name for errors and the checkpoint (offsets are kept per source name and partition).
     name: str = "source"
 
+    #: Seconds between two listings of :meth:`partitions` while the job runs, for a source
+    #: whose partitions grow (module docstring); ``None`` (the default): a fixed set, listed
+    #: once when the job starts and dealt round-robin.
+    relist_seconds: float | None = None
+
     @abc.abstractmethod
     def partitions(self) -> list[str]:
         """The partition names (stable across runs: offsets are keyed by them)."""
@@ -95,6 +122,12 @@ class Source(abc.ABC):
     @abc.abstractmethod
     def open(self, partition: str, offset: Any) -> PartitionReader:
         """A reader of ``partition`` from ``offset`` (``None``: from the beginning)."""
+
+    def exhausted(self) -> bool:
+        """Whether no partition will be added any more: always for a fixed set; a growing
+        source says so when it knows (a folder that stayed idle long enough).  The job then
+        lists the partitions once more and ends when every reader is exhausted too."""
+        return self.relist_seconds is None
 
 
 class SinkWriter(abc.ABC):

@@ -7,7 +7,9 @@ records and :func:`write` sends a stream to a sink.  Then each worker, epoch aft
 
 1. reads its partitions (:func:`~pytimely.io.api.owned`) for ``epoch_seconds`` or
    ``epoch_records`` records, whichever comes first, feeding them at the current epoch and
-   stepping the dataflow as it goes;
+   stepping the dataflow as it goes (a growing source's partitions are listed again every
+   ``source.relist_seconds``, and those new to this worker opened at their checkpointed
+   offset);
 2. advances its inputs to the next epoch;
 3. every ``snapshot_every`` epochs, at epoch ``T``: stops reading, steps until every sink's
    input has passed every time before ``T`` *on every worker* (so every operator has applied
@@ -16,10 +18,11 @@ records and :func:`write` sends a stream to a sink.  Then each worker, epoch aft
    stateful operators' state.  The worker that completes the set of parts commits the
    checkpoint and publishes every part's staged output (:mod:`pytimely.io.checkpoint`).
 
-When every source is exhausted the job drains and ends with a last checkpoint (at the epoch
-it started from plus :data:`FINAL`) that publishes the rest; run again on the same checkpoint,
-it carries on from there and reads only what the sources gained since (nothing, for files that
-did not change).  A job restarted on the same checkpoint -- after a
+When every source is exhausted (every reader, and every growing source says it will not
+grow) the job drains and ends with a last checkpoint (at the epoch it started from plus
+:data:`FINAL`) that publishes the rest; run again on the same checkpoint, it carries on from
+there and reads only what the sources gained since (nothing, for files that did not change).
+A job restarted on the same checkpoint -- after a
 crash, with the same or another number of workers -- first publishes what its latest
 committed checkpoint staged (publishing is idempotent), discards whatever was staged after it,
 restores the operators' state partitioned by key for the new workers, reopens every
@@ -85,6 +88,7 @@ class _Reading:
     event_time: Callable[[Any], int] | None = None
     delay: int = 0
     readers: dict[str, PartitionReader] = field(default_factory=dict)
+    listed_at: float = 0.0  # when the partitions were last listed (time.monotonic())
 
 
 @dataclass
@@ -261,6 +265,9 @@ class _Job:
         # time read from it minus the delay (see _advance_watermark).
         self.watermark: int | None = None
         self.partition_marks: dict[PartitionReader, int] = {}
+        # The restored checkpoint's offsets, per source and partition: where a partition opens,
+        # also one a growing source lists later.
+        self.offsets: dict[str, dict[str, Any]] = {}
         self.building = _Building(worker.index, worker.peers, f"{uuid.uuid4().hex[:12]}")
 
     # -- start ---------------------------------------------------------------------------------
@@ -332,11 +339,9 @@ class _Job:
                     "checkpoints from the same time)"
                 )
         epoch = epoch or 0
-        offsets = restored.offsets if restored is not None else {}
+        self.offsets = restored.offsets if restored is not None else {}
         for reading in self.building.readings:
-            done = offsets.get(reading.source.name, {})
-            for p in owned(reading.source.partitions(), worker.index, worker.peers):
-                reading.readers[p] = reading.source.open(p, done.get(p))
+            self._open_owned(reading)
             reading.handle.advance_to(epoch)
         self.report.start_seconds = time.monotonic() - started
         try:
@@ -409,13 +414,51 @@ class _Job:
             if least > self.watermark:
                 self.watermark = least
 
+    def _open_owned(self, reading: _Reading) -> int:
+        """List ``reading``'s partitions and open those this worker owns and has not opened
+        yet, at their checkpointed offsets; returns how many it opened."""
+        source, worker = reading.source, self.worker
+        growing = source.relist_seconds is not None
+        done = self.offsets.get(source.name, {})
+        opened = 0
+        for p in owned(source.partitions(), worker.index, worker.peers, stable=growing):
+            if p not in reading.readers:
+                reading.readers[p] = source.open(p, done.get(p))
+                opened += 1
+        reading.listed_at = time.monotonic()
+        return opened
+
+    def _grow(self, force: bool = False) -> int:
+        """List the growing sources again whose ``relist_seconds`` have passed (all of them
+        with ``force``); returns how many partitions that opened."""
+        opened = 0
+        now = time.monotonic()
+        for reading in self.building.readings:
+            every = reading.source.relist_seconds
+            if every is not None and (force or now - reading.listed_at >= every):
+                opened += self._open_owned(reading)
+        return opened
+
+    def _exhausted(self) -> bool:
+        """Whether every reader is exhausted and every growing source says it will not grow;
+        then (once) the growing sources are listed again, lest a partition that appeared
+        since their last listing be left out."""
+        readings = self.building.readings
+        if not all(r.exhausted() for reading in readings for r in reading.readers.values()):
+            return False
+        growing = [r.source for r in readings if r.source.relist_seconds is not None]
+        if not all(source.exhausted() for source in growing):
+            return False
+        return not (growing and self._grow(force=True))
+
     def _read_epoch(self) -> bool:
-        """Read for one epoch; returns whether every reader is exhausted."""
+        """Read for one epoch; returns whether every source is exhausted."""
         worker = self.worker
         deadline = time.monotonic() + self.epoch_seconds
         budget = self.epoch_records
         limit = self.read_batch
         while budget > 0:
+            self._grow()
             got = 0
             for reading in self.building.readings:
                 send, event_time = reading.handle.send_batch, reading.event_time
@@ -433,11 +476,7 @@ class _Job:
             self.report.records += got
             worker.step()
             if not got:
-                if all(
-                    reader.exhausted()
-                    for reading in self.building.readings
-                    for reader in reading.readers.values()
-                ):
+                if self._exhausted():
                     return True
                 worker.step_or_park(min(0.01, max(0.0, deadline - time.monotonic())))
             if time.monotonic() >= deadline:

@@ -2,8 +2,10 @@
 
 :class:`JsonLinesSource` reads every ``*.jsonl`` file of a directory; each file is a partition
 and the offset is the byte position after the last line returned, so a restart reopens each
-file where the checkpoint says and reads each line once.  With ``follow=True`` a file is never
-finished (lines appended later are read; a last line without its newline waits for it).
+file where the checkpoint says and reads each line once.  With ``follow=True`` the folder is
+watched: new files are read as they appear and a file is never finished (lines appended later
+are read; a last line without its newline waits for it); see
+:class:`~pytimely.io.directory.DirectorySource`, which also reads CSV and Parquet files.
 
 :class:`JsonLinesSink` writes each worker's records to staged files under
 ``<folder>/_staging/`` and publishes a staged file by renaming it into ``<folder>`` (atomic on
@@ -39,7 +41,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..errors import TimelyError
-from .api import PartitionReader, Sink, SinkWriter, Source
+from .api import Sink, SinkWriter
+from .directory import DirectorySource
 from .staging import StagedFileWriter, discard_staged
 
 __all__ = ["JsonLinesSink", "JsonLinesSource"]
@@ -47,54 +50,11 @@ __all__ = ["JsonLinesSink", "JsonLinesSource"]
 STAGING = "_staging"
 
 
-class _LinesReader(PartitionReader):
-    def __init__(self, path: str, offset: int, decode: Callable[[str], Any], follow: bool):
-        self._file = open(path, "rb")  # noqa: SIM115 -- closed by close()
-        self._file.seek(offset)
-        self._at = offset
-        self._decode = decode
-        self._follow = follow
-        self._eof = False
-        self._path = path
-
-    def read(self, limit: int) -> list[Any]:
-        out: list[Any] = []
-        f, decode = self._file, self._decode
-        while len(out) < limit:
-            line = f.readline()
-            if not line:
-                self._eof = True
-                break
-            if not line.endswith(b"\n") and self._follow:
-                f.seek(self._at)  # a line still being written: wait for its newline
-                self._eof = True
-                break
-            text = line.decode("utf-8").strip()
-            if text:
-                try:
-                    out.append(decode(text))
-                except ValueError as exc:
-                    raise TimelyError(
-                        f"{self._path}: the line at byte {self._at} is not valid: {exc}"
-                    ) from exc
-            self._at += len(line)
-        else:
-            self._eof = False
-        return out
-
-    def offset(self) -> int:
-        return self._at
-
-    def exhausted(self) -> bool:
-        return self._eof and not self._follow
-
-    def close(self) -> None:
-        self._file.close()
-
-
-class JsonLinesSource(Source):
+class JsonLinesSource(DirectorySource):
     """Every ``*.jsonl`` file of ``folder`` (module docstring); ``decode`` turns a line into a
-    record (default ``json.loads``)."""
+    record (default ``json.loads``).  The JSON-lines case of
+    :class:`~pytimely.io.directory.DirectorySource`, whose ``follow``, ``poll_seconds`` and
+    ``stop_when_idle`` it takes."""
 
     def __init__(
         self,
@@ -104,23 +64,19 @@ class JsonLinesSource(Source):
         decode: Callable[[str], Any] = json.loads,
         follow: bool = False,
         suffix: str = ".jsonl",
+        poll_seconds: float = 1.0,
+        stop_when_idle: float | None = None,
     ) -> None:
-        self.folder = os.fspath(folder)
-        self.name = name
-        self.decode = decode
-        self.follow = follow
-        self.suffix = suffix
-
-    def partitions(self) -> list[str]:
-        """The files, by name."""
-        if not os.path.isdir(self.folder):
-            raise TimelyError(f"source {self.name!r}: no directory {self.folder}")
-        return sorted(n for n in os.listdir(self.folder) if n.endswith(self.suffix))
-
-    def open(self, partition: str, offset: Any) -> PartitionReader:
-        """A reader of file ``partition`` from byte ``offset``."""
-        path = os.path.join(self.folder, partition)
-        return _LinesReader(path, int(offset or 0), self.decode, self.follow)
+        super().__init__(
+            folder,
+            "jsonl",
+            name=name,
+            decode=decode,
+            follow=follow,
+            suffix=suffix,
+            poll_seconds=poll_seconds,
+            stop_when_idle=stop_when_idle,
+        )
 
 
 class JsonLinesSink(Sink):
