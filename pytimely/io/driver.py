@@ -219,7 +219,7 @@ def job(
         raise ValueError(
             "job(): snapshot_every, epoch_seconds, epoch_records and read_batch must be positive"
         )
-    job_name = name or getattr(build, "__qualname__", "job")
+    job_name = name or str(getattr(build, "__qualname__", "job"))
 
     def run(worker: Any) -> JobReport:
         store = CheckpointStore(checkpoint, job_name, filesystem) if checkpoint else None
