@@ -4,7 +4,9 @@
 temporary directory, starts the server on a free port of 127.0.0.1 with its socket in that
 directory, and stops it (``pg_ctl stop``, then its pid) at the end.  PostgreSQL refuses to run
 as root: when the tests run as root (CI), the cluster runs as the ``postgres`` user of the
-machine image, which owns the directory.
+machine image, which owns the directory.  :meth:`~PostgresCluster.halt` stops the server and
+keeps its data, :meth:`~PostgresCluster.start` starts it again on the same port: a server that
+goes away and comes back (the tests of that use a cluster of their own).
 """
 
 from __future__ import annotations
@@ -40,28 +42,32 @@ class PostgresCluster:
             raise RuntimeError(f"{args[0]} failed: {done.stdout[-1000:]}{done.stderr[-2000:]}")
 
     def __enter__(self) -> PostgresCluster:
-        initdb, pg_ctl = shutil.which("initdb"), shutil.which("pg_ctl")
-        if initdb is None or pg_ctl is None:
+        initdb = shutil.which("initdb")
+        if initdb is None or shutil.which("pg_ctl") is None:
             raise RuntimeError("PostgreSQL's initdb/pg_ctl are not on PATH")
         if os.geteuid() == 0:
             user = pwd.getpwnam("postgres")
             os.chown(self.directory, user.pw_uid, user.pw_gid)
             self._as = ["runuser", "-u", "postgres", "--"]
         self._run(initdb, "-D", self.data, "-U", "pytimely", "--auth=trust", "-E", "UTF8")
+        return self.start()
+
+    def start(self) -> PostgresCluster:
+        """Start the server (``pg_ctl start -w``: returns once it accepts connections)."""
         options = (
             f"-p {self.port} -k {self.directory} -c listen_addresses=127.0.0.1 "
             "-c wal_level=logical -c max_replication_slots=4 -c max_wal_senders=4 "
             "-c fsync=off"
         )
-        self._run(pg_ctl, "-D", self.data, "-o", options, "-l",
+        self._run(shutil.which("pg_ctl") or "pg_ctl", "-D", self.data, "-o", options, "-l",
                   os.path.join(self.directory, "log"), "-w", "-t", str(int(self.start_timeout)),
                   "start", timeout=self.start_timeout + 10)  # fmt: skip
         with open(os.path.join(self.data, "postmaster.pid")) as f:
             self._pid = int(f.readline())
         return self
 
-    def stop(self) -> None:
-        """``pg_ctl stop`` (fast), then the postmaster's pid if it is still there."""
+    def halt(self) -> None:
+        """Stop the server (``pg_ctl stop -m fast``, then its pid) and keep its data."""
         if self._pid is None:
             return
         try:
@@ -79,6 +85,10 @@ class PostgresCluster:
                 break
             time.sleep(0.05)
         self._pid = None
+
+    def stop(self) -> None:
+        """Stop the server (:meth:`halt`) and delete the cluster."""
+        self.halt()
         shutil.rmtree(self.directory, ignore_errors=True)
 
     def __exit__(self, *exc: object) -> None:

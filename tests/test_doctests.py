@@ -35,6 +35,7 @@ RUN_ONLY = [
     "pytimely.io.staging",
     "pytimely.io.storage",
     "pytimely.capture.fileformat",
+    "pytimely.io.kafka",
     "pytimely.io.postgres",
     "pytimely.io.postgres_cdc",
     "pytimely.dataflow.scope",

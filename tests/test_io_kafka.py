@@ -3,6 +3,13 @@
 Source: a topic of two partitions -> running totals per user -> JSON lines, on 1 and 2 workers,
 and through a failure and a restart on another worker count (offsets from the checkpoint).
 Sink: every record arrives, each once after dropping repeats by the pytimely headers.
+
+A broker that goes away mid-run: each of these tests runs a broker of its own (stopped by
+pid), never the session's.  Away for a few seconds and back (a relay in front of the broker is
+killed and restarted on the same port, since Tansu's memory storage would not survive a restart
+of the broker itself: tests/brokers.py), a source reads on exactly once and a sink delivers
+every record; gone for good, the job fails with a WorkerFailure naming the connector and the
+address within the connector's ``timeout``.
 """
 
 from __future__ import annotations
@@ -10,10 +17,13 @@ from __future__ import annotations
 import collections
 import json
 import os
+import re
 import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 
@@ -25,6 +35,14 @@ sys.path.insert(0, os.path.dirname(__file__))
 # The [kafka] extra is part of [all], which `make test` installs: missing, the tests fail.
 import confluent_kafka as kafka  # noqa: E402
 import io_job  # noqa: E402
+from brokers import (
+    TansuBroker,
+    TcpRelay,
+    free_port,
+    meanwhile,
+    wait_for_a_commit,
+    wait_for_a_publish,
+)  # noqa: E402
 
 from pytimely.io.kafka import SEQ_HEADER, STAGED_HEADER, KafkaSink, KafkaSource  # noqa: E402
 
@@ -182,3 +200,160 @@ def test_the_kafka_sessions_example_finds_the_sessions_plain_python_finds(kafka_
         for line in open(os.path.join(out, name))
     )
     assert got == sorted(expected)
+
+
+# -- a broker that goes away ------------------------------------------------------------------
+
+
+class _UpTo(KafkaSource):
+    """The topic up to offset ``ends[partition]`` of each partition: a bounded job over a topic
+    that gets records while the job runs (``stop_at_end`` would end a partition at the first
+    end of it the reader sees)."""
+
+    def __init__(self, *args, ends: dict[int, int], **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.ends = ends
+
+    def open(self, partition, offset):
+        reader = super().open(partition, offset)
+        end = self.ends[int(partition)]
+        reader.exhausted = lambda: (reader.offset() or 0) >= end
+        return reader
+
+
+@contextmanager
+def _relayed_broker() -> Iterator[tuple[TansuBroker, TcpRelay]]:
+    """A broker of the test's own that clients reach through a relay on a port of its own (the
+    address the broker advertises)."""
+    port = free_port()
+    with (
+        TansuBroker(advertised=f"127.0.0.1:{port}") as broker,
+        TcpRelay(broker.bootstrap, port) as relay,
+    ):
+        yield broker, relay
+
+
+def _consume_all(bootstrap: str, topic: str, partitions: int) -> list:
+    consumer = kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": "check",
+                               "enable.partition.eof": True})  # fmt: skip
+    consumer.assign([kafka.TopicPartition(topic, p, kafka.OFFSET_BEGINNING)
+                     for p in range(partitions)])  # fmt: skip
+    seen, ends, deadline = [], 0, time.monotonic() + 30
+    while ends < partitions and time.monotonic() < deadline:
+        for m in consumer.consume(500, 0.5):
+            if m.error():
+                ends += 1
+            else:
+                seen.append(m)
+    consumer.close()
+    assert ends == partitions, "the topic was not read to its end within 30 s"
+    return seen
+
+
+def test_a_kafka_source_reads_on_exactly_once_after_its_broker_went_away_and_came_back(tmp_path):
+    """Two workers read 1,000 clicks through a relay (a slow map); after the first checkpoint
+    the relay is killed for 3 s, started again on its port, and 1,000 more clicks are produced:
+    the job reads them through the broker it got back (librdkafka fetches a small topic whole,
+    so the first clicks may come from its queue meanwhile) and every user's totals are exactly
+    1..n."""
+    with _relayed_broker() as (broker, relay):
+        topic = _topic(broker, 2)
+        clicks = _produce_clicks(broker, topic, 1000, 25)
+        out, ck = str(tmp_path / "out"), str(tmp_path / "ck")
+        source = _UpTo(relay.address, topic, timeout=30, ends={0: 1000, 1: 1000})
+        build = io_job.make_build("", out, slow=0.002, source=source)
+        build.__qualname__ = "kafka_outage"
+
+        def outage() -> None:
+            wait_for_a_commit(ck, time.monotonic() + 60)
+            relay.stop()
+            try:
+                time.sleep(3)
+            finally:
+                relay.start()
+            clicks.update(_produce_clicks(broker, topic, 1000, 25))
+
+        with meanwhile(outage):  # the job cannot end before it has read the second clicks
+            reports = pt.execute(io.job(build, checkpoint=ck, **SMALL_EPOCHS), workers=2)
+    assert sum(r.records for r in reports) == 2000
+    _exactly_once(out, clicks)
+
+
+def test_a_kafka_sink_delivers_every_record_after_its_broker_went_away_and_came_back(tmp_path):
+    """Two workers publish 1,000 running totals to a topic through a relay that is killed for
+    3 s after the first publish and started again: the job finishes, and the topic holds every
+    record, each once after dropping repeats by the pytimely headers."""
+    inp, staging, ck = str(tmp_path / "in"), str(tmp_path / "staging"), str(tmp_path / "ck")
+    clicks = io_job.write_clicks(inp, 2, 500, 10)
+    with _relayed_broker() as (broker, relay):
+        topic = _topic(broker, 1)
+        sink = KafkaSink(relay.address, topic, staging, timeout=30)
+        build = io_job.make_build(inp, "", slow=0.004, sink=sink)  # running totals, as lists
+        seen: dict[str, float] = {}
+
+        def outage() -> None:
+            wait_for_a_publish(staging, time.monotonic() + 60)
+            relay.stop()
+            try:
+                seen["sent before"] = sum(n.endswith(".sent") for n in os.listdir(staging))
+                time.sleep(3)
+            finally:
+                relay.start()
+                seen["back"] = time.monotonic()
+
+        with meanwhile(outage):
+            pt.execute(io.job(build, checkpoint=ck, **SMALL_EPOCHS), workers=2)
+            ended = time.monotonic()
+        assert ended > seen["back"]  # the job published across the outage
+        messages = _consume_all(broker.bootstrap, topic, 1)
+    files = os.listdir(staging)
+    assert all(n.endswith(".sent") for n in files) and len(files) > seen["sent before"]
+    once = {(dict(m.headers())[STAGED_HEADER], dict(m.headers())[SEQ_HEADER]): m for m in messages}
+    totals: dict[str, list[int]] = collections.defaultdict(list)
+    for m in once.values():  # each record once after dropping repeats (at-least-once)
+        user, total = json.loads(m.value())
+        totals[user].append(total)
+    assert {u: sorted(t) for u, t in totals.items()} == {
+        u: list(range(1, n + 1)) for u, n in clicks.items()
+    }
+
+
+@pytest.mark.parametrize("side", ["KafkaSource", "KafkaSink"])
+def test_a_broker_gone_for_good_fails_the_job_naming_the_connector(tmp_path, side):
+    """A broker of the test's own is killed by pid after the first checkpoint (the sink: its
+    first publish): the job fails
+    with a WorkerFailure naming the connector, the topic and the address within the
+    connector's 3 s timeout (and a few seconds to stop the workers)."""
+    out, ck, staging = str(tmp_path / "out"), str(tmp_path / "ck"), str(tmp_path / "staging")
+    inp = str(tmp_path / "in")
+    io_job.write_clicks(inp, 2, 1000, 10)
+    with TansuBroker() as broker:
+        topic = _topic(broker, 2)
+        if side == "KafkaSource":
+            _produce_clicks(broker, topic, 200, 10)
+            source = KafkaSource(broker.bootstrap, topic, timeout=3)  # unbounded: reads on
+            build = io_job.make_build("", out, source=source)
+        else:
+            sink = KafkaSink(broker.bootstrap, topic, staging, timeout=3)
+            build = io_job.make_build(inp, "", slow=0.002, sink=sink)
+        stopped: list[float] = []
+
+        def outage() -> None:
+            if side == "KafkaSource":
+                wait_for_a_commit(ck, time.monotonic() + 60)
+            else:
+                wait_for_a_publish(staging, time.monotonic() + 60)
+            broker.kill()
+            stopped.append(time.monotonic())
+
+        name = re.escape(f"{side} 'kafka:{topic}' (topic '{topic}' at {broker.bootstrap})")
+        with meanwhile(outage), pytest.raises(WorkerFailure, match=name) as failure:
+            pt.execute(io.job(build, checkpoint=ck, **SMALL_EPOCHS), workers=2)
+        failed = time.monotonic()
+    assert stopped and failed - stopped[0] < 20
+    text = str(failure.value)
+    assert "timeout=3 s" in text and "last error:" in text
+    if side == "KafkaSource":
+        assert re.search(r"no answer from the broker for \d+\.\d s", text)
+    else:
+        assert re.search(r"undelivered after \d+\.\d s without a delivery", text)

@@ -17,14 +17,34 @@ pair as the message key on a compacted topic).  Kafka transactions would make it
 without that; they are not used because the broker the test suite runs (Tansu) does not
 implement them.
 
-Errors name the connector, the broker and the topic: a broker that does not answer within
-``timeout`` seconds, a topic that does not exist, a record that cannot be delivered.
+**A broker that goes away.**  librdkafka reconnects by itself (with backoff: 0.1 s doubling
+to ``reconnect.backoff.max.ms``, which these connectors set to 1 s unless ``config`` says
+otherwise), and what it reports meanwhile -- ``_TRANSPORT``, ``_ALL_BROKERS_DOWN`` and any other
+error it recovers from -- is taken as transient, for up to ``timeout`` seconds (30):
+
+* the source counts from the first such error and starts again from nothing once a record or
+  the end of a partition arrives, or a metadata request answers (asked at most once a second
+  while librdkafka has been quiet for a second); it reads on where it was, so a job over a
+  broker that came back within the bound loses and doubles nothing;
+* the sink produces and waits for the deliveries, and counts from the last delivery: a file
+  is published as long as the broker keeps taking records, however long it takes in all.
+
+After ``timeout`` seconds without the broker a :class:`~pytimely.errors.TimelyError` names the
+connector (``KafkaSource`` / ``KafkaSink`` and its name), the topic, the bootstrap address,
+how long it waited and the last error librdkafka gave; in a job ``pt.execute`` raises it as a
+``WorkerFailure``.  Errors librdkafka does not recover from (a fatal error, a partition error
+that is not retriable, a record the broker refused) are raised at once.  A broker that does not
+answer at the start (the source's metadata request) is the same error after ``timeout``.
+
+>>> KafkaSource("127.0.0.1:9092", "clicks").describe()
+"KafkaSource 'kafka:clicks' (topic 'clicks' at 127.0.0.1:9092)"
 """
 
 from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -46,20 +66,67 @@ STAGED_HEADER = "pytimely-staged"
 SEQ_HEADER = "pytimely-seq"
 
 
+#: librdkafka's longest wait between two attempts to reach a broker, unless ``config`` sets it
+#: (librdkafka's own default, 10 s, would keep a job waiting that long after the broker is back).
+RECONNECT_BACKOFF_MAX_MS = 1000
+
+
 def _json_value(value: bytes) -> Any:
     return json.loads(value)
+
+
+class _Outage:
+    """What librdkafka reported since its broker was last known to answer: when the first
+    error came (``since``; ``None``: no outage), the last one and when, and a fatal one."""
+
+    def __init__(self, chained: Callable[[Any], None] | None = None) -> None:
+        self.since: float | None = None
+        self.last: Any = None
+        self.last_at = 0.0
+        self.probed_at = 0.0
+        self.fatal: Any = None
+        self._chained = chained
+
+    def error(self, error: Any) -> None:
+        """An error librdkafka reported (its ``error_cb``, or a partition's retriable one)."""
+        now = time.monotonic()
+        if error.fatal():
+            self.fatal = error
+        if self.since is None:
+            self.since = now
+        self.last, self.last_at = error, now
+        if self._chained is not None:
+            self._chained(error)
+
+    def clear(self) -> None:
+        """The broker answered."""
+        self.since = None
+
+    def describe(self) -> str:
+        return "none" if self.last is None else self.last.str()
+
+
+def _client_config(config: dict[str, Any], outage: _Outage) -> dict[str, Any]:
+    """``config`` with the error callback that feeds ``outage`` (calling the one ``config``
+    has, if any) and a short reconnection backoff unless ``config`` sets one."""
+    return {
+        "reconnect.backoff.max.ms": RECONNECT_BACKOFF_MAX_MS,
+        **config,
+        "error_cb": outage.error,
+    }
 
 
 class _KafkaReader(PartitionReader):
     def __init__(self, source: KafkaSource, partition: int, offset: int | None) -> None:
         self._source = source
         self._next = offset
+        self._outage = _Outage(source.config.get("error_cb"))
         conf = {
             "bootstrap.servers": source.bootstrap,
             "group.id": f"pytimely-{source.topic}",  # required; offsets are never committed
             "enable.auto.commit": False,
             "enable.partition.eof": source.stop_at_end,
-            **source.config,
+            **_client_config(source.config, self._outage),
         }
         self._consumer = _ck.Consumer(conf)
         start = offset if offset is not None else _ck.OFFSET_BEGINNING
@@ -67,24 +134,63 @@ class _KafkaReader(PartitionReader):
         self._partition = partition
         self._at_end = False
 
+    def _where(self) -> str:
+        return f"{self._source.describe()}, partition {self._partition}"
+
     def read(self, limit: int) -> list[Any]:
         messages = self._consumer.consume(num_messages=limit, timeout=self._source.poll_seconds)
         decode, timestamps = self._source.decode, self._source.timestamps
+        outage = self._outage
         out: list[Any] = []
         for m in messages:
             error = m.error()
             if error is not None:
                 if error.code() == _ck.KafkaError._PARTITION_EOF:
                     self._at_end = True
+                    outage.clear()
                     continue
-                raise TimelyError(
-                    f"{self._source.describe()}, partition {self._partition}: {error}"
-                )
+                if error.retriable() and not error.fatal():
+                    outage.error(error)
+                    continue
+                raise TimelyError(f"{self._where()}: {error.str()}")
             value = decode(m.value())
             out.append((m.timestamp()[1], value) if timestamps else value)
             self._next = m.offset() + 1
             self._at_end = False
+        if out:
+            outage.clear()
+        if outage.since is not None or outage.fatal is not None:
+            self._check_outage()
         return out
+
+    def _broker_answers(self) -> bool:
+        self._outage.probed_at = time.monotonic()
+        try:
+            metadata = self._consumer.list_topics(self._source.topic, timeout=0.25)
+        except _ck.KafkaException:
+            return False
+        return self._source.topic in metadata.topics
+
+    def _check_outage(self) -> None:
+        """Carry on while the broker has been away for less than the source's ``timeout``
+        (module docstring); then an error naming the source, the broker and the last error."""
+        outage = self._outage
+        if outage.fatal is not None:
+            raise TimelyError(f"{self._where()}: fatal error: {outage.fatal.str()}")
+        assert outage.since is not None
+        now = time.monotonic()
+        timeout = self._source.timeout
+        quiet = now - outage.last_at >= 1.0 and now - outage.probed_at >= 1.0
+        if (quiet or now - outage.since >= timeout) and self._broker_answers():
+            outage.clear()
+            return
+        waited = time.monotonic() - outage.since
+        if waited >= timeout:
+            raise TimelyError(
+                f"{self._where()}: no answer from the broker for {waited:.1f} s "
+                f"(librdkafka reconnecting with backoff; timeout={timeout:g} s); "
+                f"last error: {outage.describe()}"
+            )
 
     def offset(self) -> int | None:
         return self._next
@@ -100,7 +206,8 @@ class KafkaSource(Source):
     """Topic ``topic`` of the cluster at ``bootstrap`` (module docstring).  ``decode`` turns a
     message's value into a record (default: JSON); ``timestamps=True`` makes records
     ``(timestamp_ms, value)`` with the message's timestamp; ``config``: more librdkafka
-    consumer settings."""
+    consumer settings; ``timeout``: seconds without the broker (at the start or mid-run)
+    before the error names it."""
 
     def __init__(
         self,
@@ -112,7 +219,7 @@ class KafkaSource(Source):
         timestamps: bool = False,
         stop_at_end: bool = False,
         config: dict[str, Any] | None = None,
-        timeout: float = 10.0,
+        timeout: float = 30.0,
         poll_seconds: float = 0.01,
     ) -> None:
         self.bootstrap = bootstrap
@@ -127,16 +234,22 @@ class KafkaSource(Source):
 
     def describe(self) -> str:
         """How errors name this source."""
-        return f"Kafka source {self.name!r} (topic {self.topic!r} at {self.bootstrap})"
+        return f"KafkaSource {self.name!r} (topic {self.topic!r} at {self.bootstrap})"
 
     def partitions(self) -> list[str]:
         """The topic's partitions, as ``"0"``, ``"1"``, ..."""
-        admin = AdminClient({"bootstrap.servers": self.bootstrap, **self.config})
+        outage = _Outage(self.config.get("error_cb"))
+        admin = AdminClient(
+            {"bootstrap.servers": self.bootstrap, **_client_config(self.config, outage)}
+        )
         try:
             metadata = admin.list_topics(self.topic, timeout=self.timeout)
         except _ck.KafkaException as exc:
+            admin.poll(0)  # serves the errors librdkafka queued meanwhile
+            last = f"; last error: {outage.describe()}" if outage.last is not None else ""
             raise TimelyError(
-                f"{self.describe()}: the broker did not answer within {self.timeout} s: {exc}"
+                f"{self.describe()}: the broker did not answer within {self.timeout:g} s: "
+                f"{exc.args[0].str() if exc.args else exc}{last}"
             ) from exc
         topic = metadata.topics.get(self.topic)
         if topic is None or topic.error is not None or not topic.partitions:
@@ -154,7 +267,9 @@ class KafkaSource(Source):
 class KafkaSink(Sink):
     """At-least-once into topic ``topic`` (module docstring).  ``encode`` turns a record
     into the message value as ``str`` (default: JSON); ``key``, if given, the message key;
-    ``staging``: a local directory for the staged files (each worker's host needs it)."""
+    ``staging``: a local directory for the staged files (each worker's host needs it);
+    ``timeout``: seconds a publish waits without a delivery (the broker away) before the
+    error names it."""
 
     def __init__(
         self,
@@ -177,10 +292,14 @@ class KafkaSink(Sink):
         self.config = dict(config or {})
         self.timeout = timeout
         self._producer: Any = None
+        self._outage = _Outage(self.config.get("error_cb"))
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_producer": None}  # a producer stays in its process
 
     def describe(self) -> str:
         """How errors name this sink."""
-        return f"Kafka sink {self.name!r} (topic {self.topic!r} at {self.bootstrap})"
+        return f"KafkaSink {self.name!r} (topic {self.topic!r} at {self.bootstrap})"
 
     def writer(self, index: int, peers: int, attempt: str) -> SinkWriter:
         """Worker ``index``'s writer: staged files ``<attempt>-w<index>-<seq>.staged``."""
@@ -192,23 +311,54 @@ class KafkaSink(Sink):
     def _produce(self) -> Any:
         if self._producer is None:
             self._producer = _ck.Producer(
-                {"bootstrap.servers": self.bootstrap, "enable.idempotence": True, **self.config}
+                {
+                    "bootstrap.servers": self.bootstrap,
+                    "enable.idempotence": True,
+                    **_client_config(self.config, self._outage),
+                }
             )
         return self._producer
 
     def publish(self, staged: Any) -> None:
-        """Produce the staged file's records, then mark it sent (module docstring)."""
+        """Produce the staged file's records, then mark it sent (module docstring): waits
+        while the broker is away, up to ``timeout`` seconds without a delivery."""
         path = unsent(self.staging, staged, self.describe())
         if path is None:
             return
         name = staged["file"]
         producer = self._produce()
+        outage = self._outage
+        outage.clear()
+        delivered = [0]
         failures: list[str] = []
+        progress = [0, time.monotonic()]  # deliveries seen, and when their number last grew
 
-        def delivered(error: Any, _message: Any) -> None:
-            if error is not None:
-                failures.append(str(error))
+        def on_delivery(error: Any, _message: Any) -> None:
+            if error is None:
+                delivered[0] += 1
+            else:
+                failures.append(error.str())
 
+        def check(sent: int) -> None:
+            """Raise if a record failed, or if nothing was delivered for ``timeout`` s."""
+            if failures or outage.fatal is not None:
+                first = failures[0] if failures else f"fatal error: {outage.fatal.str()}"
+                raise TimelyError(
+                    f"{self.describe()}: {sent - delivered[0]} of {sent} records of "
+                    f"{name} undelivered; first error: {first}"
+                )
+            now = time.monotonic()
+            if delivered[0] != progress[0]:
+                progress[:] = [delivered[0], now]
+            elif now - progress[1] >= self.timeout:
+                raise TimelyError(
+                    f"{self.describe()}: {sent - delivered[0]} of {sent} records of {name} "
+                    f"undelivered after {now - progress[1]:.1f} s without a delivery "
+                    f"(librdkafka reconnecting with backoff; timeout={self.timeout:g} s); "
+                    f"last error: {outage.describe()}"
+                )
+
+        sent = 0
         with open(path, encoding="utf-8") as f:
             for seq, line in enumerate(f):
                 value = json.loads(line)
@@ -217,17 +367,20 @@ class KafkaSink(Sink):
                 while True:
                     try:
                         producer.produce(
-                            self.topic, value=value, key=key, headers=headers, on_delivery=delivered
+                            self.topic,
+                            value=value,
+                            key=key,
+                            headers=headers,
+                            on_delivery=on_delivery,
                         )
+                        sent += 1
                         break
                     except BufferError:  # the local queue is full: let it drain
                         producer.poll(0.1)
-        remaining = producer.flush(self.timeout)
-        if remaining or failures:
-            raise TimelyError(
-                f"{self.describe()}: {remaining} records undelivered after {self.timeout} s"
-                + (f"; first error: {failures[0]}" if failures else "")
-            )
+                        check(sent)
+        while producer.flush(min(1.0, self.timeout)):
+            check(sent)
+        check(sent)  # the last delivery reports
         mark_sent(path)
 
     def discard(self, keep: Sequence[Any]) -> None:

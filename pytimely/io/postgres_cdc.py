@@ -16,6 +16,17 @@ creates it with the ``test_decoding`` plugin of postgresql-contrib if it does no
 needs ``wal_level=logical``).  ``stop_at_end=True`` makes a bounded job of the changes
 committed before the reader opened.
 
+A server that goes away -- restarted, shut down, the reader's backend terminated -- is
+reconnected to with backoff and the read runs again (:class:`~pytimely.io.postgres.Connection`):
+reading peeks again from the slot, which is safe because the slot only advances when a
+checkpoint commits (a transaction already returned is skipped by its commit LSN), and advancing
+the slot to a position it already holds is a no-op.  After ``connect_timeout`` seconds (30)
+without a working connection, a :class:`~pytimely.errors.TimelyError` names the source
+(``PostgresCdcSource`` and its name), the slot, the server's ``host:port`` and the last error;
+in a job ``pt.execute`` raises it as a ``WorkerFailure``.
+
+>>> PostgresCdcSource("host=127.0.0.1 port=1 password=secret", "orders_slot").describe()
+"PostgresCdcSource 'pg-cdc:orders_slot' (slot 'orders_slot' at 127.0.0.1:1)"
 >>> parse_change("table public.t: INSERT: id[integer]:1 name[text]:'O''Brien' x[real]:null")
 {'op': 'insert', 'table': 'public.t', 'row': {'id': 1, 'name': "O'Brien", 'x': None}}
 >>> lsn_value("0/1528EA8")
@@ -29,7 +40,7 @@ from typing import Any
 
 from ..errors import TimelyError
 from .api import PartitionReader, Source
-from .postgres import connect
+from .postgres import Connection, address, transient
 
 try:
     import psycopg
@@ -79,19 +90,24 @@ def parse_change(data: str) -> dict[str, Any] | None:
 class _SlotReader(PartitionReader):
     def __init__(self, source: PostgresCdcSource, offset: int | None) -> None:
         self._source = source
-        self._conn = source.connect()
+        self._conn = source.connection()
         self._offset = offset or 0  # the commit LSN of the last transaction returned
         self._buffer: list[tuple[int, list[dict[str, Any]]]] = []  # (commit LSN, changes)
         self._end: int | None = None
         if source.stop_at_end:
-            row = self._conn.execute("SELECT pg_current_wal_lsn()::text").fetchone()
+            row = self._conn.run(
+                lambda conn: conn.execute("SELECT pg_current_wal_lsn()::text").fetchone()
+            )
             self._end = lsn_value(row[0])
 
     def _refill(self) -> None:
-        rows = self._conn.execute(
-            "SELECT lsn::text, data FROM pg_logical_slot_peek_changes(%s, NULL, NULL)",
-            (self._source.slot,),
-        ).fetchall()
+        slot = self._source.slot
+        rows = self._conn.run(  # peeked again whole after a reconnection: nothing is consumed
+            lambda conn: conn.execute(
+                "SELECT lsn::text, data FROM pg_logical_slot_peek_changes(%s, NULL, NULL)",
+                (slot,),
+            ).fetchall()
+        )
         pending: list[dict[str, Any]] = []
         seen = self._buffer[-1][0] if self._buffer else self._offset
         tables = self._source.tables
@@ -133,8 +149,11 @@ class _SlotReader(PartitionReader):
     def release(self, offset: Any) -> None:
         if offset:
             lsn = f"{offset >> 32:X}/{offset & 0xFFFFFFFF:X}"
-            self._conn.execute(
-                "SELECT pg_replication_slot_advance(%s, %s::pg_lsn)", (self._source.slot, lsn)
+            slot = self._source.slot
+            self._conn.run(  # again after a reconnection: advancing to where it is is a no-op
+                lambda conn: conn.execute(
+                    "SELECT pg_replication_slot_advance(%s, %s::pg_lsn)", (slot, lsn)
+                )
             )
 
     def close(self) -> None:
@@ -143,7 +162,9 @@ class _SlotReader(PartitionReader):
 
 class PostgresCdcSource(Source):
     """The committed changes behind replication slot ``slot`` of the server at ``dsn``
-    (module docstring); ``tables``: only these (``"schema.name"``), default all."""
+    (module docstring); ``tables``: only these (``"schema.name"``), default all;
+    ``connect_timeout``: seconds to keep reconnecting while the server is away (at the start
+    or mid-run) before the error names it."""
 
     def __init__(
         self,
@@ -166,30 +187,51 @@ class PostgresCdcSource(Source):
 
     def describe(self) -> str:
         """How errors name this source."""
-        return f"PostgreSQL CDC source {self.name!r} (slot {self.slot!r} at {self.dsn})"
+        return f"PostgresCdcSource {self.name!r} (slot {self.slot!r} at {address(self.dsn)})"
+
+    def connection(self) -> Connection:
+        """An autocommit :class:`~pytimely.io.postgres.Connection` that comes back (retried
+        with backoff for ``connect_timeout`` seconds), not yet open."""
+        return Connection(
+            self.dsn,
+            self.connect_timeout,
+            self.describe(),
+            autocommit=True,
+            application_name=f"pytimely {self.name}",
+        )
 
     def connect(self) -> Any:
-        """An autocommit connection (retried with backoff for ``connect_timeout`` seconds)."""
-        return connect(self.dsn, self.connect_timeout, self.describe(), autocommit=True)
+        """An open autocommit psycopg connection (retried with backoff for
+        ``connect_timeout`` seconds)."""
+        return self.connection().connection()
 
     def partitions(self) -> list[str]:
         """One partition, the slot (created here if ``create_slot`` and missing)."""
-        with self.connect() as conn:
+        slot = self.slot
+
+        def find_or_create(conn: Any) -> None:
             exists = conn.execute(
-                "SELECT 1 FROM pg_replication_slots WHERE slot_name = %s", (self.slot,)
+                "SELECT 1 FROM pg_replication_slots WHERE slot_name = %s", (slot,)
             ).fetchone()
             if exists is None:
                 if not self.create_slot:
                     raise TimelyError(f"{self.describe()}: no such replication slot")
                 try:
                     conn.execute(
-                        "SELECT pg_create_logical_replication_slot(%s, 'test_decoding')",
-                        (self.slot,),
+                        "SELECT pg_create_logical_replication_slot(%s, 'test_decoding')", (slot,)
                     )
                 except psycopg.errors.DuplicateObject:
                     pass  # another worker created it first
                 except psycopg.Error as exc:
+                    if transient(exc, conn):
+                        raise  # the server went away: Connection.run retries
                     raise TimelyError(f"{self.describe()}: cannot create the slot: {exc}") from exc
+
+        connection = self.connection()
+        try:
+            connection.run(find_or_create)
+        finally:
+            connection.close()
         return [self.slot]
 
     def open(self, partition: str, offset: Any) -> PartitionReader:
