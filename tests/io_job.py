@@ -54,13 +54,22 @@ def clicker(slow: float = 0.0, fail_at: str | None = None):
 
 
 def make_build(
-    inp: str, out: str, slow: float = 0.0, fail_at: str | None = None, sink=None, source=None
+    inp: str,
+    out: str,
+    slow: float = 0.0,
+    fail_at: str | None = None,
+    sink=None,
+    source=None,
+    event_time: bool = False,
 ):
     """The job's build function: clicks of ``source`` (default: the JSON-lines files of
-    ``inp``) -> running totals -> ``sink`` (default: JSON-lines files in ``out``)."""
+    ``inp``) -> running totals -> ``sink`` (default: JSON-lines files in ``out``); with
+    ``event_time``, a click's place in its file is its event time."""
 
     def build(scope):
-        clicks = io.read(scope, source if source is not None else io.JsonLinesSource(inp))
+        source_ = source if source is not None else io.JsonLinesSource(inp)
+        at = (lambda r: r["i"]) if event_time else None
+        clicks = io.read(scope, source_, event_time=at)
         totals = clicks.map(clicker(slow, fail_at)).stateful_map(
             int, lambda n, one: (n + one, n + one), name="Totals"
         )

@@ -76,6 +76,31 @@ def test_failures_and_restarts_on_other_worker_counts_publish_every_result_once(
     _exactly_once(out, clicks)
 
 
+@pytest.mark.parametrize("event_time", [False, True], ids=["epochs", "event-time"])
+def test_a_worker_with_nothing_to_read_still_takes_its_part_in_every_checkpoint(
+    tmp_path, event_time
+):
+    """Three workers, two files: the third reads nothing, but the others send it keys, so its
+    state is in every checkpoint; checkpoints must commit while the others read, and a failure
+    late in the run restarts from a late one, not from the start."""
+    inp, out, ck = str(tmp_path / "in"), str(tmp_path / "out"), str(tmp_path / "ck")
+    clicks = io_job.write_clicks(inp, 2, 1500, 30)
+    epochs = dict(SMALL_EPOCHS)
+    if event_time:
+        epochs.update(snapshot_every=100, start=0)
+    restored = []
+    for fail_at in ("1:1400", None):
+        build = io_job.make_build(inp, out, fail_at=fail_at, event_time=event_time)
+        job = io.job(build, checkpoint=ck, timeout=60, **epochs)
+        if fail_at is None:
+            restored = [r.restored for r in pt.execute(job, workers=3)]
+        else:
+            with pytest.raises(WorkerFailure, match="injected failure"):
+                pt.execute(job, workers=3)
+    assert all(r is not None and r >= (700 if event_time else 4) for r in restored), restored
+    _exactly_once(out, clicks)
+
+
 def _children(pid: int) -> list[int]:
     with open(f"/proc/{pid}/task/{pid}/children") as f:
         return [int(p) for p in f.read().split()]

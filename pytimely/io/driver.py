@@ -268,6 +268,10 @@ class _Job:
         # The restored checkpoint's offsets, per source and partition: where a partition opens,
         # also one a growing source lists later.
         self.offsets: dict[str, dict[str, Any]] = {}
+        # With a checkpoint: an input closed when this worker has read everything, and a probe
+        # of it (see _build).
+        self.reading_done: Any = None
+        self.all_done: Any = None
         self.building = _Building(worker.index, worker.peers, f"{uuid.uuid4().hex[:12]}")
 
     # -- start ---------------------------------------------------------------------------------
@@ -313,7 +317,7 @@ class _Job:
             self.registry = StateRegistry(partition(restored.state, worker.index, worker.peers))
             self.report.restored = restored.epoch
         with self._registering():
-            worker.dataflow(self.build, name="Job")
+            worker.dataflow(self._build, name="Job")
         unclaimed = self.registry.unclaimed()
         if unclaimed:
             raise TimelyError(
@@ -357,14 +361,46 @@ class _Job:
 
     # -- epochs --------------------------------------------------------------------------------
 
+    def _build(self, scope: Any) -> None:
+        """The user's ``build``, and (with a checkpoint) an input of its own that a worker
+        closes once it has nothing more to read: its probe tells every worker when all of
+        them are done (the input feeds nothing else, so it holds no other frontier)."""
+        self.build(scope)
+        if self.store is not None:
+            self.reading_done, done = scope.new_input()
+            self.all_done = done.probe()
+
+    def _everyone_done(self) -> bool:
+        """This worker has nothing more to read: say so, and whether every worker has."""
+        if self.reading_done is None:
+            return True
+        if not self.reading_done.closed:
+            self.reading_done.close()
+            self.worker.step()
+        return self.all_done.done()
+
+    def _idle_epoch(self) -> None:
+        """An epoch of a worker with nothing to read while others still read: step and park
+        for ``epoch_seconds`` (or until every worker is done)."""
+        deadline = time.monotonic() + self.epoch_seconds
+        while (left := deadline - time.monotonic()) > 0 and not self.all_done.done():
+            self.worker.step_or_park(left)
+
     def _loop(self, epoch: int) -> None:
         worker = self.worker
         final = epoch + FINAL  # the same on every worker: they all start at the restored epoch
         readings = self.building.readings
         while True:
-            exhausted = self._read_epoch()
-            if exhausted:
-                break
+            if self._read_epoch():
+                if self._everyone_done():
+                    break
+                # Others still read (and send this worker records): it keeps taking its part
+                # in their checkpoints, without holding their time back -- in event time its
+                # watermark jumps to the next checkpoint boundary, where it waits for them.
+                self._idle_epoch()
+                if self.watermark is not None:
+                    every = self.snapshot_every
+                    self.watermark = max(self.watermark, (epoch // every + 1) * every)
             self.report.epochs += 1
             self._advance_watermark()
             if self.watermark is None:  # ingestion epochs
