@@ -31,7 +31,7 @@ from .dataflow.operators.keyed import KeyedContext, StateStats
 from .execute import args, example, execute, execute_from_args
 from .order import Product, ProductSummary
 from .progress.operate import FrontierInterest
-from .windows import Session, Sliding, Tumbling
+from .windows import Count, Session, Sliding, Tumbling
 from .worker import StuckError, Worker
 
 # The one place the version is written: pyproject.toml reads it from here.
@@ -68,6 +68,7 @@ __all__ = [
     "Tumbling",
     "Sliding",
     "Session",
+    "Count",
     "serve_dashboard",
 ]
 __all__ += _dataflow.__all__  # Scope, Stream, ...: the dataflow layer's own list

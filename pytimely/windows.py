@@ -13,6 +13,9 @@ unit the user picks (ns, ms, epochs); windows are half-open ``[start, end)``.
 * :class:`Session` — per key, records closer than ``gap`` (a difference strictly less than
   ``gap``) share one session ``[first, last + gap)``; a record that bridges two sessions merges
   them.  Sessions depend on the data, so they are assigned by the operator, not here.
+* :class:`Count` — per key, windows of ``size`` *records* (in timestamp order), every
+  ``every`` records (tumbling when ``every == size``): ``[start, end)`` counts the key's
+  records from 0, and a window is emitted when its last record arrives.
 
 >>> Tumbling(10).window_of(23)
 (20, 30)
@@ -27,7 +30,7 @@ from __future__ import annotations
 import numbers
 from typing import Any
 
-__all__ = ["Tumbling", "Sliding", "Session", "Windower"]
+__all__ = ["Count", "Tumbling", "Sliding", "Session", "Windower"]
 
 
 def _positive_int(owner: str, name: str, value: Any) -> int:
@@ -188,4 +191,49 @@ class Session:
         return f"Session(gap={self.gap})"
 
 
-Windower = Sliding | Session
+class Count:
+    """Per key, windows of ``size`` records, one starting every ``every`` records (default
+    ``size``: tumbling): the key's records are numbered 0, 1, 2, ... in timestamp order (records
+    of one timestamp in arrival order), and window ``[s, s + size)`` holds those numbered ``s``
+    to ``s + size - 1``, for ``s`` a multiple of ``every``.  A window is emitted at the
+    timestamp of its last record; records of a window that is never filled are not emitted.
+    ``every > size`` (records in no window) is refused.
+
+    >>> Count(3)
+    Count(size=3, every=3)
+    >>> Count(4, every=2).starts_of(5)
+    [2, 4]
+    """
+
+    __slots__ = ("size", "every")
+
+    def __init__(self, size: int, every: int | None = None) -> None:
+        self.size = _positive_int("Count", "size", size)
+        self.every = self.size if every is None else _positive_int("Count", "every", every)
+        if self.every > self.size:
+            raise ValueError(
+                f"Count: every ({self.every}) > size ({self.size}) would leave records in no "
+                "window; filter the stream first if sampling is what you mean"
+            )
+
+    def starts_of(self, n: int) -> list[int]:
+        """The starts of the windows holding a key's record number ``n``, earliest first.
+
+        >>> Count(3).starts_of(4)
+        [3]
+        """
+        first = max(0, n - self.size + 1)
+        first += -first % self.every
+        return list(range(first, n + 1, self.every))
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is Count and (other.size, other.every) == (self.size, self.every)
+
+    def __hash__(self) -> int:
+        return hash(("Count", self.size, self.every))
+
+    def __repr__(self) -> str:
+        return f"Count(size={self.size}, every={self.every})"
+
+
+Windower = Sliding | Session | Count

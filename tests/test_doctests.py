@@ -48,6 +48,7 @@ RUN_ONLY = [
     "pytimely.dataflow.operators.generic",
     "pytimely.dataflow.operators.tokens",
     "pytimely.dataflow.operators.windowing.event_sessions",
+    "pytimely.dataflow.operators.windowing.count_windows",
     "pytimely.dataflow.operators.input",
     "pytimely.communication.codec",
     "pytimely.dataflow.exchange",

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from ....naming import describe_function
 from ....progress.operate import FrontierInterest
-from ....windows import Session, Sliding
+from ....windows import Count, Session, Sliding
 from ... import snapshot
 from ...pacts import Exchange, Pact
 from ..generic import OperatorBuilder
@@ -16,6 +16,7 @@ from ..keyed import InTimeOrder
 from ..map import map_batch
 from .checks import apply_user, check_lateness, check_time, check_windower
 from .columnar import columnar_logic
+from .count_windows import count_window_stream
 from .event_sessions import EventTimeSessions, event_session_logic
 from .fixed import FixedWindows, fixed_logic
 from .kinds import Kind
@@ -138,6 +139,8 @@ def _build(
 ) -> Windowed:
     check_windower(op, windower)
     lateness = check_lateness(op, lateness)
+    if isinstance(windower, Count):
+        return _count_windows(stream, op, windower, kind, key, event_time, lateness, name)
     state_source: Callable[[], list] | None = None  # for snapshots; else ``state.per_key``
     if isinstance(key, str):
         if not isinstance(windower, Sliding):
@@ -205,6 +208,30 @@ def _build(
         return logic
 
     output, late = builder.build(ctor)
+    return Windowed(output, late, state)
+
+
+def _count_windows(
+    stream: Stream,
+    op: str,
+    windower: Count,
+    kind: Kind,
+    key: Any,
+    event_time: Any,
+    lateness: int,
+    name: str,
+) -> Windowed:
+    """Count windows (:mod:`.count_windows`): they number each key's records in timestamp
+    order, so neither event times nor lateness apply."""
+    if event_time is not None or lateness:
+        raise TypeError(
+            f"{op}: pt.Count windows count each key's records in timestamp order; event_time "
+            "and lateness do not apply (make the event time the timestamp: io.read("
+            "event_time=...), or reclock the stream)"
+        )
+    if key is not None and not callable(key):
+        raise TypeError(f"{op}: pt.Count windows take a key function or None, got {key!r}")
+    output, late, state = count_window_stream(stream, op, windower, kind, key, name)
     return Windowed(output, late, state)
 
 
@@ -333,7 +360,7 @@ def window_join(
     [(10, [('ann', 0, 10, 'home', 'book')])]
     """
     op = "window_join"
-    check_windower(op, windower)
+    check_windower(op, windower, counts=False)
     if (event_time is None) != (other_event_time is None):
         raise ValueError(
             f"{op}: give both event_time and other_event_time, or neither (timestamps as "

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from ....errors import OperatorError
 from ....naming import describe_function
-from ....windows import Session, Sliding
+from ....windows import Count, Session, Sliding
 
 if TYPE_CHECKING:
     pass
@@ -56,13 +56,17 @@ def check_times(op: str, times: list, batch: list, what: str) -> list:
     return out
 
 
-def check_windower(op: str, windower: Any, *, sessions: bool = True) -> None:
-    """Refuse anything but a windower (``pt.Session`` only where ``sessions``)."""
-    if isinstance(windower, Sliding) or (sessions and isinstance(windower, Session)):
+def check_windower(op: str, windower: Any, *, sessions: bool = True, counts: bool = True) -> None:
+    """Refuse anything but a windower (``pt.Session`` only where ``sessions``, ``pt.Count``
+    only where ``counts``)."""
+    if (
+        isinstance(windower, Sliding)
+        or (sessions and isinstance(windower, Session))
+        or (counts and isinstance(windower, Count))
+    ):
         return
-    raise TypeError(
-        f"{op}: windower must be pt.Tumbling, pt.Sliding or pt.Session, got {windower!r}"
-    )
+    allowed = ["pt.Tumbling", "pt.Sliding"] + ["pt.Session"] * sessions + ["pt.Count"] * counts
+    raise TypeError(f"{op}: windower must be {', '.join(allowed)}, got {windower!r}")
 
 
 def check_lateness(op: str, lateness: Any) -> int:
