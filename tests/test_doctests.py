@@ -49,6 +49,7 @@ RUN_ONLY = [
     "pytimely.dataflow.operators.tokens",
     "pytimely.dataflow.operators.windowing.event_sessions",
     "pytimely.dataflow.operators.windowing.count_windows",
+    "pytimely.dataflow.operators.asof",
     "pytimely.dataflow.operators.input",
     "pytimely.communication.codec",
     "pytimely.dataflow.exchange",

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import GraphError
 from .operators import aggregation as _aggregation
+from .operators import asof as _asof
 from .operators import capture as _capture
 from .operators import generic as _generic
 from .operators import join as _join
@@ -189,6 +190,7 @@ class Stream:
     stateful_map = _keyed.stateful_map
     keyed_process = _keyed.keyed_process
     join = _join.join
+    asof_join = _asof.asof_join
     window_fold = _windowing.window_fold
     window_count = _windowing.window_count
     window_collect = _windowing.window_collect
