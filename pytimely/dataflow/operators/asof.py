@@ -88,7 +88,7 @@ def asof_join(
     ...     joined = clicks.asof_join(prices, event_time=at, other_event_time=at, tolerance=3)
     ...     return joined.capture()
     >>> pt.example(build).extract()
-    [(0, [('ann', 5, (4, 9.9)), ('bob', 7, None)])]
+    [(5, [('ann', 5, (4, 9.9))]), (7, [('bob', 7, None)])]
     """
     op = "asof_join"
     if other_key is None:
