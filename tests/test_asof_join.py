@@ -1,7 +1,7 @@
 """``Stream.asof_join`` against ``pandas.merge_asof`` (backward, by key, with and without a
 tolerance) on random inputs that arrive out of order, on 1, 2 and 3 workers; with event times
 as timestamps and read from the records; and through an io job's failure and restart on
-another worker count."""
+another worker count.  ``Stream.lookup_join`` against a table replayed in plain Python."""
 
 from __future__ import annotations
 
@@ -162,6 +162,50 @@ def test_an_asof_join_survives_a_failure_and_a_restart_on_another_worker_count(t
                 found.append((tuple(lrec), tuple(rrec) if rrec else None))
     assert len(found) == len(left)
     assert set(found) == _expected(left, right, 50)
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3])
+@pytest.mark.parametrize("how", ["left", "inner"])
+def test_lookup_join_sees_the_table_as_of_each_records_time(workers, how):
+    """Table updates and deletes (``None``) at unique times per key, records at random times:
+    each record gets its key's value after every update at or before its time."""
+    rng = random.Random(workers)
+    updates = []
+    for k in ("a", "b", "c", "d"):
+        for t in sorted(rng.sample(range(500), 40)):
+            updates.append((k, None if rng.random() < 0.25 else rng.randrange(100), t))
+    records = [(rng.choice("abcde"), i, rng.randrange(500)) for i in range(300)]
+    rng.shuffle(updates)
+
+    expected = set()
+    for k, i, t in records:
+        history = sorted((ut, v) for uk, v, ut in updates if uk == k and ut <= t)
+        value = history[-1][1] if history else None
+        if value is not None or how == "left":
+            expected.add((t, (k, i, value)))
+
+    def work(worker):
+        def build(scope):
+            rin, rs = scope.new_input()
+            tin, ts = scope.new_input()
+            rs = rs.delay(lambda r, t: r[2]).map(lambda r: (r[0], r[1]))
+            ts = ts.delay(lambda u, t: u[2]).map(lambda u: (u[0], u[1]))
+            return rin, tin, rs.lookup_join(ts, how=how).capture()
+
+        rin, tin, out = worker.dataflow(build)
+        mine = lambda xs: [x for j, x in enumerate(xs) if j % worker.peers == worker.index]  # noqa: E731
+        rin.send_batch(mine(records))
+        tin.send_batch(mine(updates))
+        rin.close()
+        tin.close()
+        worker.run()
+        return out.extract()
+
+    found = [
+        (t, r) for per_worker in pt.execute(work, workers=workers) for t, b in per_worker for r in b
+    ]
+    assert len(found) == len(set(found)) == len(expected)
+    assert set(found) == expected
 
 
 def test_a_bad_tolerance_is_refused():

@@ -191,6 +191,7 @@ class Stream:
     keyed_process = _keyed.keyed_process
     join = _join.join
     asof_join = _asof.asof_join
+    lookup_join = _asof.lookup_join
     window_fold = _windowing.window_fold
     window_count = _windowing.window_count
     window_collect = _windowing.window_collect

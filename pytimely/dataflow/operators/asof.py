@@ -1,5 +1,6 @@
 """The as-of join: each left record with the latest right record of its key at or before its
-event time (``pandas.merge_asof``'s backward direction, as a running operator).
+event time (``pandas.merge_asof``'s backward direction, as a running operator); and the lookup
+join, the same on timestamps against a table of updates and deletes (:func:`lookup_join`).
 
 Both inputs are exchanged by key.  Event times are the timestamps (``event_time=None``) or
 read from the records (``event_time=`` / ``other_event_time=``, ints; a record's timestamp
@@ -57,7 +58,7 @@ if TYPE_CHECKING:
     from ..ports import InputPort, OutputPort
     from ..stream import Stream
 
-__all__ = ["asof_join"]
+__all__ = ["asof_join", "lookup_join"]
 
 
 def asof_join(
@@ -90,7 +91,57 @@ def asof_join(
     >>> pt.example(build).extract()
     [(5, [('ann', 5, (4, 9.9))]), (7, [('bob', 7, None)])]
     """
-    op = "asof_join"
+    return _asof(stream, other, key, other_key, event_time, other_event_time, tolerance, name,
+                 "asof_join", inner=False)  # fmt: skip
+
+
+def lookup_join(
+    stream: Stream,
+    table: Stream,
+    key: Callable[[Any], Any] | None = None,
+    table_key: Callable[[Any], Any] | None = None,
+    how: str = "left",
+    name: str = "LookupJoin",
+) -> Stream:
+    """Enrich each record with the value its key has in a changing table, as of the record's
+    timestamp: ``(key, record, value)``.
+
+    ``table`` carries ``(key, value)`` updates (with ``table_key=``: any record, the whole
+    record being the value) applied in timestamp order (updates of one timestamp in arrival
+    order); a value of ``None`` deletes the key.  A record at timestamp ``t`` sees every
+    update at or before ``t``, and is answered -- at ``t`` -- once the table's frontier has
+    passed ``t``.  ``how="left"`` (default) answers ``None`` for a key with no value;
+    ``how="inner"`` drops such records.  This is :func:`asof_join` on timestamps, with deletes.
+
+    >>> import pytimely as pt
+    >>> def build(scope):
+    ...     orders = scope.to_stream([("ann", "book"), ("bob", "pen")]).delay(lambda r, t: 5)
+    ...     users = scope.to_stream([("ann", "Paris"), ("bob", "Rome")])
+    ...     moved = scope.to_stream([("ann", "Oslo"), ("bob", None)]).delay(lambda r, t: 3)
+    ...     return orders.lookup_join(users.concat(moved)).capture()
+    >>> pt.example(build).extract()
+    [(5, [('ann', 'book', 'Oslo'), ('bob', 'pen', None)])]
+    """
+    if how not in ("left", "inner"):
+        raise ValueError(f"lookup_join {name!r}: how must be 'left' or 'inner', got {how!r}")
+    return _asof(stream, table, key, table_key, None, None, None, name, "lookup_join",
+                 inner=how == "inner")  # fmt: skip
+
+
+def _asof(
+    stream: Stream,
+    other: Stream,
+    key: Callable[[Any], Any] | None,
+    other_key: Callable[[Any], Any] | None,
+    event_time: Callable[[Any], int] | None,
+    other_event_time: Callable[[Any], int] | None,
+    tolerance: int | None,
+    name: str,
+    op: str,
+    inner: bool,
+) -> Stream:
+    """The operator of :func:`asof_join` and :func:`lookup_join` (``inner``: drop records
+    answered ``None``)."""
     if other_key is None:
         other_key = key
     if tolerance is not None and (type(tolerance) is not int or tolerance < 0):
@@ -197,8 +248,11 @@ def asof_join(
                 ready.setdefault(t, []).append((k, v, answer(k, e)))
             for t, results in ready.items():
                 h = held[t]
-                out.give_batch(h[0], results)
                 h[1] -= len(results)
+                if inner:
+                    results = [r for r in results if r[2] is not None]
+                if results:
+                    out.give_batch(h[0], results)
                 if h[1] == 0:
                     h[0].drop()
                     del held[t]
