@@ -50,6 +50,13 @@ def dataflow(scope):
         "joined": stream.filter(lambda r: r[1] // 10 % 4 == 0).join(
             stream.filter(lambda r: r[1] // 10 % 4 == 2), within=6
         ),
+        "outer_joined": stream.filter(lambda r: r[1] // 10 % 4 == 0).join(
+            stream.filter(lambda r: r[1] // 10 % 4 == 2), within=4, how="outer", name="Outer"
+        ),
+        "count_windows": stream.window_collect(pt.Count(3, every=2), name="Threes").output,
+        "asof": stream.filter(lambda r: r[1] // 10 % 4 == 0).asof_join(
+            stream.filter(lambda r: r[1] // 10 % 4 == 2)
+        ),
     }
     captures = {name: s.capture() for name, s in outputs.items()}
     probes = [s.probe() for s in outputs.values()]
@@ -124,10 +131,13 @@ def test_state_restored_onto_any_number_of_workers_continues_as_a_clean_run(befo
         "running",
         "timers",
         "joined",
+        "outer_joined",
+        "count_windows",
+        "asof",
     }
     snapshot, first = first_run(before)
     operators = {operator for operator, _key, _blob in snapshot}
-    assert len(operators) == 6  # every stateful operator had state at the cut
+    assert len(operators) == 9  # every stateful operator had state at the cut
     resumed = outputs(first, lambda t: t < CUT) + outputs(restored_run(snapshot, after))
     assert resumed == clean
 

@@ -19,6 +19,15 @@ forgotten leaves no trace.  Forgetting happens whenever the operator runs (it is
 frontier changes alone), so memory stays bounded on an unbounded stream with bounded live keys
 and a bounded rate.
 
+**Outer joins** (with ``within``).  ``how="left"`` (``"right"``, ``"outer"``) also emits
+``(key, left, None)`` for a left record at ``t`` that found no partner (``(key, None, right)``
+the other way round), at timestamp ``t + within``, once the other input's frontier has passed
+that time: then no partner can come any more.  Such a record holds a capability at
+``t + within`` until then (so a probe or a checkpoint at an earlier time never waits for it).
+Records of one key and timestamp are matched together (a partner of one is a partner of all).
+Without ``within`` no partner is ever ruled out before the other stream ends, so an outer
+join needs it.
+
 Times are integers, or partially ordered times (loop scopes' products), where "the later" is
 the least upper bound of the two; ``within`` needs integers.
 """
@@ -30,9 +39,10 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ...order import Product, less_equal
+from ...progress.operate import FrontierInterest
 from .. import snapshot
 from ..pacts import Exchange
-from .generic import binary
+from .generic import binary, binary_frontier
 from .keyed import StateStats, checked_key, failure, split_key
 
 if TYPE_CHECKING:
@@ -42,6 +52,8 @@ if TYPE_CHECKING:
     from ..stream import Stream
 
 __all__ = ["join"]
+
+_IF_CAPABILITY = FrontierInterest.IF_CAPABILITY
 
 
 class _Side:
@@ -110,6 +122,7 @@ def join(
     within: int | None = None,
     name: str = "Join",
     stats: StateStats | None = None,
+    how: str = "inner",
 ) -> Stream:
     """Running inner equi-join: ``(key, left, right)`` once for every pair of records with
     equal keys, at the later of their two timestamps.
@@ -117,7 +130,9 @@ def join(
     Records are ``(key, value)`` pairs (``left``/``right`` are the values), or with ``key=`` /
     ``other_key=`` any records (then ``left``/``right`` are the whole records); ``other_key``
     defaults to ``key``.  ``within=d`` joins only records at most ``d`` time units apart and
-    keeps memory bounded (see the module docstring).
+    keeps memory bounded (see the module docstring).  With ``within``, ``how="left" |
+    "right" | "outer"`` also emits each record that found no partner, with ``None`` for the
+    other side, at its timestamp plus ``within``, when no partner can come any more.
 
     >>> import pytimely as pt
     >>> def build(scope):
@@ -131,25 +146,54 @@ def join(
         other_key = key
     if within is not None and (not isinstance(within, int) or within < 0):
         raise ValueError(f"join {name!r}: within must be a non-negative int, got {within!r}")
+    if how not in ("inner", "left", "right", "outer"):
+        raise ValueError(
+            f"join {name!r}: how must be 'inner', 'left', 'right' or 'outer', got {how!r}"
+        )
+    if how != "inner" and within is None:
+        raise ValueError(
+            f"join {name!r}: how={how!r} needs within=: without it no partner is ever ruled "
+            "out before the other stream ends, so unmatched records could never be emitted"
+        )
     op = "join"
+    outer_left, outer_right = how in ("left", "outer"), how in ("right", "outer")
     left_key, left_pairs = split_key(key)
     right_key, right_pairs = split_key(other_key)
 
     def ctor(cap: Capability, info: OperatorInfo) -> Callable[..., None]:
-        cap.drop()  # pairs are sent with the arriving record's capability
         left, right = _Side(), _Side()
         track = within is not None
+        # Outer sides: records no partner met yet (time -> key -> values), and a capability
+        # per such time.
+        unmatched: tuple[_Unmatched | None, _Unmatched | None] = (
+            _Unmatched(within) if outer_left and within is not None else None,
+            _Unmatched(within) if outer_right and within is not None else None,
+        )
 
         def per_key() -> list[tuple[Any, Any]]:
-            """The state for a snapshot: ``(key, (left {time: values}, right {time: values}))``."""
+            """The state for a snapshot: ``(key, (left {time: values}, right {time: values},
+            left unmatched {emission time: values}, right unmatched {emission time:
+            values}))``."""
             keys = {**left.records, **right.records}
-            return [(k, (left.records.get(k, {}), right.records.get(k, {}))) for k in keys]
+            for u in unmatched:
+                if u is not None:
+                    keys.update(dict.fromkeys(u.keys()))
+            return [
+                (k, (left.records.get(k, {}), right.records.get(k, {}),
+                     *(u.of_key(k) if u is not None else {} for u in unmatched)))
+                for k in keys
+            ]  # fmt: skip
 
         for k, sides in snapshot.attach(info, per_key) or ():
-            for side, by_time in zip((left, right), sides):
+            for side, by_time in zip((left, right), sides[:2]):
                 for t, values in by_time.items():
                     for v in values:
                         side.store(k, t, v, track)
+            for u, by_time in zip(unmatched, sides[2:]):
+                for t, values in by_time.items():
+                    if u is not None:
+                        u.add(k, t - u.within, values, cap)
+        cap.drop()  # pairs are sent with the arriving record's capability
 
         def arrive(
             ref: CapabilityRef,
@@ -166,6 +210,7 @@ def join(
             by_out_time: dict[Any, list[Any]] = {}
             here = by_out_time[t] = []
             stored = theirs.records
+            mine_waiting, theirs_waiting = unmatched if is_left else (unmatched[1], unmatched[0])
             r = None
             try:
                 for r in batch:
@@ -174,10 +219,14 @@ def join(
                     else:
                         k, v = key_of(r), r
                     partners = stored.get(k)
+                    met = False
                     if partners:
                         for t2, values in partners.items():
                             if track and abs(t2 - t) > within:  # type: ignore[operator]
                                 continue
+                            met = True
+                            if theirs_waiting is not None:
+                                theirs_waiting.met(k, t2)
                             if not total:
                                 t2 = least_upper_bound(t, t2)
                             if t < t2:
@@ -191,6 +240,8 @@ def join(
                             else:
                                 dest.extend([(k, w, v) for w in values])
                     mine.store(k, t, v, track)
+                    if mine_waiting is not None and not met:
+                        mine_waiting.add(k, t, [v], ref)
             except Exception as exc:
                 raise failure(op, name, key_of, key_of, pairs, r, t, exc, info.address) from exc
             for t_out, results in by_out_time.items():
@@ -208,6 +259,10 @@ def join(
                 arrive(ref, batch, left_key, left_pairs, left, right, True, out)
             for ref, batch in inp2:
                 arrive(ref, batch, right_key, right_pairs, right, left, False, out)
+            if unmatched[0] is not None:
+                unmatched[0].release(inp2.frontier, out, lambda k, v: (k, v, None))
+            if unmatched[1] is not None:
+                unmatched[1].release(inp1.frontier, out, lambda k, v: (k, None, v))
             if track:
                 left.forget(within, inp2.frontier)  # type: ignore[arg-type]
                 right.forget(within, inp1.frontier)  # type: ignore[arg-type]
@@ -217,11 +272,55 @@ def join(
 
         return logic
 
-    return binary(
-        stream,
-        other,
+    pacts = (
         Exchange(checked_key(left_key, left_pairs, op, name)),
         Exchange(checked_key(right_key, right_pairs, op, name)),
-        name,
-        ctor,
     )
+    if how == "inner":
+        return binary(stream, other, *pacts, name, ctor)
+    return binary_frontier(stream, other, *pacts, name, ctor, _IF_CAPABILITY)
+
+
+class _Unmatched:
+    """An outer side's records that no partner met yet, by the time they leave unmatched if
+    none does (their timestamp plus ``within``): ``time -> {key: values}``, with one
+    capability per such time."""
+
+    __slots__ = ("within", "waiting", "caps")
+
+    def __init__(self, within: int) -> None:
+        self.within = within
+        self.waiting: dict[Any, dict[Any, list[Any]]] = {}
+        self.caps: dict[Any, Capability] = {}
+
+    def add(self, k: Any, t: Any, values: list[Any], holder: Any) -> None:
+        """Records ``values`` of key ``k`` at ``t`` wait (``holder``: a capability or message
+        reference at or before ``t``)."""
+        due = t + self.within
+        by_key = self.waiting.get(due)
+        if by_key is None:
+            by_key = self.waiting[due] = {}
+            self.caps[due] = holder.delayed(due)
+        by_key.setdefault(k, []).extend(values)
+
+    def met(self, k: Any, t: Any) -> None:
+        """A partner met the records of ``k`` at ``t``."""
+        by_key = self.waiting.get(t + self.within)
+        if by_key is not None:
+            by_key.pop(k, None)
+
+    def keys(self) -> set[Any]:
+        return {k for by_key in self.waiting.values() for k in by_key}
+
+    def of_key(self, k: Any) -> dict[Any, list[Any]]:
+        return {t: by_key[k] for t, by_key in self.waiting.items() if k in by_key}
+
+    def release(self, other: Frontier, out: OutputPort, row: Callable[..., Any]) -> None:
+        """Send the records no partner can meet any more (the other input passed their
+        ``t + within``), at that time, and drop its capability."""
+        for due in [due for due in self.waiting if not other.less_equal(due)]:
+            rows = [row(k, v) for k, values in self.waiting.pop(due).items() for v in values]
+            cap = self.caps.pop(due)
+            if rows:
+                out.give_batch(cap, rows)
+            cap.drop()

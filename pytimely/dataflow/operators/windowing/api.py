@@ -341,6 +341,7 @@ def window_join(
     other_event_time: Any = None,
     lateness: int = 0,
     name: str = "WindowJoin",
+    how: str = "inner",
 ) -> WindowJoined:
     """Pairs of records, one from each stream, with equal keys in the same window:
     ``(key, start, end, left, right)`` at the window's close timestamp ``end + lateness``.
@@ -349,7 +350,10 @@ def window_join(
     times) or both functions — mixing is refused.  Sessions are formed over the records of
     both streams together.  Late records of ``stream`` go to ``late``, those of ``other`` to
     ``other_late``.  Built on ``window_collect`` of the two streams tagged by side; pairs of a
-    window come in event-time order of the left, then of the right record.
+    window come in event-time order of the left, then of the right record.  ``how="left"``,
+    ``"right"`` or ``"outer"`` also emits, when a window closes, ``(key, start, end, left,
+    None)`` for the left records of a window with no right record of their key (and
+    ``(key, start, end, None, right)`` the other way round).
 
     >>> import pytimely as pt
     >>> def build(scope):
@@ -360,6 +364,9 @@ def window_join(
     [(10, [('ann', 0, 10, 'home', 'book')])]
     """
     op = "window_join"
+    if how not in ("inner", "left", "right", "outer"):
+        raise ValueError(f"{op}: how must be 'inner', 'left', 'right' or 'outer', got {how!r}")
+    keep_left, keep_right = how in ("left", "outer"), how in ("right", "outer")
     check_windower(op, windower, counts=False)
     if (event_time is None) != (other_event_time is None):
         raise ValueError(
@@ -389,6 +396,10 @@ def window_join(
         k, start, end, tagged = result
         lefts = [r if key_given else r[1] for side, r in tagged if side == 0]
         rights = [r if other_key_given else r[1] for side, r in tagged if side == 1]
+        if not rights:
+            return [(k, start, end, a, None) for a in lefts] if keep_left else []
+        if not lefts:
+            return [(k, start, end, None, b) for b in rights] if keep_right else []
         return [(k, start, end, a, b) for a in lefts for b in rights]
 
     output = collected.output.flat_map(pairs)
