@@ -52,6 +52,16 @@ def serve_dashboard(
     return serve(worker, port=port, host=host, interval=interval)
 
 
+def serve_metrics(
+    worker: Worker, port: int = 9464, host: str = "127.0.0.1", interval: float = 1.0
+) -> object:
+    """Serve ``/metrics`` (Prometheus' text format) for ``worker``; see
+    :func:`pytimely.metrics.serve_metrics` (imported on first use)."""
+    from .metrics import serve_metrics as serve
+
+    return serve(worker, port=port, host=host, interval=interval)
+
+
 __all__ = [
     "args",
     "errors",
@@ -70,5 +80,6 @@ __all__ = [
     "Session",
     "Count",
     "serve_dashboard",
+    "serve_metrics",
 ]
 __all__ += _dataflow.__all__  # Scope, Stream, ...: the dataflow layer's own list

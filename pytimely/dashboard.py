@@ -1,4 +1,5 @@
-"""A live web dashboard of one worker: ``serve_dashboard(worker, port=8080)``.
+"""A live web dashboard of one worker: ``serve_dashboard(worker, port=8080)``; ``/metrics``
+serves the same figures in Prometheus' text format (:mod:`pytimely.metrics`).
 
 The page (no external resources: the graph is an inline SVG laid out by :mod:`pytimely.graph`)
 shows every operator of the installed dataflows with each input's current frontier, the
@@ -39,6 +40,7 @@ from typing import Any
 
 from . import graph
 from .errors import GraphError, StuckError
+from .metrics import prometheus_text
 
 __all__ = ["Dashboard", "serve_dashboard", "share_figures", "snapshot", "worker_figures"]
 
@@ -158,6 +160,10 @@ class Dashboard:
         state = snapshot(worker)
         state["error"] = self._error
         state["workers"] = _merge_workers(state, self._peer_figures)
+        state["peers_figures"] = {
+            w: {"totals": f.get("totals"), "channels": f.get("channels")}
+            for w, f in self._peer_figures.items()
+        }
         rows = _activity_rows(state["operators"])
         state["activity_window_s"] = self._activity(now, rows)
         state["verdict"] = self._verdict or _verdict(state, rows.values())
@@ -219,6 +225,12 @@ class Dashboard:
         with self._lock:
             state = self._state
         return json.dumps(state, default=repr).encode()
+
+    def metrics_text(self) -> bytes:
+        """The latest snapshot in Prometheus' text format (:mod:`pytimely.metrics`)."""
+        with self._lock:
+            state = self._state
+        return prometheus_text(state).encode()
 
     def graph_json(self) -> bytes:
         """The description of the dataflows' graph as JSON, as of the latest snapshot."""
@@ -285,6 +297,8 @@ def worker_figures(worker: Any) -> dict[str, Any]:
         "steps": stats.get("steps", 0),
         "wall_time": time.time(),
         "operators": operators,
+        "totals": stats.get("totals"),
+        "channels": stats.get("channels"),
     }
 
 
@@ -445,6 +459,8 @@ def _handler(board: Dashboard) -> type[BaseHTTPRequestHandler]:
                 self._send(200, "application/json", board.graph_json())
             elif route == "/graph.svg":
                 self._send(200, "image/svg+xml", board.graph_svg())
+            elif route == "/metrics":
+                self._send(200, "text/plain; version=0.0.4; charset=utf-8", board.metrics_text())
             else:
                 self._send(404, "text/plain", b"not found")
 

@@ -50,6 +50,7 @@ RUN_ONLY = [
     "pytimely.dataflow.operators.windowing.event_sessions",
     "pytimely.dataflow.operators.windowing.count_windows",
     "pytimely.dataflow.operators.asof",
+    "pytimely.metrics",
     "pytimely.dataflow.operators.input",
     "pytimely.communication.codec",
     "pytimely.dataflow.exchange",

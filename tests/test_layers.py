@@ -147,6 +147,7 @@ ROOMS = [
     ("pytimely.testing", "running"),
     ("pytimely.graph", "tools"),
     ("pytimely.dashboard", "tools"),
+    ("pytimely.metrics", "tools"),
     ("pytimely.openloop", "tools"),
     ("pytimely.graph_tool", "tools"),
     ("pytimely.demo", "apps"),
