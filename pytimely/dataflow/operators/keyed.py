@@ -39,6 +39,9 @@ order; a record at ``T`` comes before a timer at ``T``.
 
 from __future__ import annotations
 
+import heapq
+import itertools
+import time as _time
 from collections.abc import Callable
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
@@ -302,6 +305,9 @@ def stateful_map(
     key: Callable[[Any], Any] | None = None,
     name: str | None = None,
     stats: StateStats | None = None,
+    ttl: int | None = None,
+    ttl_seconds: float | None = None,
+    on_expire: Callable[[Any, Any], Any] | None = None,
 ) -> Stream:
     """Per-key running state: ``new_state, output = f(state, value)``, emitting ``(key, output)``
     at the record's timestamp.
@@ -313,6 +319,14 @@ def stateful_map(
     arrival order; see the module docstring for how, and for the latency.  The operator is
     named ``StatefulMap(f @ file.py:line)`` unless ``name`` is given; its snapshot state is
     filed under ``name`` or ``"StatefulMap"``, so editing the file does not orphan it.
+
+    **State that expires.**  ``ttl=d`` (integer times) forgets a key once the input frontier
+    has passed ``t + d``, ``t`` being the timestamp of its last record; with ``on_expire=g``
+    it then emits ``(key, g(key, state))`` at timestamp ``t + d`` (the operator holds one
+    capability, at the least such time, while keys with ``on_expire`` are pending).
+    ``ttl_seconds=s`` forgets a key ``s`` seconds of the worker's clock after its last record
+    (woken by a timer, not by polling; nothing is emitted).  Either way memory is bounded by
+    the keys seen within the TTL, however many keys the stream brings over time.
 
     >>> import pytimely as pt
     >>> def build(scope):
@@ -327,6 +341,19 @@ def stateful_map(
     state_name = name if name is not None else "StatefulMap"
     name = operator_name(name, "StatefulMap", f)
     key_of, pairs = split_key(key)
+    if ttl is not None and (type(ttl) is not int or ttl < 0):
+        raise ValueError(f"{op} {name!r}: ttl must be a non-negative int, got {ttl!r}")
+    if ttl_seconds is not None and not ttl_seconds > 0:
+        raise ValueError(f"{op} {name!r}: ttl_seconds must be positive, got {ttl_seconds!r}")
+    if ttl is not None and ttl_seconds is not None:
+        raise ValueError(f"{op} {name!r}: give ttl (event time) or ttl_seconds, not both")
+    if on_expire is not None and ttl is None:
+        raise ValueError(f"{op} {name!r}: on_expire needs ttl= (event time)")
+    if ttl is not None or ttl_seconds is not None:
+        return _expiring_stateful_map(
+            stream, init, f, key_of, pairs, op, name, state_name, stats, ttl, ttl_seconds,
+            on_expire,
+        )  # fmt: skip
 
     def ctor(cap: Capability, info: OperatorInfo) -> Callable[[InputPort, OutputPort], None]:
         cap.drop()  # hold nothing until a record must wait
@@ -372,6 +399,150 @@ def stateful_map(
         def logic(inp: InputPort, out: OutputPort) -> None:
             waiting.apply_ready(inp.frontier, apply, out)
             waiting.admit(inp, apply, out)
+            if stats is not None:
+                stats.record(len(states), len(states), len(waiting))
+
+        return logic
+
+    route = checked_key(key_of, pairs, op, name)
+    return unary_frontier(stream, Exchange(route), name, ctor, interest=_IF_CAP)
+
+
+def _expiring_stateful_map(
+    stream: Stream,
+    init: Callable[[], Any],
+    f: Callable[[Any, Any], tuple[Any, Any]],
+    key_of: Any,
+    pairs: bool,
+    op: str,
+    name: str,
+    state_name: str,
+    stats: StateStats | None,
+    ttl: int | None,
+    ttl_seconds: float | None,
+    on_expire: Callable[[Any, Any], Any] | None,
+) -> Stream:
+    """:func:`stateful_map` with ``ttl`` or ``ttl_seconds`` (its docstring).  Per key the
+    state and when it expires (``last time + ttl``, or a ``time.monotonic()`` deadline); a
+    heap of ``(expiry, key)`` entries, an entry being stale when the key's expiry moved on."""
+    event_time = ttl is not None
+
+    def ctor(cap: Capability, info: OperatorInfo) -> Callable[[InputPort, OutputPort], None]:
+        states: dict[Any, Any] = {}
+        expires: dict[Any, Any] = {}
+        heap: list[tuple[Any, int, Any]] = []
+        order = itertools.count()
+        waiting = InTimeOrder()
+        held: list[Capability] = []  # with on_expire: one capability, at the least expiry
+        activator = info.activator()
+
+        def per_key() -> list[tuple[Any, Any]]:
+            """Snapshot: ``(key, (state, expiry))`` -- for ``ttl_seconds`` the seconds left."""
+            waiting.check_drained(op, name)
+            if event_time:
+                return [(k, (s, expires[k])) for k, s in states.items()]
+            now = _time.monotonic()
+            return [(k, (s, max(0.0, expires[k] - now))) for k, s in states.items()]
+
+        def expire_at(k: Any, when: Any, holder: Any) -> None:
+            expires[k] = when
+            heapq.heappush(heap, (when, next(order), k))
+            if on_expire is not None and (not held or when < held[0].time):
+                fresh = holder.delayed(when)
+                if held:
+                    held[0].drop()
+                    held[0] = fresh
+                else:
+                    held.append(fresh)
+
+        for k, (s, when) in snapshot.attach(info, per_key, state_name) or ():
+            states[k] = s
+            expire_at(k, when if event_time else _time.monotonic() + when, cap)
+        cap.drop()
+
+        def apply(send: Any, t: Any, batch: Any, out: OutputPort) -> None:
+            results: list[Any] = []
+            emit = results.append
+            get = states.get
+            r = None
+            fn: Any = key_of
+            when = t + ttl if event_time else _time.monotonic() + ttl_seconds  # type: ignore[operator]
+            if event_time and heap and heap[0][0] < t:
+                expire(None, out, before=t)  # keys that expired before this record's time
+            try:
+                for r in batch:
+                    fn = key_of
+                    if pairs:
+                        k, v = r
+                    else:
+                        k, v = key_of(r), r
+                    fn = f
+                    s = get(k)
+                    if s is None:
+                        s = init()
+                    s, o = f(s, v)
+                    if s is None:
+                        states.pop(k, None)
+                        expires.pop(k, None)
+                    else:
+                        states[k] = s
+                        if expires.get(k) != when:
+                            expire_at(k, when, send)
+                    emit((k, o))
+            except Exception as exc:
+                raise failure(op, name, fn, key_of, pairs, r, t, exc, info.address) from exc
+            out.give_batch(send, results, t)
+
+        def expire(frontier: Any, out: OutputPort, before: Any = None) -> None:
+            """Forget (and report) the keys whose expiry is due: in event time, once the
+            frontier has passed it and no record taken but not applied is at or before it --
+            or, with ``before=t`` (records at ``t`` are about to be applied, in time order),
+            every expiry before ``t``."""
+            now = _time.monotonic()
+            gone: dict[Any, list[Any]] = {}
+            stashed = waiting.first()  # records taken from the input, not yet applied
+            while heap:
+                when, _n, k = heap[0]
+                if before is not None:
+                    due = when < before
+                elif event_time:
+                    due = not frontier.less_equal(when) and (stashed is None or stashed > when)
+                else:
+                    due = when <= now
+                if not due:
+                    break
+                heapq.heappop(heap)
+                if expires.get(k) != when:
+                    continue  # stale: the key was seen again, or forgotten
+                del expires[k]
+                s = states.pop(k)
+                if on_expire is not None:
+                    try:
+                        gone.setdefault(when, []).append((k, on_expire(k, s)))
+                    except Exception as exc:
+                        raise failure(op, name, on_expire, key_of, pairs, (k, s), when, exc,
+                                      info.address) from exc  # fmt: skip
+            for when, results in sorted(gone.items()):
+                at = held[0].delayed(when)
+                out.give_batch(at, results)
+                at.drop()
+            while heap and expires.get(heap[0][2]) != heap[0][0]:
+                heapq.heappop(heap)  # stale entries on top: the least live expiry is on top
+            if held:
+                if not heap:
+                    held.pop().drop()
+                elif heap[0][0] > held[0].time:
+                    held[0].downgrade(heap[0][0])
+            if not event_time and heap:
+                activator.activate_after(max(0.0, heap[0][0] - now))
+
+        def logic(inp: InputPort, out: OutputPort) -> None:
+            # Expire first: a record at a time after a key's expiry (which the frontier has
+            # then passed: the record holds the frontier at its time) starts the key afresh.
+            expire(inp.frontier, out)
+            waiting.apply_ready(inp.frontier, apply, out)
+            waiting.admit(inp, apply, out)
+            expire(inp.frontier, out)  # what the frontier already passed of the new expiries
             if stats is not None:
                 stats.record(len(states), len(states), len(waiting))
 
