@@ -671,6 +671,11 @@ class KeyedContext:
     * ``set_timer(t)`` / ``cancel_timer(t)``: an event-time timer for this key at ``t >= time``
       (setting one twice is one timer); ``on_timer(ctx, key, t)`` runs once the input frontier
       has passed ``t``.
+    * ``set_processing_timer(seconds)`` / ``cancel_processing_timer(deadline)``: a timer for
+      this key ``seconds`` of the worker's clock from now (``set`` returns its deadline, a
+      ``time.monotonic()`` reading); ``on_processing_timer(ctx, key, deadline)`` runs once it is
+      due, woken by the worker's timer (no polling), with ``time`` the least time the input
+      may still bring (what it emits goes there).
     * ``emit(x)``: send ``x`` at ``time``.
 
     An alert once a user has been idle for 5 time units (each click moves the timer):
@@ -692,14 +697,21 @@ class KeyedContext:
     [(8, [('ann', 'idle since', 3)]), (9, [('bob', 'idle since', 4)])]
     """
 
-    __slots__ = ("key", "time", "_name", "_states", "_timers", "_cap", "_out")
+    __slots__ = ("key", "time", "_name", "_states", "_timers", "_cap", "_out", "_clock")
 
-    def __init__(self, name: str, states: dict[Any, Any], timers: EventTimers) -> None:
+    def __init__(
+        self,
+        name: str,
+        states: dict[Any, Any],
+        timers: EventTimers,
+        clock: ProcessingTimers | None = None,
+    ) -> None:
         self.key: Any = None
         self.time: Any = None
         self._name = name
         self._states = states
         self._timers = timers
+        self._clock = clock
         self._cap: Capability | CapabilityRef | None = None
         self._out: list[Any] = []
 
@@ -762,6 +774,93 @@ class KeyedContext:
         """Remove this key's timer at ``t`` (nothing happens if there is none)."""
         self._timers.cancel(t, self.key)
 
+    def set_processing_timer(self, seconds: float) -> float:
+        """Fire ``on_processing_timer`` for this key ``seconds`` from now (worker's clock);
+        returns the deadline (a ``time.monotonic()`` reading) that names the timer."""
+        if self._clock is None or self._cap is None:
+            raise RuntimeError(
+                f"keyed_process {self._name!r}: set_processing_timer() needs "
+                "on_processing_timer= and a call of process or a timer handler"
+            )
+        return self._clock.set(_time.monotonic() + seconds, self.key, self._cap)
+
+    def cancel_processing_timer(self, deadline: float) -> None:
+        """Remove this key's processing-time timer of ``deadline`` (none: nothing happens)."""
+        if self._clock is not None:
+            self._clock.cancel(deadline, self.key)
+
+
+class ProcessingTimers:
+    """Pending processing-time timers of one :func:`keyed_process` instance: ``(deadline,
+    key)`` pairs (a heap, and a set for cancelling), and one capability while any is pending,
+    kept at the least time the input may still bring (so it never holds the output back more
+    than the input does); what a timer emits goes at that capability's time.
+
+    >>> clock = ProcessingTimers()
+    >>> len(clock), clock.next_deadline()
+    (0, None)
+    """
+
+    __slots__ = ("_heap", "_live", "cap")
+
+    def __init__(self) -> None:
+        self._heap: list[tuple[float, int, Any]] = []
+        self._live: set[tuple[float, Any]] = set()
+        self.cap: Capability | None = None
+
+    def __len__(self) -> int:
+        return len(self._live)
+
+    def set(self, deadline: float, key: Any, holder: Any) -> float:
+        """A timer for ``key`` at ``deadline``; ``holder`` (a capability or message reference)
+        mints the capability if none is held."""
+        if (deadline, key) not in self._live:
+            self._live.add((deadline, key))
+            heapq.heappush(self._heap, (deadline, id(key), key))
+            if self.cap is None:
+                self.cap = holder.delayed(holder.time)
+        return deadline
+
+    def cancel(self, deadline: float, key: Any) -> None:
+        self._live.discard((deadline, key))
+
+    def next_deadline(self) -> float | None:
+        """The earliest pending deadline (stale heap entries are dropped on the way)."""
+        heap = self._heap
+        while heap and (heap[0][0], heap[0][2]) not in self._live:
+            heapq.heappop(heap)
+        return heap[0][0] if heap else None
+
+    def pop_due(self, now: float) -> list[tuple[float, Any]]:
+        """The timers due at ``now``, earliest first, removed."""
+        due = []
+        while (deadline := self.next_deadline()) is not None and deadline <= now:
+            _d, _i, key = heapq.heappop(self._heap)
+            self._live.discard((deadline, key))
+            due.append((deadline, key))
+        return due
+
+    def by_key(self) -> dict[Any, list[float]]:
+        """Pending deadlines per key (for snapshots)."""
+        out: dict[Any, list[float]] = {}
+        for deadline, key in self._live:
+            out.setdefault(key, []).append(deadline)
+        return out
+
+    def follow(self, frontier: Any) -> None:
+        """Keep the capability at the least time the input may still bring, or drop it when
+        no timer is pending."""
+        cap = self.cap
+        if cap is None:
+            return
+        if not self._live:
+            cap.drop()
+            self.cap = None
+        elif not frontier.is_empty():
+            least = min(frontier.elements())
+            if less_equal(cap.time, least) and cap.time != least:
+                cap.downgrade(least)
+
 
 def keyed_process(
     stream: Stream,
@@ -770,9 +869,13 @@ def keyed_process(
     key: Callable[[Any], Any] | None = None,
     name: str | None = None,
     stats: StateStats | None = None,
+    on_processing_timer: Callable[[KeyedContext, Any, float], None] | None = None,
 ) -> Stream:
     """Per-key state and event-time timers: ``process(ctx, key, value)`` for every record,
-    ``on_timer(ctx, key, time)`` for every timer (see :class:`KeyedContext`).
+    ``on_timer(ctx, key, time)`` for every timer (see :class:`KeyedContext`); with
+    ``on_processing_timer``, also timers on the worker's clock
+    (``ctx.set_processing_timer(seconds)``), which survive snapshots as the seconds they had
+    left.
 
     Records are ``(key, value)`` pairs, or with ``key=`` any record (the whole record is the
     value).  Output is whatever ``ctx.emit`` sends, at the record's timestamp, or at the timer's
@@ -808,21 +911,36 @@ def keyed_process(
         states: dict[Any, Any] = {}
         waiting = InTimeOrder()  # records waiting for earlier times
         timers = EventTimers()
-        ctx = KeyedContext(name, states, timers)
+        clock = ProcessingTimers() if on_processing_timer is not None else None
+        ctx = KeyedContext(name, states, timers, clock)
+        activator = info.activator()
+        woken_for: list[float] = []  # the deadline the worker's timer will wake us for
 
         def per_key() -> list[tuple[Any, Any]]:
-            """The state for a snapshot: ``(key, (state, [timer times]))``."""
+            """The state for a snapshot: ``(key, (state, [timer times]))``, and with
+            processing-time timers a third item: the seconds each had left."""
             waiting.check_drained(op, name)
             keyed = timers.by_key()
-            return [(k, (states.get(k), keyed.get(k, []))) for k in {**states, **keyed}]
+            if clock is None:
+                return [(k, (states.get(k), keyed.get(k, []))) for k in {**states, **keyed}]
+            now = _time.monotonic()
+            ticking = {k: [max(0.0, d - now) for d in ds] for k, ds in clock.by_key().items()}
+            return [
+                (k, (states.get(k), keyed.get(k, []), ticking.get(k, [])))
+                for k in {**states, **keyed, **ticking}
+            ]
 
         restored = snapshot.attach(info, per_key, state_name)
-        for k, (state, timer_times) in restored or ():
+        for k, (state, timer_times, *left) in restored or ():
             if state is not None:
                 states[k] = state
             for t in timer_times:
                 timers.set(t, k, cap)  # the timer's token, minted from the initial capability
+            for seconds in left[0] if left and clock is not None else ():
+                clock.set(_time.monotonic() + seconds, k, cap)  # type: ignore[union-attr]
         cap.drop()
+        if clock is not None and len(clock):
+            activator.activate()  # move the restored timers' capability to the input's time
 
         def apply(send: Capability | CapabilityRef, t: Any, batch: Any, out: OutputPort) -> None:
             results = ctx.bind(t, send)
@@ -861,8 +979,46 @@ def keyed_process(
             if results:
                 out.give_batch(held, results, t)
 
+        def tick(frontier: Any, out: OutputPort) -> None:
+            """Fire the processing-time timers that are due, then keep the capability at the
+            input's least time and ask the worker's clock to wake us for the next one."""
+            assert clock is not None
+            for deadline, k in clock.pop_due(_time.monotonic()):
+                held = clock.cap
+                assert held is not None
+                results = ctx.bind(held.time, held)
+                ctx.key = k
+                try:
+                    on_processing_timer(ctx, k, deadline)  # type: ignore[misc]
+                except Exception as exc:
+                    raise OperatorError(
+                        f"{op} {name!r}: on_processing_timer "
+                        f"{describe_function(on_processing_timer)} raised "
+                        f"{type(exc).__name__}: {exc} for key {k!r}",
+                        name,
+                        info.address,
+                    ) from exc
+                if results:
+                    out.give_batch(held, results, held.time)
+            wake_for_next(frontier)
+
+        def wake_for_next(frontier: Any) -> None:
+            """Keep the capability at the input's least time; ask the worker's clock to wake
+            the operator at the next deadline (once per deadline)."""
+            assert clock is not None
+            clock.follow(frontier)
+            now = _time.monotonic()
+            if woken_for and woken_for[0] <= now:
+                woken_for.clear()  # that wake-up has come
+            nxt = clock.next_deadline()
+            if nxt is not None and (not woken_for or nxt < woken_for[0]):
+                woken_for[:] = [nxt]
+                activator.activate_after(nxt - now)
+
         def logic(inp: InputPort, out: OutputPort) -> None:
             frontier = inp.frontier
+            if clock is not None:
+                tick(frontier, out)
             # Stashed records and due timers, merged in time order (records of a time first).
             while True:
                 due = timers.next_due(frontier)
@@ -880,6 +1036,8 @@ def keyed_process(
                 else:
                     break
             waiting.admit(inp, apply, out)
+            if clock is not None:
+                wake_for_next(frontier)
             ctx.unbind()
             waiting.settle()  # each holder's one token, moved once
             timers.settle()
