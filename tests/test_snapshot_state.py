@@ -54,6 +54,12 @@ def dataflow(scope):
             stream.filter(lambda r: r[1] // 10 % 4 == 2), within=4, how="outer", name="Outer"
         ),
         "count_windows": stream.window_collect(pt.Count(3, every=2), name="Threes").output,
+        "expiring_process": stream.keyed_process(
+            lambda ctx, k, v: ctx.emit((k, v)),
+            ttl=6,
+            on_expire=lambda ctx, k: ctx.emit((k, "gone")),
+            name="ExpiringProcess",
+        ),
         "expiring": stream.map(lambda r: (r[0], 1)).stateful_map(
             int, lambda n, v: (n + v, n + v), ttl=6, on_expire=lambda k, n: -n, name="Expiring"
         ),
@@ -138,10 +144,11 @@ def test_state_restored_onto_any_number_of_workers_continues_as_a_clean_run(befo
         "count_windows",
         "asof",
         "expiring",
+        "expiring_process",
     }
     snapshot, first = first_run(before)
     operators = {operator for operator, _key, _blob in snapshot}
-    assert len(operators) == 10  # every stateful operator had state at the cut
+    assert len(operators) == 11  # every stateful operator had state at the cut
     resumed = outputs(first, lambda t: t < CUT) + outputs(restored_run(snapshot, after))
     assert resumed == clean
 

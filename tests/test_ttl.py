@@ -65,6 +65,33 @@ def test_expiring_running_counts_equal_plain_python(workers):
     assert flatten(pt.execute(work, workers=workers, timeout=60)) == reference(records)
 
 
+@pytest.mark.parametrize("workers", WORKERS)
+def test_keyed_process_with_a_ttl_equals_plain_python(workers):
+    gen = random.Random(workers + 100)
+    records = [(gen.randrange(60), gen.choice("abcdefg"), f"r{i}") for i in range(300)]
+
+    def count(ctx, key, _one):
+        ctx.state = (ctx.state or 0) + 1
+        ctx.emit((key, ctx.state))
+
+    def expired(ctx, key):
+        ctx.emit((key, ("expired", ctx.state)))
+
+    def work(worker):
+        def build(scope):
+            (h, cap), stream = scope.new_unordered_input()
+            pairs = stream.map(lambda r: (r[1], 1))
+            return h, cap, pairs.keyed_process(count, ttl=TTL, on_expire=expired).capture()
+
+        h, cap, captured = worker.dataflow(build)
+        mine = [(r[0], r) for r in by_sender(records, worker, lambda r: int(r[2][1:]))]
+        send_out_of_order(worker, [(h, cap, mine)], random.Random(worker.index))
+        worker.run()
+        return captured.extract()
+
+    assert flatten(pt.execute(work, workers=workers, timeout=60)) == reference(records)
+
+
 def test_memory_stays_bounded_on_an_endless_stream_of_new_keys():
     stats = pt.StateStats()
 

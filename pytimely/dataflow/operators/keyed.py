@@ -870,12 +870,17 @@ def keyed_process(
     name: str | None = None,
     stats: StateStats | None = None,
     on_processing_timer: Callable[[KeyedContext, Any, float], None] | None = None,
+    ttl: int | None = None,
+    on_expire: Callable[[KeyedContext, Any], None] | None = None,
 ) -> Stream:
     """Per-key state and event-time timers: ``process(ctx, key, value)`` for every record,
     ``on_timer(ctx, key, time)`` for every timer (see :class:`KeyedContext`); with
     ``on_processing_timer``, also timers on the worker's clock
     (``ctx.set_processing_timer(seconds)``), which survive snapshots as the seconds they had
-    left.
+    left.  ``ttl=d`` (integer times) forgets a key's state once the input frontier has passed
+    ``t + d``, ``t`` being its last record's time (a record at ``t + d`` still continues it),
+    after calling ``on_expire(ctx, key)`` at ``t + d`` if given (``ctx.state`` still holds the
+    state; what it emits goes at ``t + d``); the key's own timers are left as they are.
 
     Records are ``(key, value)`` pairs, or with ``key=`` any record (the whole record is the
     value).  Output is whatever ``ctx.emit`` sends, at the record's timestamp, or at the timer's
@@ -906,6 +911,10 @@ def keyed_process(
     state_name = name if name is not None else "KeyedProcess"
     name = operator_name(name, "KeyedProcess", process)
     key_of, pairs = split_key(key)
+    if ttl is not None and (type(ttl) is not int or ttl < 0):
+        raise ValueError(f"{op} {name!r}: ttl must be a non-negative int, got {ttl!r}")
+    if on_expire is not None and ttl is None:
+        raise ValueError(f"{op} {name!r}: on_expire needs ttl=")
 
     def ctor(cap: Capability, info: OperatorInfo) -> Callable[[InputPort, OutputPort], None]:
         states: dict[Any, Any] = {}
@@ -915,34 +924,47 @@ def keyed_process(
         ctx = KeyedContext(name, states, timers, clock)
         activator = info.activator()
         woken_for: list[float] = []  # the deadline the worker's timer will wake us for
+        # With ttl: when each key expires, and those times as timers of their own.
+        expiries = EventTimers() if ttl is not None else None
+        expire_at: dict[Any, Any] = {}
 
         def per_key() -> list[tuple[Any, Any]]:
-            """The state for a snapshot: ``(key, (state, [timer times]))``, and with
-            processing-time timers a third item: the seconds each had left."""
+            """The state for a snapshot: ``(key, (state, [timer times]))``; with
+            processing-time timers or a ttl, ``(key, (state, [timer times], [seconds left of
+            each processing-time timer], expiry or None))``."""
             waiting.check_drained(op, name)
             keyed = timers.by_key()
-            if clock is None:
+            if clock is None and expiries is None:
                 return [(k, (states.get(k), keyed.get(k, []))) for k in {**states, **keyed}]
             now = _time.monotonic()
-            ticking = {k: [max(0.0, d - now) for d in ds] for k, ds in clock.by_key().items()}
+            ticking = (
+                {k: [max(0.0, d - now) for d in ds] for k, ds in clock.by_key().items()}
+                if clock is not None
+                else {}
+            )
             return [
-                (k, (states.get(k), keyed.get(k, []), ticking.get(k, [])))
-                for k in {**states, **keyed, **ticking}
+                (k, (states.get(k), keyed.get(k, []), ticking.get(k, []), expire_at.get(k)))
+                for k in {**states, **keyed, **ticking, **expire_at}
             ]
 
         restored = snapshot.attach(info, per_key, state_name)
-        for k, (state, timer_times, *left) in restored or ():
+        for k, (state, timer_times, *rest) in restored or ():
             if state is not None:
                 states[k] = state
             for t in timer_times:
                 timers.set(t, k, cap)  # the timer's token, minted from the initial capability
-            for seconds in left[0] if left and clock is not None else ():
+            for seconds in rest[0] if rest and clock is not None else ():
                 clock.set(_time.monotonic() + seconds, k, cap)  # type: ignore[union-attr]
+            if len(rest) > 1 and rest[1] is not None and expiries is not None:
+                expire_at[k] = rest[1]
+                expiries.set(rest[1], k, cap)
         cap.drop()
         if clock is not None and len(clock):
             activator.activate()  # move the restored timers' capability to the input's time
 
         def apply(send: Capability | CapabilityRef, t: Any, batch: Any, out: OutputPort) -> None:
+            if expiries is not None:
+                expire_before(t, out)  # keys that expired before this time start afresh
             results = ctx.bind(t, send)
             r = None
             fn: Any = key_of
@@ -956,10 +978,50 @@ def keyed_process(
                     fn = process
                     ctx.key = k
                     process(ctx, k, v)
+                    if expiries is not None:
+                        new, old = t + ttl, expire_at.get(k)  # type: ignore[operator]
+                        if new != old:
+                            if old is not None:
+                                expiries.cancel(old, k)
+                            expiries.set(new, k, send)
+                            expire_at[k] = new
             except Exception as exc:
                 raise failure(op, name, fn, key_of, pairs, r, t, exc, info.address) from exc
             if results:
                 out.give_batch(send, results, t)
+
+        def expire_before(t: Any, out: OutputPort) -> None:
+            assert expiries is not None
+            while expiries.tokens is not None:
+                least = expiries.tokens.least()
+                if least is None or not least < t:
+                    break
+                expire(least, out)
+
+        def expire(t: Any, out: OutputPort) -> None:
+            """The keys whose ttl ends at ``t``: ``on_expire``, then their state goes."""
+            assert expiries is not None
+            held, keys = expiries.pop(t)
+            results = ctx.bind(t, held)
+            k = None
+            try:
+                for k in keys:
+                    if expire_at.get(k) != t:
+                        continue
+                    del expire_at[k]
+                    if on_expire is not None:
+                        ctx.key = k
+                        on_expire(ctx, k)
+                    states.pop(k, None)
+            except Exception as exc:
+                raise OperatorError(
+                    f"{op} {name!r}: on_expire {describe_function(on_expire)} raised "
+                    f"{type(exc).__name__}: {exc} for key {k!r} at time {t!r}",
+                    name,
+                    info.address,
+                ) from exc
+            if results:
+                out.give_batch(held, results, t)
 
         def fire(t: Any, out: OutputPort) -> None:
             held, keys = timers.pop(t)
@@ -1022,25 +1084,34 @@ def keyed_process(
             # Stashed records and due timers, merged in time order (records of a time first).
             while True:
                 due = timers.next_due(frontier)
+                gone = expiries.next_due(frontier) if expiries is not None else None
                 first = waiting.first()
                 if (
                     first is not None
                     and not frontier.less_than(first)
                     and (due is None or not due < first)
+                    and (gone is None or not gone < first)
                 ):
                     t, held, batches = waiting.pop_first()
                     for batch in batches:
                         apply(held, t, batch, out)
-                elif due is not None:
+                elif due is not None and (gone is None or not gone < due):
                     fire(due, out)
+                elif gone is not None:
+                    expire(gone, out)
                 else:
                     break
             waiting.admit(inp, apply, out)
+            if expiries is not None:  # what the frontier already passed of the new expiries
+                while (gone := expiries.next_due(frontier)) is not None:
+                    expire(gone, out)
             if clock is not None:
                 wake_for_next(frontier)
             ctx.unbind()
             waiting.settle()  # each holder's one token, moved once
             timers.settle()
+            if expiries is not None:
+                expiries.settle()
             if stats is not None:
                 stats.record(len(states), len(timers), len(waiting) + timers.times())
 
