@@ -4,7 +4,10 @@ A worker builds dataflows (``dataflow(fn)``) and then *steps*: each step receive
 workers sent (data and progress batches, which activate the operators and scopes they are
 for), fires due timed activations, schedules every dataflow that has something to do, and
 flushes its outgoing messages.  Nothing is polled: a dataflow nobody activated is not touched,
-and ``step_or_park`` sleeps on the communication layer when no dataflow is active.
+and ``step_or_park`` sleeps on the communication layer when no dataflow is active.  Another
+thread (the event loop running ``map_async``'s calls) reaches an operator only through
+``call_soon_threadsafe``, which queues a callback for the worker's next step and wakes it; while
+operators await such reports (``expect_from_threads``) the worker waits, never idle or stuck.
 
 Every channel and every scope's progress exchange has an identifier allocated in construction
 order, so all workers that build the same dataflows in the same order agree on them.
@@ -32,6 +35,7 @@ import logging
 import os
 import threading
 import time as _time
+from collections import deque
 from collections.abc import Callable, Iterator
 from types import FrameType
 from typing import Any, TypeVar
@@ -167,6 +171,10 @@ class Worker:
         self._step_observers: list[Callable[[], None]] = []
         self._verdict_observers: list[Callable[[BaseException], None]] = []
         self._before_flush: list[Callable[[], None]] = []  # see before_flush
+        # What other threads asked to run here (``call_soon_threadsafe``), and how many such
+        # reports this worker's operators still await (``expect_from_threads``).
+        self._from_threads: deque[Callable[[], None]] = deque()
+        self._awaited = 0
         self._eventlog: EventLog | None = None  # created by enable_statistics / log_to
         self._unlogged: set[int] = set()  # dataflows that host a log stream
         self.steps = 0
@@ -321,6 +329,16 @@ class Worker:
         heapq.heappush(self._timers, (_time.monotonic() + delay, next(self._timer_seq), activate))
         self.allocator.wake()
 
+    def call_soon_threadsafe(self, callback: Callable[[], None]) -> None:
+        """See :class:`WorkerServices`: queued for the start of the next step (drained by
+        ``_receive``), and the worker woken through its allocator's thread-safe ``wake``."""
+        self._from_threads.append(callback)  # deque.append: atomic, safe from any thread
+        self.allocator.wake()
+
+    def expect_from_threads(self, delta: int) -> None:
+        """See :class:`WorkerServices`."""
+        self._awaited += delta
+
     def before_flush(self, callback: Callable[[], None]) -> None:
         """See :class:`WorkerServices`."""
         self._before_flush.append(callback)
@@ -385,6 +403,8 @@ class Worker:
             heapq.heappop(timers)[2]()
 
     def _receive(self) -> None:
+        if self._from_threads:
+            self._run_from_threads()
         got = self.allocator.receive()
         if not got:
             return
@@ -395,6 +415,13 @@ class Worker:
                 self._unrouted.setdefault(channel, []).append(payload)
             else:
                 handler(payload)
+
+    def _run_from_threads(self) -> None:
+        """Run what other threads queued (``call_soon_threadsafe``) before this call; what
+        they queue meanwhile waits for the next one (their ``wake`` keeps us from parking)."""
+        calls = self._from_threads
+        for _ in range(len(calls)):
+            calls.popleft()()
 
     # -- stepping -------------------------------------------------------------------------
 
@@ -475,7 +502,7 @@ class Worker:
             while condition():
                 if deadline is not None and _time.monotonic() > deadline:
                     raise TimeoutError(self._timed_out(timeout))
-                if not self._active and not self._timers:
+                if not self._active and not self._timers and not self._awaited:
                     self._when_idle(
                         "step_while: the condition still holds but no dataflow has anything to "
                         "do; did you forget to advance or close an input, or drop a capability?"
@@ -490,7 +517,7 @@ class Worker:
         the caller's job; see :func:`pytimely.execute`)."""
         with self._parking():
             while self._dataflows:
-                if not self._active and not self._timers:
+                if not self._active and not self._timers and not self._awaited:
                     self._when_idle(
                         "the dataflows cannot complete: nothing has work to do but something "
                         "still holds a capability or an input is open."
@@ -521,7 +548,10 @@ class Worker:
         head = f"step_while: condition still true after {timeout} s"
         if self.peers == 1:
             return head + "\n" + self.describe()
-        state = "busy" if self._active or self._timers else "idle (nothing to do)"
+        busy = self._active or self._timers or self._awaited
+        state = "busy" if busy else "idle (nothing to do)"
+        if self._awaited:
+            state += f", awaiting {self._awaited} calls on other threads"
         if self._timers:
             state += f", {len(self._timers)} timed activations pending"
         gone = sorted(self.allocator.farewells())
@@ -558,7 +588,7 @@ class Worker:
 
     def _status(self) -> Status:
         self._receive()  # messages to ourselves, or just arrived, make us busy, not idle
-        idle = not self._active and not self._timers
+        idle = not self._active and not self._timers and not self._awaited
         sent, received = self.allocator.message_counts()
         return Status(
             worker=self.index,

@@ -16,6 +16,7 @@ MODULES = [
     "pytimely.windows",
     "pytimely.dataflow.operators.windowing.api",
     "pytimely.dataflow.operators.keyed",
+    "pytimely.dataflow.operators.asynchronous",
     "pytimely.dataflow.operators.join",
     "pytimely.dataflow.snapshot",
     "pytimely.testing",

@@ -2,8 +2,9 @@
 
 Scopes, pacts and operators never see the :class:`~pytimely.worker.Worker` itself, only this
 interface (timely's ``AsWorker`` trait in ``worker.rs``): channels, progress exchanges, timed
-activations, input tracking and flow control.  The worker implements it; keeping it here, on
-the dataflow side, is what lets the dataflow layer not depend on the worker module.
+activations, activations from other threads, input tracking and flow control.  The worker
+implements it; keeping it here, on the dataflow side, is what lets the dataflow layer not
+depend on the worker module.
 """
 
 from __future__ import annotations
@@ -47,6 +48,19 @@ class WorkerServices(Protocol):
 
     def activate_after(self, activate: Callable[[], None], delay: float) -> None:
         """Call ``activate()`` once, at the first step at least ``delay`` seconds from now."""
+        ...
+
+    def call_soon_threadsafe(self, callback: Callable[[], None]) -> None:
+        """Call ``callback()`` on the worker's thread at the start of its next step, waking
+        the worker if it is parked.  The one method any thread may call: how work done
+        elsewhere (an event loop's calls, see ``Stream.map_async``) activates an operator."""
+        ...
+
+    def expect_from_threads(self, delta: int) -> None:
+        """Count ``delta`` more (negative: fewer) calls running on other threads that will
+        report back through :meth:`call_soon_threadsafe`.  While any is expected the worker is
+        busy: it parks until woken, and is never declared idle or stuck.  Worker thread
+        only."""
         ...
 
     def before_flush(self, callback: Callable[[], None]) -> None:

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import GraphError
 from .operators import aggregation as _aggregation
 from .operators import asof as _asof
+from .operators import asynchronous as _asynchronous
 from .operators import capture as _capture
 from .operators import generic as _generic
 from .operators import join as _join
@@ -125,7 +126,7 @@ class Stream:
         """
         handle.connect(self)
 
-    # -- record at a time (operators/map.py) -------------------------------------------------
+    # -- record at a time (operators/map.py, operators/asynchronous.py) ----------------------
 
     map = _map.map
     map_batch = _map.map_batch
@@ -135,6 +136,7 @@ class Stream:
     inspect_time = _map.inspect_time
     inspect_batch = _map.inspect_batch
     for_each = _map.for_each
+    map_async = _asynchronous.map_async
 
     # -- routing (operators/routing.py) ----------------------------------------------------
 
