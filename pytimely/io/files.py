@@ -40,10 +40,9 @@ import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ..errors import TimelyError
 from .api import Sink, SinkWriter
 from .directory import DirectorySource
-from .staging import StagedFileWriter, discard_staged
+from .staging import StagedFileWriter, discard_staged, publish_by_rename
 
 __all__ = ["JsonLinesSink", "JsonLinesSource"]
 
@@ -101,16 +100,7 @@ class JsonLinesSink(Sink):
 
     def publish(self, staged: Any) -> None:
         """Move the staged file into the folder (nothing to do if it was moved already)."""
-        name = staged["file"]
-        source = os.path.join(self.staging, name)
-        target = os.path.join(self.folder, name)
-        try:
-            os.replace(source, target)
-        except FileNotFoundError:
-            if not os.path.exists(target):
-                raise TimelyError(
-                    f"sink {self.name!r}: staged file {source} is gone and was never published"
-                ) from None
+        publish_by_rename(self.staging, self.folder, staged, f"sink {self.name!r}")
 
     def discard(self, keep: Sequence[Any]) -> None:
         """Delete the staged files not in ``keep``."""

@@ -45,6 +45,7 @@ from typing import Any
 
 from ..errors import TimelyError
 from .api import Sink, SinkWriter
+from .staging import publish_by_rename
 
 __all__ = ["ParquetSink"]
 
@@ -85,16 +86,7 @@ class ParquetSink(Sink):
 
     def publish(self, staged: Any) -> None:
         """Move the staged file into the folder (nothing to do if it was moved already)."""
-        name = staged["file"]
-        source = os.path.join(self.staging, name)
-        target = os.path.join(self.folder, name)
-        try:
-            os.replace(source, target)
-        except FileNotFoundError:
-            if not os.path.exists(target):
-                raise TimelyError(
-                    f"sink {self.name!r}: staged file {source} is gone and was never published"
-                ) from None
+        publish_by_rename(self.staging, self.folder, staged, f"sink {self.name!r}")
 
     def discard(self, keep: Sequence[Any]) -> None:
         """Delete the staged files not in ``keep``, and the temporary files of files that

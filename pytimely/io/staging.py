@@ -28,7 +28,7 @@ from typing import Any
 from ..errors import TimelyError
 from .api import SinkWriter
 
-__all__ = ["StagedFileWriter", "discard_staged", "mark_sent", "unsent"]
+__all__ = ["StagedFileWriter", "discard_staged", "mark_sent", "publish_by_rename", "unsent"]
 
 
 class StagedFileWriter(SinkWriter):
@@ -99,3 +99,19 @@ def unsent(folder: str, staged: Any, who: str) -> str | None:
 def mark_sent(path: str) -> None:
     """Record that the staged file at ``path`` is published (renamed ``<path>.sent``)."""
     os.replace(path, path + ".sent")
+
+
+def publish_by_rename(staging: str, folder: str, staged: Any, who: str) -> None:
+    """Publish a staged file by renaming it from ``staging`` into ``folder`` (atomic on one
+    filesystem).  Idempotent, also when two workers publish the same file at once: a file
+    already moved is not moved again; one gone from both places is an error naming ``who``."""
+    name = staged["file"]
+    source = os.path.join(staging, name)
+    target = os.path.join(folder, name)
+    try:
+        os.replace(source, target)
+    except FileNotFoundError:
+        if not os.path.exists(target):
+            raise TimelyError(
+                f"{who}: staged file {source} is gone and was never published"
+            ) from None
