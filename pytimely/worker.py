@@ -68,6 +68,10 @@ SLOW_STEP = 1.0
 #: hold more operators than this and than the live dataflows: then one collection reclaims them.
 FROZEN_GARBAGE_OPERATORS = 2_000
 
+#: The smallest in-flight bound (bytes per peer) under which an input's credit check leaves
+#: the exchanges' held parts held until the end of the step (see ``wait_for_credit``).
+HELD_UNDER_BOUND = 4 << 20
+
 _log = logging.getLogger(__name__)
 
 # The cyclic collector is paused while a worker steps (see ``Worker.__init__``'s
@@ -366,11 +370,19 @@ class Worker:
         failed meanwhile."""
         if self._scheduling:
             return
-        # What channels hold back is not in flight yet: sent now, it counts against the bound
-        # (an input feeding an exchange directly thus sends each batch as it comes).
-        if self._before_flush:
-            self._release_held()
+        # What channels hold back (an exchange's parts) is not in flight yet.  Under a bound
+        # of at least HELD_UNDER_BOUND bytes it stays held while no peer is congested, so an
+        # input feeding an exchange sends one message per destination per step, not one per
+        # batch; held parts are bounded apart (ExchangePusher.HOLD_BYTES per channel), and go
+        # as soon as a peer is congested, to count against the bound while we wait.  Under a
+        # smaller bound they go at every check, so that the bound is the bound.
         allocator = self.allocator
+        if self._before_flush:
+            bound = allocator.in_flight_bound()
+            if bound is not None and (
+                bound < HELD_UNDER_BOUND or allocator.congested() is not None
+            ):
+                self._release_held()
         peer = allocator.congested()
         if peer is None:
             return

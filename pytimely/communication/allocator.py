@@ -119,6 +119,10 @@ class Allocator(ABC):
         while there is one."""
         return None
 
+    def in_flight_bound(self) -> int | None:
+        """The bytes in flight allowed per peer (``None``: no bound, nothing is sent)."""
+        return None
+
     def backlog(self) -> list[int]:
         """Per worker, the bytes sent to it and not yet acknowledged (0 for this worker)."""
         return [0] * self.peers

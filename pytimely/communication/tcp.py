@@ -513,6 +513,10 @@ class TcpAllocator(Allocator):
                 return peer.index
         return None
 
+    def in_flight_bound(self) -> int | None:
+        """See :meth:`Allocator.in_flight_bound`."""
+        return self._flow.max_in_flight
+
     def backlog(self) -> list[int]:
         """See :meth:`Allocator.backlog`: the flow ledger's unacknowledged bytes per worker."""
         return [self._flow.backlog(w) if w != self.index else 0 for w in range(self.peers)]
