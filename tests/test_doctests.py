@@ -41,6 +41,7 @@ RUN_ONLY = [
     "pytimely.io.postgres_cdc",
     "pytimely.dataflow.scope",
     "pytimely.spark.sinks",
+    "pytimely.spark.datasource",
     "pytimely.spark.dataframe",
     "pytimely.spark.remote",
     "pytimely.spark.reasons",

@@ -36,6 +36,7 @@ from .._extras import require
 require("pytimely.spark", "pyspark", "pandas", extra="spark")
 
 from .dataframe import feed_batches, prepare_dataframe, run_on_dataframe
+from .datasource import register_data_source
 from .launcher import (
     NotEnoughSlots,
     SparkJobFailed,
@@ -94,6 +95,7 @@ __all__ = [
     "prepare_dataframe",
     "prepare_environment",
     "read_output",
+    "register_data_source",
     "run",
     "run_on_dataframe",
     "run_to_dataframe",
