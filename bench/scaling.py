@@ -36,6 +36,7 @@ Workloads (issue 13), over words drawn from a 10,000-word vocabulary in batches 
     python bench/scaling.py [--words 4000000] [--heavy-words 400000] [--edges 100000]
                             [--graph-nodes 500000]
                             [--workloads keyed_count,batch_count,components,bfs,pagerank,cpu_map]
+                            [--workers 1,2,4,8]
                             [--repeat 3] [--quick]
 
 Prints JSON (and writes it to ``--out`` if given), with the machine's load over all the runs
@@ -187,11 +188,13 @@ def run(workers: int, args: argparse.Namespace) -> dict[str, Any]:
             batches = make_batches()
             inp, answer = worker.dataflow(build, name=name)
             barrier(worker)
+            sent0 = sum(worker.allocator.message_counts()[0])
             wall0, cpu0 = time.perf_counter(), time.process_time()
             feed(worker, inp, batches, per_time=len(batches) + 1 if name in ONE_EPOCH else 256)
             out[name] = {
                 "wall_s": time.perf_counter() - wall0,
                 "cpu_s": time.process_time() - cpu0,
+                "messages": sum(worker.allocator.message_counts()[0]) - sent0,
                 "answer": answer(),
             }
         return out
@@ -330,6 +333,56 @@ def median_of(runs: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def records_of(name: str, args: argparse.Namespace) -> int:
+    """What a workload's CPU time is divided by: its words, or its graph's edges."""
+    if name in ("keyed_count", "batch_count"):
+        return args.words
+    if name == "cpu_map":
+        return args.heavy_words
+    if name == "components":
+        return args.edges
+    return args.graph_nodes * 4
+
+
+def growth(args: argparse.Namespace, counts: list[int]) -> dict[str, Any]:
+    """``--workers``: every workload on each number of worker processes in ``counts``,
+    alternately ``--repeat`` times; per workload and count the medians of the CPU summed over
+    the processes, the slowest worker's wall time, the CPU nanoseconds per record (word, or
+    edge) and the messages the workers sent each other (data and progress), and whether every
+    answer was right."""
+    runs: dict[str, dict[int, list[dict[str, Any]]]] = {
+        name: {n: [] for n in counts} for name in args.workloads
+    }
+    for _ in range(args.repeat):
+        for n in counts:
+            results = run(n, args)
+            for name in args.workloads:
+                per = results[name]
+                want = expected(name, args)
+                runs[name][n].append(
+                    {
+                        "cpu_s": sum(r["cpu_s"] for r in per),
+                        "wall_s": max(r["wall_s"] for r in per),
+                        "messages": sum(r["messages"] for r in per),
+                        "ok": agrees(name, merged(name, [r["answer"] for r in per]), want),
+                    }
+                )
+    report: dict[str, Any] = {}
+    for name, by_count in runs.items():
+        rows = {}
+        for n, rs in by_count.items():
+            cpu = statistics.median(r["cpu_s"] for r in rs)
+            rows[str(n)] = {
+                "cpu_s": round(cpu, 3),
+                "wall_s": round(statistics.median(r["wall_s"] for r in rs), 3),
+                "cpu_ns_per_record": round(cpu * 1e9 / records_of(name, args)),
+                "messages": int(statistics.median(r["messages"] for r in rs)),
+                "ok": all(r["ok"] for r in rs),
+            }
+        report[name] = rows
+    return report
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -359,6 +412,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         help="run both configurations this many times, alternately; report medians",
     )
     ap.add_argument("--timeout", type=float, default=600.0)
+    ap.add_argument(
+        "--workers",
+        help="e.g. 1,2,4,8: instead of the 1-vs-2 comparison, CPU per record and messages sent "
+        "on each number of worker processes",
+    )
     ap.add_argument("--quick", action="store_true", help="tiny sizes: a smoke test")
     ap.add_argument("--out", help="also write the JSON to this file")
     args = ap.parse_args(argv)
@@ -371,6 +429,29 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if args.quick:
         args.words, args.heavy_words, args.edges, args.batch = 40_000, 4_000, 2_000, 500
         args.graph_nodes = 2_000
+    if args.workers:
+        counts = [int(n) for n in args.workers.split(",") if n]
+        if not counts or min(counts) < 1:
+            ap.error("--workers takes positive numbers of workers, e.g. 1,2,4,8")
+        before = LoadReading.now()
+        report = growth(args, counts)
+        load = MachineLoad.between(before, LoadReading.now())
+        out = {
+            "benchmark": "scaling-growth",
+            "words": args.words,
+            "batch": args.batch,
+            "repeat": args.repeat,
+            "workers": counts,
+            "workloads": report,
+            "machine": load.to_dict(),
+            "quiet": not load.under_load(),
+        }
+        text = json.dumps(out, indent=1)
+        if args.out:
+            with open(args.out, "w") as f:
+                f.write(text + "\n")
+        print(text)
+        return out
     runs: dict[str, list[dict[str, Any]]] = {name: [] for name in args.workloads}
     before = LoadReading.now()
     for _ in range(args.repeat):
