@@ -57,3 +57,19 @@ def test_unknown_workload_is_refused_by_name() -> None:
     )
     assert done.returncode == 2
     assert "unknown workloads ['nonesuch']" in done.stderr
+
+
+def test_workers_reports_cpu_per_record_and_messages_for_each_count() -> None:
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), "--quick", "--repeat", "1", "--workers", "1,3",
+         "--workloads", "keyed_count,batch_count"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["benchmark"] == "scaling-growth" and report["workers"] == [1, 3]
+    for name in ("keyed_count", "batch_count"):
+        rows = report["workloads"][name]
+        assert set(rows) == {"1", "3"}
+        assert all(row["ok"] and row["cpu_ns_per_record"] > 0 for row in rows.values())
+        assert rows["1"]["messages"] == 0 and rows["3"]["messages"] > 0
