@@ -1,0 +1,32 @@
+"""``bench/latency.py`` without Bytewax: pytimely's side of the open-loop comparison runs and
+reports every quantile (a smoke test of the benchmark's shape; its figures are the benchmark's
+business)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.timeout(120)
+
+SCRIPT = Path(__file__).resolve().parent.parent / "bench" / "latency.py"
+
+
+def test_pytimely_side_reports_its_quantiles_per_rate() -> None:
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), "--rates", "2000,5000", "--duration", "0.3", "--repeat", "1"],
+        capture_output=True, text=True, timeout=100,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert set(report["rates"]) == {"2000", "5000"}
+    for systems in report["rates"].values():
+        assert set(systems) == {"pytimely"}  # no --bytewax: its side is not run
+        figures = systems["pytimely"]
+        assert figures["runs"] == 1
+        if not figures["dnf_runs"]:  # a busy machine may DNF; then no quantile is claimed
+            assert 0 < figures["p50_ms"] <= figures["p99_ms"] <= figures["max_ms"]
