@@ -443,15 +443,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             "repeat": args.repeat,
             "workers": counts,
             "workloads": report,
-            "machine": load.to_dict(),
-            "quiet": not load.under_load(),
         }
-        text = json.dumps(out, indent=1)
-        if args.out:
-            with open(args.out, "w") as f:
-                f.write(text + "\n")
-        print(text)
-        return out
+        return emit(out, load, args)
     runs: dict[str, list[dict[str, Any]]] = {name: [] for name in args.workloads}
     before = LoadReading.now()
     for _ in range(args.repeat):
@@ -459,13 +452,6 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         for name in args.workloads:
             runs[name].append(summarize(name, one[name], two[name], args))
     load = MachineLoad.between(before, LoadReading.now())
-    print(load.describe(), file=sys.stderr)
-    if load.under_load():
-        print(
-            "scaling: other processes kept the machine busy during the runs: "
-            'the figures are not reliable ("quiet": false in the report)',
-            file=sys.stderr,
-        )
     out = {
         "benchmark": "scaling",
         "python": sys.version.split()[0],
@@ -477,9 +463,22 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "vocabulary": VOCAB,
         "repeat": args.repeat,
         "workloads": {name: median_of(runs[name]) for name in args.workloads},
-        "machine": load.to_dict(),
-        "quiet": not load.under_load(),
     }
+    return emit(out, load, args)
+
+
+def emit(out: dict[str, Any], load: MachineLoad, args: argparse.Namespace) -> dict[str, Any]:
+    """Add the machine's load to the report ``out``, warn on stderr if it was busy, print the
+    JSON (and write it to ``--out``); returns the report."""
+    out["machine"] = load.to_dict()
+    out["quiet"] = not load.under_load()
+    print(load.describe(), file=sys.stderr)
+    if load.under_load():
+        print(
+            "scaling: other processes kept the machine busy during the runs: "
+            'the figures are not reliable ("quiet": false in the report)',
+            file=sys.stderr,
+        )
     text = json.dumps(out, indent=1)
     if args.out:
         with open(args.out, "w") as f:

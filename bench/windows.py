@@ -203,6 +203,23 @@ def run(variant: str, args: argparse.Namespace, workers: int) -> dict:
     counted = sum(r[2][0] for r in results)
     late = sum(r[2][1] for r in results)
     events = n_batches * batch
+    return _report(variant, workers, events, batch, wall, cpu, late, counted + late == events,
+                   load_before, load_after)  # fmt: skip
+
+
+def _report(
+    variant: str,
+    workers: int,
+    events: int,
+    batch: int,
+    wall: float,
+    cpu: float,
+    late: int,
+    verified: bool,
+    load_before: tuple,
+    load_after: tuple,
+) -> dict:
+    """One run's figures (wall time: the slowest worker's; CPU: the busiest worker's)."""
     return {
         "variant": variant,
         "workers": workers,
@@ -213,7 +230,7 @@ def run(variant: str, args: argparse.Namespace, workers: int) -> dict:
         "records_per_s_per_worker": round(events / wall / workers),
         "records_per_cpu_s_per_worker": round(events / cpu / workers),
         "late": late,
-        "verified": counted + late == events,
+        "verified": verified,
         "loadavg_before": [round(x, 2) for x in load_before],
         "loadavg_after": [round(x, 2) for x in load_after],
     }
@@ -289,20 +306,8 @@ def run_library(variant: str, args: argparse.Namespace, workers: int) -> dict:
         expected = sum(n // size * size for n in keys.values())
     else:
         expected = events
-    return {
-        "variant": variant,
-        "workers": workers,
-        "events": events,
-        "batch": batch,
-        "seconds": round(wall, 3),
-        "cpu_seconds": round(cpu, 3),
-        "records_per_s_per_worker": round(events / wall / workers),
-        "records_per_cpu_s_per_worker": round(events / cpu / workers),
-        "late": 0,
-        "verified": got == expected,
-        "loadavg_before": [round(x, 2) for x in load_before],
-        "loadavg_after": [round(x, 2) for x in load_after],
-    }
+    return _report(variant, workers, events, batch, wall, cpu, 0, got == expected,
+                   load_before, load_after)  # fmt: skip
 
 
 def _medians(runs: list[dict]) -> list[dict]:

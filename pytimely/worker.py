@@ -377,13 +377,12 @@ class Worker:
         # as soon as a peer is congested, to count against the bound while we wait.  Under a
         # smaller bound they go at every check, so that the bound is the bound.
         allocator = self.allocator
+        peer = allocator.congested()
         if self._before_flush:
             bound = allocator.in_flight_bound()
-            if bound is not None and (
-                bound < HELD_UNDER_BOUND or allocator.congested() is not None
-            ):
+            if bound is not None and (bound < HELD_UNDER_BOUND or peer is not None):
                 self._release_held()
-        peer = allocator.congested()
+                peer = allocator.congested()
         if peer is None:
             return
         self.flow_waits += 1

@@ -173,13 +173,14 @@ def _asof(
         restored = snapshot.attach(info, per_key)
 
         def store_right(k: Any, e: int, v: Any, horizon: int | None) -> None:
+            stamp = (e, next(order))  # ties in event time: in order of arrival
             entry = right.get(k)
             if entry is None:
-                right[k] = ([(e, next(order))], [v])
+                right[k] = ([stamp], [v])
                 return
             times, values = entry
-            at = bisect.bisect_right(times, (e, next(order)))
-            times.insert(at, (e, next(order)))
+            at = bisect.bisect_right(times, stamp)
+            times.insert(at, stamp)
             values.insert(at, v)
             if horizon is not None:  # forget what no future answer needs
                 keep_from = bisect.bisect_right(times, (horizon, float("inf"))) - 1

@@ -1041,9 +1041,9 @@ def keyed_process(
             if results:
                 out.give_batch(held, results, t)
 
-        def tick(frontier: Any, out: OutputPort) -> None:
-            """Fire the processing-time timers that are due, then keep the capability at the
-            input's least time and ask the worker's clock to wake us for the next one."""
+        def tick(out: OutputPort) -> None:
+            """Fire the processing-time timers that are due (:func:`wake_for_next`, at the end
+            of the invocation, schedules the next wake-up)."""
             assert clock is not None
             for deadline, k in clock.pop_due(_time.monotonic()):
                 held = clock.cap
@@ -1062,7 +1062,6 @@ def keyed_process(
                     ) from exc
                 if results:
                     out.give_batch(held, results, held.time)
-            wake_for_next(frontier)
 
         def wake_for_next(frontier: Any) -> None:
             """Keep the capability at the input's least time; ask the worker's clock to wake
@@ -1080,7 +1079,7 @@ def keyed_process(
         def logic(inp: InputPort, out: OutputPort) -> None:
             frontier = inp.frontier
             if clock is not None:
-                tick(frontier, out)
+                tick(out)
             # Stashed records and due timers, merged in time order (records of a time first).
             while True:
                 due = timers.next_due(frontier)
