@@ -43,14 +43,14 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ..errors import WorkerFailure
 from .errors import NotEnoughSlots, SparkJobFailed, SparkSetupError
 from .reasons import failed_task, parse_marker, report_head, retryable, spark_reason
 
-__all__ = ["RemoteSpec", "check_versions", "remote_task", "run"]
+__all__ = ["RemoteSpec", "RemoteStage", "check_versions", "remote_task", "run"]
 
 #: How long a worker stopped by another's failure waits before failing its own task.
 RELAY_DELAY = 1.0
@@ -74,6 +74,9 @@ class RemoteSpec:
     #: Attempt ids of this run that failed before: the commit discards what they staged.
     earlier: tuple[str, ...] = ()
     dashboard: int | None = None
+    #: Whether the sinks' files are staged until every worker finished (a run's), or written
+    #: in place (a streaming bridge's: an epoch's files are visible when it completes).
+    stage_outputs: bool = True
 
 
 def remote_task(
@@ -107,7 +110,10 @@ def remote_task(
         check_same_package(spec, index)
         allocator = join_mesh(ctx, spec)
         worker = Worker(allocator)
-        with staged(spec.run_id, directories.append):
+        if spec.stage_outputs:
+            with staged(spec.run_id, directories.append):
+                result = run_worker(lambda w: fn(w, batches), worker, dashboard=spec.dashboard)
+        else:
             result = run_worker(lambda w: fn(w, batches), worker, dashboard=spec.dashboard)
         payload = pickle_result(index, result)
         allocator.close()
@@ -169,21 +175,54 @@ def _master_of(spark: Any) -> str:
         return ""
 
 
-def _check_local_slots(master: str, workers: int) -> None:
-    """On a server over a ``local`` master the slots are known from its URL: too few is an
-    error now, not after the barrier check's retries (minutes)."""
+def _check_local_slots(master: str, workers: int, needed: int) -> None:
+    """On a server over a ``local`` master the slots are known from its URL: fewer than
+    ``needed`` for ``workers`` workers is an error now, not after the barrier check's retries
+    (minutes)."""
     from .session import local_slots
 
     try:
         slots = local_slots(master)
     except ValueError:  # a local master URL we cannot read: Spark will check
         return
-    if slots is not None and slots < workers:
+    if slots is not None and slots < needed:
+        extra = needed - workers
+        beside = f" + {extra} for Spark jobs that run alongside them" if extra else ""
         raise NotEnoughSlots(
-            f"{workers} pytimely workers need {workers} concurrent task slots, but the Spark "
-            f"Connect server runs local[{slots}]: start it with --master local[{workers}] or more "
-            "(over-subscribing cores is fine)"
+            f"{workers} pytimely workers{beside} need {needed} concurrent task slots, but the "
+            f"Spark Connect server runs local[{slots}]: start it with --master local[{needed}] "
+            "or more (over-subscribing cores is fine)"
         )
+
+
+def prepare(
+    spark: Any,
+    workers: int,
+    secret: bytes | str | None,
+    bind_host: str | None,
+    connect_timeout: float,
+    slots: int,
+) -> RemoteSpec:
+    """Check the server (its Spark version against this client's pyspark, and ``slots``
+    concurrent task slots on a ``local`` master) and make the spec of a first attempt."""
+    import pyspark
+
+    from .executor import run_secret
+    from .session import default_bind_host, package_fingerprint, package_location
+
+    check_versions(spark.version, pyspark.__version__)
+    master = _master_of(spark)
+    _check_local_slots(master, workers, slots)
+    return RemoteSpec(
+        workers=workers,
+        secret=run_secret(secret),
+        bind_host=bind_host if bind_host is not None else default_bind_host(master),
+        connect_timeout=connect_timeout,
+        python=(sys.version_info[0], sys.version_info[1]),
+        run_id=uuid.uuid4().hex[:12],
+        fingerprint=package_fingerprint(),
+        package=package_location(),
+    )
 
 
 def run(
@@ -207,34 +246,16 @@ def run(
     partition of ``stage_input(workers)`` (a DataFrame of exactly ``workers`` partitions;
     default: ``workers`` empty rows, one per partition).  ``start_timeout`` and ``grace`` are
     accepted for the classic path's sake and unused: there is no control connection here."""
-    from .executor import run_secret
-    from .session import default_bind_host, package_fingerprint, package_location
-
     if workers < 1:
         raise ValueError("need at least one worker")
     if attempts < 1:
         raise ValueError("attempts must be at least 1")
-    import pyspark
-
-    check_versions(spark.version, pyspark.__version__)
-    key = run_secret(secret)
-    master = _master_of(spark)
-    host = bind_host if bind_host is not None else default_bind_host(master)
-    _check_local_slots(master, workers)
+    spec = prepare(spark, workers, secret, bind_host, connect_timeout, slots=workers)
     earlier: list[str] = []
     notes: list[str] = []
     for attempt in range(attempts):
-        spec = RemoteSpec(
-            workers=workers,
-            secret=key,
-            bind_host=host,
-            connect_timeout=connect_timeout,
-            python=(sys.version_info[0], sys.version_info[1]),
-            run_id=uuid.uuid4().hex[:12],
-            fingerprint=package_fingerprint(),
-            package=package_location(),
-            earlier=tuple(earlier),
-            dashboard=dashboard,
+        spec = replace(
+            spec, run_id=uuid.uuid4().hex[:12], earlier=tuple(earlier), dashboard=dashboard
         )
         try:
             return _attempt(spark, spec, fn, stage_input, timeout, description)
@@ -248,6 +269,80 @@ def run(
     raise AssertionError("unreachable")
 
 
+class RemoteStage:
+    """The workers' barrier stage of one submission, collected on a thread of its own (tags
+    are the calling thread's, and the caller must stay free to time it out or interrupt it).
+
+    :meth:`join` waits for it, :meth:`interrupt` stops it through its operation tag, and
+    :meth:`results` gives the rows' results in worker order or raises the failure
+    (:func:`_failure`).
+    """
+
+    def __init__(
+        self,
+        spark: Any,
+        spec: RemoteSpec,
+        fn: Callable[[Any, Iterator[Any]], Any],
+        stage_input: Callable[[int], Any] | None,
+        what: str,
+    ) -> None:
+        n = spec.workers
+        self.spark = spark
+        self.spec = spec
+        self.tag = f"pytimely-{spec.run_id}"
+
+        def task(batches: Iterator[Any]) -> Iterator[Any]:
+            yield from remote_task(spec, fn, batches)  # the task's index is the worker's
+
+        source = stage_input(n) if stage_input is not None else spark.range(n, numPartitions=n)
+        stage = source.mapInArrow(task, RESULT_SCHEMA, barrier=True)
+        self._outcome: dict[str, Any] = {}
+
+        def job() -> None:
+            spark.addTag(self.tag)
+            try:
+                self._outcome["rows"] = stage.collect()
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
+                self._outcome["error"] = exc
+            finally:
+                spark.removeTag(self.tag)
+
+        self.started = time.monotonic()
+        self._thread = threading.Thread(target=job, name=f"pytimely-{what}", daemon=True)
+        self._thread.start()
+
+    def join(self, timeout: float | None) -> bool:
+        """Wait up to ``timeout`` seconds for the stage to end; whether it ended."""
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
+
+    def running(self) -> bool:
+        """Whether the stage is still running."""
+        return self._thread.is_alive()
+
+    def interrupt(self) -> None:
+        """Stop the stage's job (its tasks are killed) and wait for its thread."""
+        _interrupt(self.spark, self.tag, self._thread)
+
+    def rows(self) -> list[Any]:
+        """The stage's result rows once it ended; its failure raised as :func:`_failure` says."""
+        if "error" in self._outcome:
+            raise _failure(self._outcome["error"], self.spec.workers) from None
+        return self._outcome["rows"]
+
+    def results(self) -> list[Any]:
+        """Every worker's unpickled result, in worker order."""
+        import pickle
+
+        n = self.spec.workers
+        rows = self.rows()
+        found = {int(row["worker"]): pickle.loads(row["payload"]) for row in rows}
+        missing = [i for i in range(n) if i not in found]
+        if missing:
+            raise SparkJobFailed(f"the job ended without results from workers {missing}")
+        return [found[i] for i in range(n)]
+
+
 def _attempt(
     spark: Any,
     spec: RemoteSpec,
@@ -257,56 +352,27 @@ def _attempt(
     what: str,
 ) -> list[Any]:
     """One submission of the stage; the results in worker order, or the failure raised."""
-    import pickle
-
-    n = spec.workers
-    tag = f"pytimely-{spec.run_id}"
-
-    def task(batches: Iterator[Any]) -> Iterator[Any]:
-        yield from remote_task(spec, fn, batches)  # the task's index is the worker's
-
-    source = stage_input(n) if stage_input is not None else spark.range(n, numPartitions=n)
-    stage = source.mapInArrow(task, RESULT_SCHEMA, barrier=True)
-    outcome: dict[str, Any] = {}
-
-    def job() -> None:
-        spark.addTag(tag)  # tags are the calling thread's
-        try:
-            outcome["rows"] = stage.collect()
-        except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
-            outcome["error"] = exc
-        finally:
-            spark.removeTag(tag)
-
-    thread = threading.Thread(target=job, name=f"pytimely-{what}", daemon=True)
-    started = time.monotonic()
-    thread.start()
+    stage = RemoteStage(spark, spec, fn, stage_input, what)
     try:
-        thread.join(timeout)
+        ended = stage.join(timeout)
     except BaseException:  # Ctrl-C: stop the workers, then let the interrupt go on
-        _interrupt(spark, tag, thread)
+        stage.interrupt()
         raise
-    if thread.is_alive():
-        _interrupt(spark, tag, thread)
+    if not ended:
+        stage.interrupt()
         raise SparkJobFailed(
             f"the run did not finish within its {timeout:g} s timeout (interrupted after "
-            f"{time.monotonic() - started:.1f} s)",
+            f"{time.monotonic() - stage.started:.1f} s)",
             retryable=False,
         )
-    if "error" in outcome:
-        raise _failure(outcome["error"], n) from None
-    rows = outcome["rows"]
-    found = {int(row["worker"]): pickle.loads(row["payload"]) for row in rows}
-    missing = [i for i in range(n) if i not in found]
-    if missing:
-        raise SparkJobFailed(f"the job ended without results from workers {missing}")
-    outputs = sorted({d for row in rows for d in json.loads(row["outputs"])})
+    results = stage.results()
+    outputs = sorted({d for row in stage.rows() for d in json.loads(row["outputs"])})
     if outputs:  # every worker succeeded: the attempt's files go into place
         done = spark.range(1, numPartitions=1).mapInArrow(
             lambda _batches: commit_task(outputs, spec.run_id, spec.earlier), "moved long"
         )
         done.collect()
-    return [found[i] for i in range(n)]
+    return results
 
 
 def _interrupt(spark: Any, tag: str, thread: threading.Thread) -> None:
