@@ -17,7 +17,11 @@ so a control or feed connection can never be mistaken for a mesh connection, nor
   control connection ends without ``stop``/``done`` — the driver died or gave up — the worker
   interrupts itself: no task outlives its driver.
 * **feed** — short-lived connections from the tasks of a streaming micro-batch job to worker
-  ``partition % N`` carrying Arrow IPC streams tagged with their epoch (:func:`push_batches`).
+  ``partition % N`` carrying Arrow IPC streams tagged with their epoch (:func:`push_batches`),
+  and a feeder's control *session* with a worker (:class:`FeedLink` / :class:`FeedSession`):
+  where no driver-side coordinator exists (a bridge started from Spark Connect, whose
+  ``foreachBatch`` function runs in a Python process of the server), the feeder sends
+  ``close``/``replay``/``stop`` over the session and the worker answers and reports there.
 
 Frames: ``<QQ`` (header length, payload length), a pickled header (only ever from an
 authenticated peer), then raw payload bytes (Arrow IPC).
@@ -26,6 +30,7 @@ authenticated peer), then raw payload bytes (Arrow IPC).
 from __future__ import annotations
 
 import functools
+import itertools
 import pickle
 import socket
 import struct
@@ -40,7 +45,9 @@ from ..errors import CommunicationError
 __all__ = [
     "ControlClient",
     "Coordinator",
+    "FeedLink",
     "FeedListener",
+    "FeedSession",
     "push_batches",
     "recv_frame",
     "send_frame",
@@ -390,10 +397,42 @@ class ControlClient:
         self._thread.join(1.0)
 
 
-class FeedListener:
-    """A worker's listener for pushed input (Arrow IPC streams tagged with their epoch).
+class FeedSession:
+    """The worker's end of a feeder's control session (:class:`FeedLink` is the feeder's):
+    :meth:`send` a message to the feeder from any thread; False once the session is gone."""
 
-    ``on_batch(epoch, payload)`` is called on a connection thread for every pushed batch.
+    def __init__(self, sock: socket.socket) -> None:
+        self._sock = sock
+        self._lock = threading.Lock()
+        self.open = True
+
+    def send(self, header: Any) -> bool:
+        """Send ``header`` to the feeder; whether it went."""
+        with self._lock:
+            if not self.open:
+                return False
+            try:
+                send_frame(self._sock, header)
+                return True
+            except OSError:
+                self.open = False
+                return False
+
+    def close(self) -> None:
+        """End the session (the feeder's reader sees the end of its stream)."""
+        with self._lock:
+            self.open = False
+            self._sock.close()
+
+
+class FeedListener:
+    """A worker's listener for pushed input (Arrow IPC streams tagged with their epoch), and
+    for feeders' control sessions.
+
+    ``on_batch(epoch, payload)`` is called on a connection thread for every pushed batch.  A
+    connection whose first frame is ``("session",)`` is a control session (:class:`FeedLink`):
+    ``on_session(session, header)`` is called for each message it brings, and
+    ``on_session(session, None)`` once when it ends.
     """
 
     def __init__(
@@ -403,11 +442,13 @@ class FeedListener:
         bind_host: str,
         on_batch: Callable[[int, bytearray], None],
         on_error: Callable[[str], None],
+        on_session: Callable[[FeedSession, Any], None] | None = None,
     ) -> None:
         self._secret = secret
         self._index = index
         self._on_batch = on_batch
         self._on_error = on_error
+        self._on_session = on_session
         self._listener = _listen(bind_host)
         self._listener.settimeout(0.2)
         self.port = self._listener.getsockname()[1]
@@ -436,7 +477,12 @@ class FeedListener:
             sock.close()
             return
         try:
-            for header, payload in _frames(sock):
+            frames = _frames(sock)
+            first = next(frames, None)
+            if first is not None and first[0][0] == "session" and self._on_session is not None:
+                self._serve_session(sock, frames)
+                return
+            for header, payload in itertools.chain([first] if first else [], frames):
                 if header[0] == "data":
                     self._on_batch(int(header[1]), payload)
             send_frame(sock, ("ack",))
@@ -446,6 +492,18 @@ class FeedListener:
         finally:
             sock.close()
 
+    def _serve_session(self, sock: socket.socket, frames: Iterator[tuple[Any, bytearray]]) -> None:
+        assert self._on_session is not None
+        session = FeedSession(sock)
+        try:
+            for header, _payload in frames:
+                self._on_session(session, header)
+        except (OSError, CommunicationError):
+            pass  # the feeder went away: it opens a new session when it comes back
+        finally:
+            session.close()
+            self._on_session(session, None)
+
     def close(self) -> None:
         self._closed = True
         try:
@@ -453,6 +511,62 @@ class FeedListener:
         except OSError:
             pass
         self._thread.join(1.0)
+
+
+class FeedLink:
+    """A feeder's control session with worker ``worker`` at ``address`` (the worker's end is a
+    :class:`FeedSession`): :meth:`send` messages to the worker; every message the worker
+    sends is handed to ``on_message(header)`` on a reader thread, and ``on_closed(why)`` is
+    called once when the session ends."""
+
+    def __init__(
+        self,
+        address: tuple[str, int],
+        secret: bytes,
+        worker: int,
+        on_message: Callable[[Any], None],
+        on_closed: Callable[[str], None],
+        timeout: float = 30.0,
+    ) -> None:
+        self.worker = worker
+        self._sock = _connect(tuple(address), secret, FEEDER_INDEX, FEED_NAMESPACE, worker, timeout)
+        self._lock = threading.Lock()
+        self._closing = False
+        send_frame(self._sock, ("session",))
+
+        def read() -> None:
+            why = "the worker ended the session"
+            try:
+                for header, _payload in _frames(self._sock):
+                    on_message(header)
+            except (OSError, CommunicationError) as exc:
+                why = f"the session broke: {exc!r}"
+            if not self._closing:
+                on_closed(why)
+
+        self._reader = threading.Thread(
+            target=read, daemon=True, name=f"pytimely-feed-link-{worker}"
+        )
+        self._reader.start()
+
+    def send(self, header: Any) -> bool:
+        """Send ``header`` to the worker; whether it went."""
+        with self._lock:
+            try:
+                send_frame(self._sock, header)
+                return True
+            except OSError:
+                return False
+
+    def close(self) -> None:
+        """End the session."""
+        self._closing = True
+        try:
+            self._sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self._sock.close()
+        self._reader.join(1.0)
 
 
 def push_batches(
