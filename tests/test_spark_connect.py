@@ -132,10 +132,12 @@ def test_run_on_dataframe_sessionizes_each_partition(any_spark):
     assert sorted(s for part in results for s in part) == sorted(expected)
 
 
-def test_the_streaming_bridge_says_it_needs_a_classic_session(connect_spark):
+def test_a_streaming_bridge_without_a_slot_beside_its_workers_is_said_at_once(connect_spark):
     start = time.monotonic()
-    with pytest.raises(ps.SparkSetupError, match="streaming bridge does not yet"):
-        ps.StreamingBridge(connect_spark, lambda scope, stream: stream.probe(), workers=1)
+    with pytest.raises(ps.NotEnoughSlots, match=r"4 pytimely workers \+ 1 for Spark jobs"):
+        ps.StreamingBridge(connect_spark, lambda scope, stream: stream.probe(), workers=4)
+    with pytest.raises(ValueError, match=r"options \['dashboard'\] are not available"):
+        ps.StreamingBridge(connect_spark, lambda scope, stream: None, workers=1, dashboard=0)
     assert time.monotonic() - start < 5
 
 

@@ -88,3 +88,59 @@ def test_windows_close_with_the_event_time_watermark(spark, tmp_path):
     # After the input closed, every row is in exactly one window.
     everything = window_files(out)
     assert sum(everything.values()) == delivered
+
+
+@pytest.mark.spark
+@pytest.mark.timeout(180)
+def test_the_event_time_bridge_runs_from_a_connect_session(connect_spark, tmp_path):
+    """The same job from Spark Connect: its ``foreachBatch`` function runs in the server's
+    Python, finds the workers in the rendezvous folder and closes batches over control
+    sessions; the client learns completions from the workers themselves."""
+    out = str(tmp_path / "windows")
+
+    def build(scope, stream):
+        counted = stream.window_count(
+            pt.Tumbling(WIDTH), key=lambda r: r["value"] % 2, event_time=lambda r: r["value"]
+        )
+        return ps.write_parquet(counted.output, out, columns=["k", "start", "end", "count"])
+
+    with pytest.raises(ValueError, match="on_epoch is called on the driver"):
+        ps.StreamingBridge(connect_spark, build, workers=2, on_epoch=print)
+    with ps.StreamingBridge(
+        connect_spark, build, workers=2, event_time="value", delay=10, rendezvous=str(tmp_path)
+    ) as bridge:
+        assert sorted(bridge.worker_processes()) == [0, 1]
+        source = (
+            connect_spark.readStream.format("rate")
+            .option("rowsPerSecond", 200)
+            .option("numPartitions", 2)
+            .load()
+        )
+        query = (
+            source.writeStream.foreachBatch(bridge.foreach_batch)
+            .option("checkpointLocation", str(tmp_path / "checkpoint"))
+            .trigger(processingTime="300 milliseconds")
+            .start()
+        )
+        try:
+            deadline = time.monotonic() + 90
+            while (bridge.completed < 3 or bridge.watermark < 3 * WIDTH) and (
+                time.monotonic() < deadline
+            ):
+                time.sleep(0.2)
+            # Windows are final on disk once the watermark after a completed batch passed them.
+            done = bridge.completed
+            final = window_files(out)
+            for e in range(WIDTH, bridge.watermarks[done] + 1, WIDTH):
+                assert final[e, 0] == final[e, 1] == WIDTH // 2, (done, e)
+        finally:
+            query.stop()
+        assert bridge.watermark >= 3 * WIDTH
+    delivered = sum(s["rows"] for s in bridge.stats)
+    assert delivered > 3 * WIDTH
+    assert bridge.watermark == (delivered - 1) - 10
+    assert list(bridge.watermarks.values()) == sorted(bridge.watermarks.values())
+    everything = window_files(out)
+    assert all(e % WIDTH == 0 for e, _k in everything)
+    assert sum(everything.values()) == delivered
+    assert not os.listdir(tmp_path / next(d for d in os.listdir(tmp_path) if len(d) == 12))

@@ -80,10 +80,9 @@ __all__ = [
 def _spark_context(spark: Any) -> Any:
     if is_connect(spark):
         raise SparkSetupError(
-            "this needs a classic SparkSession with a SparkContext; from a Spark Connect "
-            "session pytimely.spark.run, run_to_dataframe and run_on_dataframe work, the "
-            "streaming bridge does not yet (its foreachBatch keeps control connections to the "
-            "workers from the client)"
+            "this needs a classic SparkSession with a SparkContext (from a Spark Connect "
+            "session pytimely.spark.run, run_to_dataframe, run_on_dataframe and the "
+            "StreamingBridge take their own path, pytimely.spark.remote)"
         )
     try:
         return spark.sparkContext
