@@ -21,6 +21,16 @@ MODULES = [
     "pytimely.dataflow.snapshot",
     "pytimely.testing",
     "pytimely.eventlog",
+    "pytimely.differential",
+    "pytimely.differential.lattice",
+    "pytimely.differential.trace",
+    "pytimely.differential.collection",
+    "pytimely.differential.input",
+    "pytimely.differential.results",
+    "pytimely.differential.arrange",
+    "pytimely.differential.join",
+    "pytimely.differential.reduce",
+    "pytimely.differential.iterate",
 ]
 
 # Modules whose examples run, although not every public name in them has one (their builder

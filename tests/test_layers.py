@@ -132,6 +132,7 @@ ROOMS = [
     ("pytimely.io", "io"),
     ("pytimely.spark", "spark"),
     ("pytimely.nexmark", "nexmark"),
+    ("pytimely.differential", "differential"),
     ("pytimely.order", "base"),
     ("pytimely.errors", "base"),
     ("pytimely.naming", "base"),
@@ -181,6 +182,7 @@ ALLOWED = {
         "tools",
     },
     "capture": {"base", "native", "communication", "dataflow", "operators"},
+    "differential": {"base", "progress", "dataflow", "operators", "running"},
     # Sources, sinks and checkpoints: jobs run on the worker, state through the dataflow's
     # snapshot registry, checkpoint parts in the capture file format.
     "io": {"base", "native", "progress", "dataflow", "operators", "runtime", "capture"},

@@ -1,0 +1,276 @@
+"""Reduce: per key, a function of the key's accumulated values, maintained as they change.
+
+``reduce(logic)`` keeps, for every key, an output collection equal at every time ``t`` to
+``logic(key, input at t)``, where "input at ``t``" is the key's ``[(val, count)]`` summed over
+the updates at times ``<= t`` (nonzero counts, sorted).  It keeps its output in a trace of its
+own (its result is an arrangement, like DD's) and emits, at each time where the function's
+value differs from what the output already says, the difference.
+
+At which times can the output change?  Only where the input's accumulation can: at the times
+of the key's updates and, for partially ordered times, at the joins of any of them -- an
+update at ``(1, 0)`` and one at ``(0, 3)`` are first both visible at ``(1, 3)``.  When new
+updates for a key arrive, the operator adds to the key's *pending* times the closure under
+join of the new update times with every time the key already has (its history and the times
+still pending).  For ``int`` times that closure is just the new times.  A pending time is
+evaluated once the input frontier has passed it, in an order that extends the partial order,
+so that the output's own corrections at earlier times are counted at later ones.
+
+Tokens: the operator holds capabilities at the least pending times only, and evaluates every
+pending time the frontier has passed in one invocation.  Its handle on the input trace (and
+on its own output trace) follows the input frontier: every time it will evaluate later is in
+that frontier's future, where compaction changes no accumulation.
+
+For ``int`` times a key's ready times are evaluated in one sweep over its updates sorted by
+time; for other times each ready time sums the updates at or before it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from ..dataflow.capability import CapabilitySet
+from ..dataflow.pacts import Pipeline
+from ..progress.operate import FrontierInterest
+from .lattice import advance_by, in_future, join, less_equal, meet_frontiers, minimal
+from .trace import MIN_EFFORT, Batch, Trace
+
+if TYPE_CHECKING:
+    from .arrange import Arrangement
+
+__all__ = ["reduce_arrangement", "join_closure"]
+
+Logic = Callable[[Any, list[tuple[Any, int]]], list[tuple[Any, int]]]
+
+
+def join_closure(new: set[Any], old: set[Any]) -> set[Any]:
+    """Every join of a nonempty subset of ``new`` with any subset of ``old``.
+
+    >>> from pytimely import Product as P
+    >>> sorted(join_closure({P(1, 0)}, {P(0, 3), P(0, 1)}))
+    [(1, 0), (1, 1), (1, 3)]
+    """
+    closed = set(new)
+    work = list(closed)
+    others = [x for x in old if x not in closed]
+    while work:
+        c = work.pop()
+        for x in (*others, *closed):
+            j = join(c, x)
+            if j not in closed:
+                closed.add(j)
+                work.append(j)
+    return closed
+
+
+def _accumulate(updates: list[tuple[Any, Any, int]], t: Any) -> dict[Any, int]:
+    acc: dict[Any, int] = {}
+    get = acc.get
+    for v, u, d in updates:
+        if less_equal(u, t):
+            acc[v] = get(v, 0) + d
+    return acc
+
+
+def _present(acc: dict[Any, int]) -> list[tuple[Any, int]]:
+    return sorted((v, c) for v, c in acc.items() if c)
+
+
+def _difference(desired: list[tuple[Any, int]], current: dict[Any, int]) -> list[tuple[Any, int]]:
+    diff = {v: -c for v, c in current.items() if c}
+    for v, c in desired:
+        diff[v] = diff.get(v, 0) + c
+    return [(v, c) for v, c in diff.items() if c]
+
+
+def reduce_arrangement(arranged: Arrangement, logic: Logic, name: str = "Reduce") -> Arrangement:
+    """The arrangement of ``logic`` applied per key to ``arranged`` (see the module).
+
+    >>> import pytimely.differential as dd
+    >>> def f(c):
+    ...     return reduce_arrangement(c.arrange_by_key(), lambda k, vs: [(len(vs), 1)])
+    >>> dd.example([("a", 1), ("a", 2), ("b", 1)], lambda c: f(c).as_collection())
+    [(('a', 2), 1), (('b', 1), 1)]
+    """
+    from .arrange import Arrangement
+
+    scope = arranged.scope
+    minimum = scope.domain.minimum()
+    int_times = type(minimum) is int
+    in_trace = arranged._trace()
+    time_in = arranged.time_in  # set when the arrangement was entered from a parent scope
+    frontier_out = arranged.frontier_out
+    in_handle = in_trace.handle(reads=True)
+    out_trace = Trace(name, minimum)
+    out_handle = out_trace.handle(reads=True)
+
+    def ctor(cap: Any, info: Any) -> Callable[..., None]:
+        caps = CapabilitySet([cap])
+        pending: dict[Any, set[Any]] = {}
+        seen: list[Any] = [None]
+
+        def run(inp: Any, out: Any) -> None:
+            fresh: dict[Any, set[Any]] = {}
+            for ref, batches in inp:
+                caps.insert(ref.retain())
+                for b in batches:
+                    for key, updates in b.data.items():
+                        if time_in is None:
+                            times = {u[1] for u in updates}
+                        else:
+                            times = {time_in(u[1]) for u in updates}
+                        got = fresh.get(key)
+                        if got is None:
+                            fresh[key] = times
+                        else:
+                            got |= times
+                    in_handle.acknowledge(b.seq_hi)
+            bound = inp.frontier.int_bound() if int_times else None
+            if bound is not None:
+                frontier = [] if bound == math.inf else [bound]
+            else:
+                frontier = inp.frontier.elements()
+            if not fresh and frontier == seen[0]:
+                return
+            before, seen[0] = seen[0], frontier
+
+            if fresh:
+                if int_times:
+                    for key, times in fresh.items():
+                        p = pending.get(key)
+                        if p is None:
+                            pending[key] = times
+                        else:
+                            p |= times
+                else:
+                    history = in_trace.batches(in_handle.acked)
+                    for key, times in fresh.items():
+                        p = pending.setdefault(key, set())
+                        old = {u[1] for b in history for u in b.data.get(key, ())}
+                        if time_in is not None:
+                            old = {time_in(t) for t in old}
+                        if before:
+                            # Every new and pending time is in the future of the frontier
+                            # seen last time, where advancing the history by it changes no
+                            # join with them -- and collapses most of it.
+                            old = {advance_by(t, before) for t in old}
+                        old |= p
+                        p |= join_closure(times, old)
+
+            # Which pending times has the frontier passed?
+            ready: dict[Any, list[Any]] = {}
+            for key, times in pending.items():
+                if bound is not None:
+                    done = [t for t in times if t < bound]
+                else:
+                    done = [t for t in times if not in_future(frontier, t)]
+                if done:
+                    ready[key] = done
+            if ready:
+                corrections = _evaluate(ready, pending)
+                _emit(corrections, out)
+                out_handle.acknowledge(out_trace.seq)
+
+            if pending:
+                caps.downgrade(minimal(t for times in pending.values() for t in times))
+            elif caps:
+                caps.drop()
+            out_trace.advance_upper(meet_frontiers([frontier, [c.time for c in caps]]))
+            if not frontier and not pending:
+                # Finished: nothing more will be read, so hold nothing back for others.
+                in_handle.drop()
+                out_handle.drop()
+                return
+            in_handle.set_logical_compaction(
+                frontier if frontier_out is None else frontier_out(frontier)
+            )
+            out_handle.set_logical_compaction(frontier)
+            out_trace.exert(MIN_EFFORT)
+
+        def _evaluate(
+            ready: dict[Any, list[Any]], pending: dict[Any, set[Any]]
+        ) -> list[tuple[tuple[Any, Any], Any, int]]:
+            in_batches = in_trace.batches(in_handle.acked)
+            out_batches = out_trace.batches()
+            corrections: list[tuple[tuple[Any, Any], Any, int]] = []
+            for key, times in ready.items():
+                left = pending[key]
+                left.difference_update(times)
+                if not left:
+                    del pending[key]
+                times.sort()
+                ins = [u for b in in_batches for u in b.data.get(key, ())]
+                if time_in is not None:
+                    ins = [(v, time_in(u), d) for v, u, d in ins]
+                outs = [u for b in out_batches for u in b.data.get(key, ())]
+                if int_times:
+                    _sweep(key, times, ins, outs, corrections)
+                    continue
+                for t in times:
+                    present = _present(_accumulate(ins, t))
+                    desired = logic(key, present) if present else []
+                    for v, d in _difference(desired, _accumulate(outs, t)):
+                        outs.append((v, t, d))
+                        corrections.append(((key, v), t, d))
+            return corrections
+
+        def _sweep(
+            key: Any,
+            times: list[int],
+            ins: list[tuple[Any, Any, int]],
+            outs: list[tuple[Any, Any, int]],
+            corrections: list[tuple[tuple[Any, Any], Any, int]],
+        ) -> None:
+            # Totally ordered times: walk the updates in time order once.
+            ins.sort(key=_time_of)
+            outs.sort(key=_time_of)
+            acc_in: dict[Any, int] = {}
+            acc_out: dict[Any, int] = {}
+            i = o = 0
+            n_in, n_out = len(ins), len(outs)
+            for t in times:
+                while i < n_in and ins[i][1] <= t:
+                    v, _u, d = ins[i]
+                    acc_in[v] = acc_in.get(v, 0) + d
+                    i += 1
+                while o < n_out and outs[o][1] <= t:
+                    v, _u, d = outs[o]
+                    acc_out[v] = acc_out.get(v, 0) + d
+                    o += 1
+                present = _present(acc_in)
+                desired = logic(key, present) if present else []
+                for v, d in _difference(desired, acc_out):
+                    acc_out[v] = acc_out.get(v, 0) + d
+                    corrections.append(((key, v), t, d))
+
+        def _emit(corrections: list[tuple[tuple[Any, Any], Any, int]], out: Any) -> None:
+            if not corrections:
+                return
+            held = list(caps)
+            if len(held) == 1:
+                groups = [(held[0], corrections)]
+            else:
+                parts: dict[int, list] = {}
+                for u in corrections:
+                    for i, c in enumerate(held):
+                        if less_equal(c.time, u[1]):
+                            parts.setdefault(i, []).append(u)
+                            break
+                    else:  # pragma: no cover - a pending time always has a token below it
+                        raise AssertionError(f"{name}: no token at or before {u[1]!r}")
+                groups = [(held[i], parts[i]) for i in sorted(parts)]
+            for c, updates in groups:
+                b = Batch.from_updates(updates, c.time)
+                if b.size:
+                    out_trace.insert(b)
+                    out.give_batch(c, [b])
+
+        return run
+
+    stream = arranged.stream.unary_frontier(Pipeline, name, ctor, interest=FrontierInterest.ALWAYS)
+    return Arrangement(stream, out_trace)
+
+
+def _time_of(u: tuple[Any, Any, int]) -> Any:
+    return u[1]

@@ -1,0 +1,421 @@
+"""Batches, spines and traces: the indexed, shared, compacting state behind arrangements.
+
+An *arrangement* (see :mod:`.arrange`) keeps a collection's updates indexed by key so that
+many operators can look them up without each keeping a copy.  This module holds its state:
+
+* a :class:`Batch` is an immutable set of updates, ``key -> [(val, time, diff), ...]``,
+  consolidated (no two entries with the same ``(val, time)``, no zero diffs).  The arrange
+  operator seals one each time its input frontier passes some of the updates it holds.
+* a :class:`Trace` is the sequence of every batch sealed so far, kept as a *spine* in the
+  manner of a log-structured merge tree: batches of similar size are merged into one, so
+  that a trace of ``n`` updates has ``O(log n)`` batches and each update is merged
+  ``O(log n)`` times.  Merging is *amortized*: a merge in progress advances by a bounded
+  amount of work (fuel, counted in updates) each time a batch is inserted, so no single step
+  pays for a large merge; until it ends, readers see its two inputs.
+* merging also *compacts*: each update's time is advanced by the trace's compaction frontier
+  (:func:`~.lattice.advance_by`) and updates that became equal are added up, so a trace over
+  a long history shrinks to roughly one update per live ``(key, val)``.
+
+Sharing.  Every reader holds a :class:`TraceHandle`.  A handle names the times its reader
+will still ask about (its *logical* frontier: it may ask for accumulations at times in the
+future of that frontier only) and how many batches its reader has received through its
+dataflow so far (its *acknowledged* count).  The trace compacts by the meet of all logical
+frontiers, and merges only batches that every reader has acknowledged, so that a reader can
+always see the trace exactly "as of the batches it has received" (:meth:`Trace.batches`):
+joins need that to count every pair of updates once.
+
+Batches are numbered in insertion order; a batch (sealed or merged) covers the numbers
+``[seq_lo, seq_hi)``.  The alternatives not taken: sorted columnar batches (faster merges
+with numpy, but keys and values here are arbitrary Python objects, and dict lookup by key is
+what joins and reduces need), and eager merging (simple, but a step that triggers a large
+merge would stall the worker for it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from itertools import chain
+from typing import Any
+
+from .lattice import advance_by, less_equal, meet, meet_frontiers
+
+__all__ = ["Batch", "Trace", "TraceHandle"]
+
+#: Merge work (in updates) done per update inserted, and at least this much per insertion.
+EFFORT_PER_UPDATE = 4
+MIN_EFFORT = 256
+
+
+class Batch:
+    """Immutable, consolidated updates indexed by key: ``data[key] = [(val, time, diff)]``.
+
+    ``time`` is a time at or before every update's time (the batch's message time);
+    ``seq_lo``/``seq_hi`` the insertion numbers it covers; ``size`` its number of updates.
+
+    >>> b = Batch.from_updates([(("a", 1), 0, 1), (("a", 1), 0, 1), (("b", 2), 1, -1)], 0)
+    >>> sorted(b.data.items()), b.size
+    ([('a', [(1, 0, 2)]), ('b', [(2, 1, -1)])], 2)
+    """
+
+    __slots__ = ("data", "time", "seq_lo", "seq_hi", "size")
+
+    def __init__(self, data: dict[Any, list[tuple[Any, Any, int]]], time: Any) -> None:
+        self.data = data
+        self.time = time
+        self.seq_lo = 0
+        self.seq_hi = 0
+        self.size = sum(map(len, data.values()))
+
+    @classmethod
+    def from_updates(cls, updates: list[tuple[Any, Any, int]], time: Any) -> Batch:
+        """A batch of ``((key, val), time, diff)`` updates, consolidated."""
+        acc: dict[tuple[Any, Any, Any], int] = {}
+        get = acc.get
+        for (k, v), t, d in updates:
+            kvt = (k, v, t)
+            acc[kvt] = get(kvt, 0) + d
+        data: dict[Any, list[tuple[Any, Any, int]]] = {}
+        for (k, v, t), d in acc.items():
+            if d:
+                entry = data.get(k)
+                if entry is None:
+                    data[k] = [(v, t, d)]
+                else:
+                    entry.append((v, t, d))
+        return cls(data, time)
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __repr__(self) -> str:
+        return (
+            f"Batch(keys={len(self.data)}, updates={self.size}, time={self.time!r}, "
+            f"seq=[{self.seq_lo}, {self.seq_hi}))"
+        )
+
+
+def compact(
+    updates: list[tuple[Any, Any, int]], since: list[Any] | None
+) -> list[tuple[Any, Any, int]]:
+    """``(val, time, diff)`` updates with times advanced by ``since`` (if given), consolidated.
+
+    >>> compact([("x", 1, 1), ("x", 3, 1), ("y", 2, 1), ("y", 4, -1)], [5])
+    [('x', 5, 2)]
+    """
+    acc: dict[tuple[Any, Any], int] = {}
+    get = acc.get
+    if since:
+        if len(since) == 1 and type(since[0]) is int:
+            f = since[0]
+            for v, t, d in updates:
+                vt = (v, t if t >= f else f)
+                acc[vt] = get(vt, 0) + d
+        else:
+            for v, t, d in updates:
+                vt = (v, advance_by(t, since))
+                acc[vt] = get(vt, 0) + d
+    else:
+        for v, t, d in updates:
+            vt = (v, t)
+            acc[vt] = get(vt, 0) + d
+    return [(v, t, d) for (v, t), d in acc.items() if d]
+
+
+class _Merge:
+    """Two adjacent batches being merged, a few keys per unit of fuel; reads see both."""
+
+    __slots__ = ("a", "b", "keys", "pos", "data", "since", "seq_lo", "seq_hi", "size")
+
+    def __init__(self, a: Batch, b: Batch, since: list[Any]) -> None:
+        self.a, self.b = a, b
+        self.keys = list(a.data.keys() | b.data.keys())
+        self.pos = 0
+        self.data: dict[Any, list[tuple[Any, Any, int]]] = {}
+        self.since = list(since)
+        self.seq_lo, self.seq_hi = a.seq_lo, b.seq_hi
+        self.size = a.size + b.size
+
+    def parts(self) -> list[Batch]:
+        return [self.a, self.b]
+
+    def work(self, fuel: int) -> tuple[int, Batch | None]:
+        """Merge keys until ``fuel`` updates are spent; the fuel left and, once every key is
+        merged, the merged batch."""
+        keys, pos, data, since = self.keys, self.pos, self.data, self.since
+        da, db = self.a.data, self.b.data
+        n = len(keys)
+        empty: list[tuple[Any, Any, int]] = []
+        while pos < n and fuel > 0:
+            key = keys[pos]
+            pos += 1
+            la = da.get(key, empty)
+            lb = db.get(key, empty)
+            fuel -= len(la) + len(lb)
+            merged = compact(list(chain(la, lb)), since)
+            if merged:
+                data[key] = merged
+        self.pos = pos
+        if pos < n:
+            return fuel, None
+        batch = Batch(data, meet(self.a.time, self.b.time))
+        batch.seq_lo, batch.seq_hi = self.seq_lo, self.seq_hi
+        return max(fuel, 0), batch
+
+
+class Trace:
+    """Every batch of one arrangement on one worker, merged and compacted as readers allow.
+
+    >>> t = Trace("demo", 0)
+    >>> reader = t.handle(reads=True)
+    >>> for i in range(4):
+    ...     t.insert(Batch.from_updates([(("k", i), i, 1)], i))
+    ...     reader.acknowledge(t.seq)
+    >>> sorted(v for b in t.batches(reader.acked) for v, _t, _d in b.data["k"])
+    [0, 1, 2, 3]
+    >>> len(t.spine) < 4  # merged
+    True
+    """
+
+    def __init__(self, name: str, minimum: Any) -> None:
+        self.name = name
+        self.spine: list[Batch | _Merge] = []
+        self.seq = 0
+        self.handles: list[TraceHandle] = []
+        self.since: list[Any] = [minimum]
+        self.upper: list[Any] = [minimum]
+        self.minimum = minimum
+        # Imports into other dataflows: each is told of every batch and upper, in order.
+        self.listeners: list[Callable[[str, Any], None]] = []
+
+    # -- writing ---------------------------------------------------------------------------
+
+    def insert(self, batch: Batch) -> None:
+        """Append a sealed batch (numbered next) and spend merge effort in proportion."""
+        batch.seq_lo = self.seq
+        self.seq += 1
+        batch.seq_hi = self.seq
+        self.spine.append(batch)
+        for listener in self.listeners:
+            listener("batch", batch)
+        self.exert(EFFORT_PER_UPDATE * batch.size + MIN_EFFORT)
+
+    def advance_upper(self, upper: list[Any]) -> None:
+        """Record that every future batch holds only times in the future of ``upper``."""
+        if upper != self.upper:
+            self.upper = list(upper)
+            for listener in self.listeners:
+                listener("upper", self.upper)
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def batches(self, acked: int | None = None) -> list[Batch]:
+        """The batches numbered below ``acked`` (default: all), oldest first."""
+        if acked is None:
+            acked = self.seq
+        out: list[Batch] = []
+        for entry in self.spine:
+            if entry.seq_hi <= acked:
+                if type(entry) is _Merge:
+                    out.append(entry.a)
+                    out.append(entry.b)
+                else:
+                    out.append(entry)
+            else:
+                for part in entry.parts() if type(entry) is _Merge else [entry]:
+                    if part.seq_hi <= acked:
+                        out.append(part)
+                    elif part.seq_lo < acked:
+                        raise AssertionError(
+                            f"trace {self.name!r}: batch {part!r} straddles acknowledged "
+                            f"count {acked} (merged past a reader)"
+                        )
+                break
+        return out
+
+    def handle(self, reads: bool = False) -> TraceHandle:
+        """A new handle at the current compaction frontier.  A reading handle (``reads``)
+        also holds back merges past the batches it has acknowledged."""
+        h = TraceHandle(self, list(self.since), reads)
+        self.handles.append(h)
+        return h
+
+    # -- maintenance ------------------------------------------------------------------------
+
+    def _physical(self) -> int:
+        acked = [h.acked for h in self.handles if h.reads]
+        return min(acked) if acked else self.seq
+
+    def _refresh_since(self) -> None:
+        frontiers = [h.frontier for h in self.handles if h.frontier]
+        if frontiers:
+            since = meet_frontiers(frontiers)
+            # Never backwards: a new handle starts at the current since.
+            if all(any(less_equal(s, t) for s in self.since) for t in since):
+                self.since = since
+
+    def exert(self, fuel: int) -> None:
+        """Start merges the spine's shape asks for, then spend ``fuel`` on merges in progress
+        (oldest first), replacing each finished one by its result."""
+        self._start_merges()
+        spine = self.spine
+        i = 0
+        while i < len(spine) and fuel > 0:
+            entry = spine[i]
+            if type(entry) is _Merge:
+                fuel, done = entry.work(fuel)
+                if done is not None:
+                    if done.size:
+                        spine[i] = done
+                    else:
+                        del spine[i]
+                        continue
+            i += 1
+        self._start_merges()
+
+    def _start_merges(self) -> None:
+        # Geometric shape: sizes fall by at least half from older to newer batches.  Merge
+        # the newest adjacent pair of sealed batches that breaks it, if every reader has
+        # acknowledged both, and repeat.
+        physical = self._physical()
+        spine = self.spine
+        started = True
+        while started:
+            started = False
+            for i in range(len(spine) - 1, 0, -1):
+                a, b = spine[i - 1], spine[i]
+                if (
+                    type(a) is Batch
+                    and type(b) is Batch
+                    and b.seq_hi <= physical
+                    and a.size <= 2 * b.size
+                ):
+                    spine[i - 1 : i + 1] = [_Merge(a, b, self.since)]
+                    started = True
+                    break
+
+    def statistics(self) -> dict[str, Any]:
+        """What the trace holds: batches, updates, merges in progress, frontiers.
+
+        >>> Trace("t", 0).statistics()["batches"]
+        0
+        """
+        return {
+            "name": self.name,
+            "batches": sum(2 if type(e) is _Merge else 1 for e in self.spine),
+            "updates": sum(e.size for e in self.spine),
+            "merging": sum(type(e) is _Merge for e in self.spine),
+            "inserted": self.seq,
+            "since": list(self.since),
+            "upper": list(self.upper),
+            "readers": len(self.handles),
+        }
+
+    def __repr__(self) -> str:
+        s = self.statistics()
+        return f"Trace({self.name!r}, batches={s['batches']}, updates={s['updates']})"
+
+
+class TraceHandle:
+    """A reader's hold on a shared :class:`Trace`.
+
+    ``frontier`` is the logical compaction frontier: the reader asks only about times in its
+    future, so the trace may advance older times up to it.  ``acked`` counts the batches the
+    reader has received; a reading handle keeps the trace from merging batches past it.
+    ``drop()`` releases both holds.  A handle obtained from
+    :meth:`~pytimely.differential.Arrangement.trace_handle` can also bring the trace into
+    another dataflow of the same worker (``import_into``).
+
+    >>> t = Trace("demo", 0)
+    >>> h = t.handle()
+    >>> h.set_logical_compaction([3]); t.since
+    [3]
+    >>> h.drop(); t.handles
+    []
+    """
+
+    __slots__ = ("trace", "frontier", "acked", "reads")
+
+    def __init__(self, trace: Trace, frontier: list[Any], reads: bool) -> None:
+        self.trace = trace
+        self.frontier = frontier
+        self.acked = 0
+        self.reads = reads
+
+    def set_logical_compaction(self, frontier: list[Any]) -> None:
+        """Promise to ask only about times in the future of ``frontier`` from now on."""
+        frontier = list(frontier)
+        if frontier != self.frontier:
+            self.frontier = frontier
+            self.trace._refresh_since()
+
+    def acknowledge(self, seq: int) -> None:
+        """Record that the reader has received every batch numbered below ``seq``."""
+        self.acked = seq
+
+    def drop(self) -> None:
+        """Release this handle's holds on the trace."""
+        trace = self.trace
+        if self in trace.handles:
+            trace.handles.remove(self)
+            trace._refresh_since()
+
+    def clone(self) -> TraceHandle:
+        """Another (non-reading) handle at this handle's frontier.
+
+        >>> t = Trace("demo", 0)
+        >>> t.handle().clone().frontier
+        [0]
+        """
+        h = TraceHandle(self.trace, list(self.frontier), False)
+        self.trace.handles.append(h)
+        return h
+
+    def accumulate(self, t: Any) -> list[tuple[tuple[Any, Any], int]]:
+        """The trace's ``((key, val), count)`` at time ``t``, sorted (nonzero counts): right
+        for any ``t`` in the future of this handle's frontier.
+
+        >>> t = Trace("demo", 0)
+        >>> h = t.handle()
+        >>> t.insert(Batch.from_updates([(("k", "v"), 1, 1), (("k", "w"), 5, 1)], 1))
+        >>> h.accumulate(2)
+        [(('k', 'v'), 1)]
+        """
+        acc: dict[tuple[Any, Any], int] = {}
+        for batch in self.trace.batches():
+            for key, updates in batch.data.items():
+                for v, u, d in updates:
+                    if less_equal(u, t):
+                        acc[key, v] = acc.get((key, v), 0) + d
+        return sorted((kv, c) for kv, c in acc.items() if c)
+
+    def import_into(self, scope: Any, name: str | None = None) -> Any:
+        """The trace as an :class:`~pytimely.differential.Arrangement` of ``scope``, a
+        dataflow of the same worker with the same kind of times: first what the trace holds
+        now, then every batch the original dataflow adds.  What it holds may have been
+        compacted up to this handle's frontier, so the imported arrangement is right at times
+        in that frontier's future (hold the handle back as far as the new dataflow needs).
+
+        >>> import pytimely as pt
+        >>> import pytimely.differential as dd
+        >>> def work(worker):
+        ...     def first(scope):
+        ...         session, people = dd.new_input(scope)
+        ...         return session, people.arrange_by_key().trace_handle()
+        ...     session, handle = worker.dataflow(first)
+        ...     session.insert(("ann", "Paris")); session.advance_to(1); session.flush()
+        ...     worker.step_while(lambda: handle.trace.upper == [0])
+        ...     def second(scope):
+        ...         imported = handle.import_into(scope)
+        ...         return imported.as_collection().capture()
+        ...     captured = worker.dataflow(second)
+        ...     session.close()
+        ...     return captured
+        >>> pt.execute(work)[0].updates()
+        [(('ann', 'Paris'), 0, 1)]
+        """
+        from .arrange import import_trace
+
+        return import_trace(self, scope, name)
+
+    def __repr__(self) -> str:
+        return f"TraceHandle({self.trace.name!r}, frontier={self.frontier!r}, acked={self.acked})"

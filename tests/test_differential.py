@@ -1,0 +1,464 @@
+"""pytimely.differential against a brute-force model.
+
+Random update sequences (retractions, updates at out-of-order future times, several epochs)
+go into a dataflow; after each epoch, at every time the output's frontier has passed, the
+accumulated output must equal the model: the operator applied, from scratch, to the input
+accumulated at that time.  ``int`` times, then partially ordered ``Product`` times (updates
+delayed to random loop coordinates inside an iterative scope), then iteration itself.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import pytimely as pt
+import pytimely.differential as dd
+from pytimely import Product
+
+pytestmark = pytest.mark.timeout(120)
+
+# -- models --------------------------------------------------------------------------------
+
+
+def acc(updates, le):
+    out = Counter()
+    for d, t, r in updates:
+        if le(t):
+            out[d] += r
+    return {d: c for d, c in out.items() if c}
+
+
+def model_count(a):
+    return {(d, c): 1 for d, c in a.items()}
+
+
+def model_distinct(a):
+    return {d: 1 for d, c in a.items() if c > 0}
+
+
+def model_sum(a):
+    sums = Counter()
+    keys = set()
+    for (k, v), c in a.items():
+        keys.add(k)
+        sums[k] += v * c
+    return {(k, sums[k]): 1 for k in keys}
+
+
+def model_min(a):
+    best = {}
+    for (k, v), c in a.items():
+        if c > 0:
+            best[k] = min(best.get(k, v), v)
+    return {(k, v): 1 for k, v in best.items()}
+
+
+def model_join(a):
+    left = [((k, v), c) for (tag, k, v), c in a.items() if tag == "L"]
+    right = [((k, v), c) for (tag, k, v), c in a.items() if tag == "R"]
+    out = Counter()
+    for (k1, v1), c1 in left:
+        for (k2, v2), c2 in right:
+            if k1 == k2:
+                out[(k1, (v1, v2))] += c1 * c2
+    return {d: c for d, c in out.items() if c}
+
+
+def model_reach(a):
+    edges = {d for d, c in a.items() if c > 0}
+    if not any(s == 0 for s, _ in edges):
+        return {}
+    seen, todo = {0}, [0]
+    while todo:
+        n = todo.pop()
+        for s, t in edges:
+            if s == n and t not in seen:
+                seen.add(t)
+                todo.append(t)
+    return {n: 1 for n in seen}
+
+
+def split(c):
+    left = c.filter(lambda x: x[0] == "L").map(lambda x: (x[1], x[2]))
+    right = c.filter(lambda x: x[0] == "R").map(lambda x: (x[1], x[2]))
+    return left.join(right)
+
+
+def reach(edges):
+    edges = edges.distinct()
+    roots = edges.filter(lambda e: e[0] == 0).map(lambda e: e[0]).distinct()
+
+    def step(nodes):
+        e = edges.enter(nodes.scope)
+        return nodes.map(lambda n: (n, ())).join_map(e, lambda k, _u, v: v).concat(nodes).distinct()
+
+    return roots.iterate(step)
+
+
+def reach_entered(edges):
+    edges = edges.distinct()
+    by_src = edges.arrange_by_key()
+    roots = edges.filter(lambda e: e[0] == 0).map(lambda e: e[0]).distinct()
+
+    def step(nodes):
+        hop = nodes.map(lambda n: (n, ())).arrange_by_key()
+        return hop.join_map(by_src.enter(nodes.scope), lambda k, _u, v: v).concat(nodes).distinct()
+
+    return roots.iterate(step)
+
+
+def count_entered(c):
+    def inside(inner):
+        counted = c.arrange_by_self().enter(inner).reduce(lambda k, vals: [(vals[0][1], 1)])
+        return counted.as_collection().leave()
+
+    return c.scope.iterative(inside)
+
+
+OPERATORS = {
+    "count": (lambda c: c.count(), model_count),
+    "distinct": (lambda c: c.distinct(), model_distinct),
+    "sum": (lambda c: c.reduce(lambda k, vals: [(sum(v * n for v, n in vals), 1)]), model_sum),
+    "min": (lambda c: c.min(), model_min),
+    "consolidate": (lambda c: c.consolidate(), lambda a: dict(a)),
+    "join": (split, model_join),
+    "reach": (reach, model_reach),
+    "reach_entered": (reach_entered, model_reach),
+    "count_entered": (count_entered, model_count),
+}
+
+# -- the driver ----------------------------------------------------------------------------
+
+
+def run_rounds(build, rounds, workers=1, wait=True):
+    """Feed ``rounds[e]`` (updates at times ``>= e``) in epoch ``e``; after each epoch, the
+    merged captured output of every worker, as prefixes: ``(raw, [length after epoch e])``.
+    Without ``wait`` every epoch is fed before the dataflow runs (loops then hold several
+    epochs at once: frontiers of several incomparable times), and checked at the end."""
+
+    def work(worker):
+        def dataflow(scope):
+            session, collection = dd.new_input(scope)
+            out = build(collection)
+            return session, out.capture(), out.probe()
+
+        session, captured, probe = worker.dataflow(dataflow)
+        marks = []
+        for e, updates in enumerate(rounds):
+            if worker.index == 0:
+                for d, t, r in updates:
+                    session.update_at(d, t, r)
+            session.advance_to(e + 1)
+            if wait:
+                worker.step_while(lambda: probe.less_than(e + 1))
+            marks.append(len(captured.raw))
+        if not wait:
+            worker.step_while(lambda: probe.less_than(len(rounds)))
+            marks = [len(captured.raw)] * len(rounds)
+        session.close()
+        return captured.raw, marks
+
+    return pt.execute(work, workers=workers, timeout=100)
+
+
+def check_rounds(name, rounds, workers=1, wait=True):
+    build, model = OPERATORS[name]
+    results = run_rounds(build, rounds, workers, wait)
+    inputs = [u for updates in rounds for u in updates]
+    for e in range(len(rounds)):
+        out = [u for raw, marks in results for u in raw[: marks[e]]]
+        for t in range(e + 1):
+            want = model(acc(inputs, lambda u: u <= t))
+            got = acc(out, lambda u: u <= t)
+            assert got == want, (name, e, t)
+
+
+def updates_strategy(data, epochs=4, spread=3):
+    update = st.tuples(data, st.integers(0, spread), st.sampled_from([1, 1, 2, -1]))
+    rounds = st.lists(st.lists(update, max_size=12), min_size=1, max_size=epochs)
+    return rounds.map(lambda rs: [[(d, e + dt, r) for d, dt, r in u] for e, u in enumerate(rs)])
+
+
+SMALL = st.integers(0, 4)
+PAIRS = st.tuples(st.integers(0, 2), st.integers(0, 3))
+SIDES = st.tuples(st.sampled_from("LR"), st.integers(0, 2), st.integers(0, 2))
+
+
+@settings(max_examples=150, deadline=None)
+@given(updates_strategy(SMALL))
+def test_count_distinct_consolidate_match_the_model(rounds):
+    for name in ("count", "distinct", "consolidate"):
+        check_rounds(name, rounds)
+
+
+@settings(max_examples=150, deadline=None)
+@given(updates_strategy(PAIRS))
+def test_reduce_sum_and_min_match_the_model(rounds):
+    check_rounds("sum", rounds)
+    check_rounds("min", rounds)
+
+
+@settings(max_examples=150, deadline=None)
+@given(updates_strategy(SIDES))
+def test_join_matches_the_model(rounds):
+    check_rounds("join", rounds)
+
+
+EDGES = st.tuples(st.integers(0, 4), st.integers(0, 4))
+
+
+@settings(max_examples=100, deadline=None)
+@given(updates_strategy(EDGES, epochs=4, spread=2))
+def test_iterated_reachability_matches_the_model(rounds):
+    check_rounds("reach", rounds)
+
+
+@settings(max_examples=100, deadline=None)
+@given(updates_strategy(EDGES, epochs=4, spread=2))
+def test_reachability_with_several_epochs_in_the_loop_at_once(rounds):
+    check_rounds("reach", rounds, wait=False)
+
+
+@settings(max_examples=100, deadline=None)
+@given(updates_strategy(EDGES, epochs=4, spread=2), st.booleans())
+def test_arrangements_entered_into_a_loop_are_read_in_place(rounds, wait):
+    check_rounds("reach_entered", rounds, wait=wait)
+    check_rounds("count_entered", [[(a, t, r) for (a, _b), t, r in u] for u in rounds], wait=wait)
+
+
+def random_rounds(seed, data, epochs=4, per=10, spread=3):
+    rng = random.Random(seed)
+    return [
+        [(data(rng), e + rng.randint(0, spread), rng.choice([1, 1, 2, -1])) for _ in range(per)]
+        for e in range(epochs)
+    ]
+
+
+@pytest.mark.parametrize("workers", [2, 3])
+def test_operators_on_several_worker_processes(workers):
+    small = lambda r: r.randint(0, 6)  # noqa: E731
+    sides = lambda r: (r.choice("LR"), r.randint(0, 3), r.randint(0, 2))  # noqa: E731
+    edges = lambda r: (r.randint(0, 5), r.randint(0, 5))  # noqa: E731
+    check_rounds("count", random_rounds(workers, small), workers)
+    check_rounds("join", random_rounds(workers, sides), workers)
+    check_rounds("reach", random_rounds(workers, edges, spread=1), workers)
+    check_rounds("reach_entered", random_rounds(workers + 7, edges), workers, wait=False)
+
+
+# -- partially ordered times ---------------------------------------------------------------
+
+
+def run_product(build, rounds, inner_max, wait=True):
+    """Updates ``((data, inner), outer, diff)`` are delayed inside an iterative scope to
+    ``Product(outer, inner)``; ``build`` runs there.  Returns (raw, marks) like run_rounds."""
+
+    def work(worker):
+        def dataflow(scope):
+            session, collection = dd.new_input(scope)
+
+            def inside(inner):
+                c = collection.enter(inner).map_times(lambda t: t)
+                timed = c.stream.map_batch(
+                    lambda b: [(d, Product(t[0], i), r) for (d, i), t, r in b]
+                )
+                out = build(dd.Collection(timed))
+                return out.capture(), out.probe()
+
+            captured, probe = scope.iterative(inside)
+            return session, captured, probe
+
+        session, captured, probe = worker.dataflow(dataflow)
+        marks = []
+        for e, updates in enumerate(rounds):
+            for d, t, r in updates:
+                session.update_at(d, t, r)
+            session.advance_to(e + 1)
+            if wait:
+                worker.step_while(lambda: probe.less_than(Product(e + 1, 0)))
+            marks.append(len(captured.raw))
+        if not wait:
+            worker.step_while(lambda: probe.less_than(Product(len(rounds), 0)))
+            marks = [len(captured.raw)] * len(rounds)
+        session.close()
+        return captured.raw, marks
+
+    return pt.execute(work, workers=1, timeout=100)
+
+
+def check_product(name, rounds, inner_max=3, wait=True):
+    build, model = OPERATORS[name]
+    [(raw, marks)] = run_product(build, rounds, inner_max, wait)
+    inputs = [(d, Product(t, i), r) for updates in rounds for (d, i), t, r in updates]
+    for e in range(len(rounds)):
+        out = raw[: marks[e]]
+        for o in range(e + 1):
+            for i in range(inner_max + 2):
+                t = Product(o, i)
+                want = model(acc(inputs, lambda u, t=t: u.less_equal(t)))
+                got = acc(out, lambda u, t=t: u.less_equal(t))
+                assert got == want, (name, e, t)
+
+
+def product_strategy(data, inner_max=3):
+    item = st.tuples(data, st.integers(0, inner_max))
+    return updates_strategy(item, epochs=3, spread=2)
+
+
+@settings(max_examples=150, deadline=None)
+@given(product_strategy(SMALL))
+def test_count_and_distinct_at_product_times(rounds):
+    check_product("count", rounds)
+    check_product("distinct", rounds)
+
+
+@settings(max_examples=100, deadline=None)
+@given(product_strategy(PAIRS))
+def test_reduce_at_product_times(rounds):
+    check_product("sum", rounds)
+
+
+@settings(max_examples=100, deadline=None)
+@given(product_strategy(SIDES))
+def test_join_at_product_times(rounds):
+    check_product("join", rounds)
+
+
+@settings(max_examples=100, deadline=None)
+@given(product_strategy(PAIRS))
+def test_reduce_and_join_at_product_times_with_several_epochs_pending(rounds):
+    check_product("sum", rounds, wait=False)
+    check_product("count", [[((d[0], i), t, r) for (d, i), t, r in u] for u in rounds], wait=False)
+
+
+# -- arrangements: compaction, the spine, sharing, import --------------------------------------
+
+
+@settings(max_examples=100, deadline=None)
+@given(updates_strategy(PAIRS, epochs=6, spread=3))
+def test_compaction_never_changes_an_answer_at_a_time_not_yet_passed(rounds):
+    def work(worker):
+        def dataflow(scope):
+            session, c = dd.new_input(scope)
+            arranged = c.arrange_by_key()
+            return session, arranged.trace_handle(), arranged.stream.probe()
+
+        session, handle, probe = worker.dataflow(dataflow)
+        sent = []
+        for e, updates in enumerate(rounds):
+            for d, t, r in updates:
+                session.update_at(d, t, r)
+            sent.extend(updates)
+            session.advance_to(e + 1)
+            worker.step_while(lambda: probe.less_than(e + 1))
+            handle.set_logical_compaction([e + 1])  # only times >= e + 1 asked from now on
+            for t in range(e + 1, e + 5):
+                want = sorted(acc([u for u in sent if u[1] <= e], lambda u: u <= t).items())
+                assert handle.accumulate(t) == want, (e, t)
+        session.close()
+        return handle.trace.statistics()
+
+    pt.execute(work)
+
+
+def test_compaction_shrinks_a_long_history_and_the_spine_stays_logarithmic():
+    def work(worker):
+        def dataflow(scope):
+            session, c = dd.new_input(scope)
+            arranged = c.arrange_by_key()
+            return session, arranged.trace_handle(), arranged.stream.probe()
+
+        session, handle, probe = worker.dataflow(dataflow)
+        for e in range(200):
+            session.update(("k", e % 5), 1)
+            session.update(("k", (e - 1) % 5), -1)
+            session.advance_to(e + 1)
+            worker.step_while(lambda: probe.less_than(e + 1))
+            handle.set_logical_compaction([e + 1])
+        stats = handle.trace.statistics()
+        session.close()
+        return stats
+
+    [stats] = pt.execute(work)
+    assert stats["inserted"] == 200
+    assert stats["batches"] <= 2 * 8 + 2  # O(log n) batches
+    assert stats["updates"] < 100  # 400 updates, compacted
+
+
+def test_an_arrangement_is_shared_and_imported_into_another_dataflow():
+    def work(worker):
+        def first(scope):
+            session, c = dd.new_input(scope)
+            arranged = c.arrange_by_key()
+            sums = arranged.reduce(lambda k, vs: [(sum(v * n for v, n in vs), 1)])
+            joined = arranged.join(arranged)  # one index, read by two operators
+            return session, arranged.trace_handle(), sums.as_collection().capture(), joined.probe()
+
+        session, handle, sums, probe = worker.dataflow(first)
+        for v in range(3):
+            session.insert(("a", v))
+        session.advance_to(1)
+        worker.step_while(lambda: probe.less_than(1))
+
+        def second(scope):
+            imported = handle.import_into(scope)
+            counts = imported.reduce(lambda k, vs: [(len(vs), 1)]).as_collection()
+            return counts.capture(), counts.probe()
+
+        counts, probe2 = worker.dataflow(second)
+        session.insert(("b", 7))
+        session.remove(("a", 0))
+        session.advance_to(2)
+        worker.step_while(lambda: probe.less_than(2) or probe2.less_than(2))
+        assert counts.as_of(0) == [(("a", 3), 1)]
+        assert counts.as_of(1) == [(("a", 2), 1), (("b", 1), 1)]
+        assert sums.as_of(1) == [(("a", 3), 1), (("b", 7), 1)]
+        handle.drop()
+        session.close()
+        return True
+
+    assert pt.execute(work) == [True]
+
+
+def test_many_distinct_times_in_one_flush_cost_one_batch_per_invocation():
+    def work(worker):
+        def dataflow(scope):
+            session, c = dd.new_input(scope)
+            arranged = c.arrange_by_self()
+            batches = []
+            arranged.stream.inspect_batch(lambda t, b: batches.append((t, len(b))))
+            return session, arranged, batches, c.count().probe()
+
+        session, arranged, batches, probe = worker.dataflow(dataflow)
+        for t in range(1000):
+            session.update_at(t % 7, t, 1)
+        session.advance_to(1000)
+        worker.step_while(lambda: probe.less_than(1000))
+        session.close()
+        return batches
+
+    [batches] = pt.execute(work)
+    assert batches == [(0, 1)]  # 1000 distinct times: one sealed batch, one message
+
+
+def test_input_session_rejects_an_update_before_its_time():
+    def build(scope):
+        session, c = dd.new_input(scope)
+        session.advance_to(3)
+        with pytest.raises(ValueError, match="before the session's time"):
+            session.update_at("x", 2, 1)
+        session.close()
+        return c.capture()
+
+    assert pt.example(build).updates() == []
+
+
+@settings(max_examples=60, deadline=None)
+@given(product_strategy(EDGES, inner_max=2))
+def test_reachability_nested_in_a_loop_at_product_times(rounds):
+    check_product("reach", rounds, inner_max=2)
+    check_product("reach_entered", rounds, inner_max=2)
