@@ -25,6 +25,7 @@ __all__ = [
     "WorkerFailure",
     "CommunicationError",
     "AuthenticationError",
+    "SecretMismatch",
     "SerializationError",
     "CaptureError",
     "TruncatedCapture",
@@ -133,6 +134,11 @@ class CommunicationError(TimelyError):
 
 class AuthenticationError(CommunicationError):
     """A peer did not prove knowledge of the shared secret."""
+
+
+class SecretMismatch(AuthenticationError):
+    """The process at a peer's listed address does not share this process' secret (or reported
+    that ours failed): the processes of one cluster were started with different secrets."""
 
 
 class HandshakeRejected(CommunicationError):

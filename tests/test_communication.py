@@ -36,6 +36,7 @@ from pytimely.communication import (
 )
 from pytimely.communication.handshake import (
     _HELLO,
+    NAK,
     HandshakeRejected,
     HandshakeTimeout,
     accept_handshake,
@@ -52,7 +53,12 @@ from pytimely.communication.wire import (
     serialize,
 )
 from pytimely.dataflow.exchange import stable_hash, stable_hash_array
-from pytimely.errors import AuthenticationError, CommunicationError, WorkerFailure
+from pytimely.errors import (
+    AuthenticationError,
+    CommunicationError,
+    SecretMismatch,
+    WorkerFailure,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 SECRET = b"test-secret-0123456789abcdef"
@@ -701,8 +707,10 @@ def test_hostfile_cluster_survives_intruders(tmp_path):
         impostor = socket.create_connection(("127.0.0.1", ports[0]), timeout=5)
         impostor.sendall(_HELLO.pack(b"PYTIMELY", 1, 0, 1, 3, os.urandom(32)))
         impostor.recv(_HELLO.size + 32)
-        impostor.sendall(os.urandom(32))  # ... nor prove itself: worker 0 hangs up, no ACK
-        _expect_hang_up(impostor)
+        impostor.sendall(os.urandom(32))  # ... nor prove itself: worker 0 says NAK, no ACK,
+        impostor.settimeout(5)
+        assert impostor.recv(1) == NAK
+        _expect_hang_up(impostor)  # ... and hangs up
         noise = socket.create_connection(("127.0.0.1", ports[0]), timeout=5)
         noise.sendall(os.urandom(4096))
         _expect_hang_up(noise)
@@ -742,17 +750,23 @@ def test_worker_with_wrong_secret_cannot_join(tmp_path):
 
     def listener():
         try:
-            TcpAllocator(0, 2, StaticRendezvous(addresses, SECRET), timeout=2.0)
+            TcpAllocator(0, 2, StaticRendezvous(addresses, SECRET), timeout=30.0)
         except Exception as exc:  # noqa: BLE001 - the test inspects it
             outcome[0] = exc
 
     t = threading.Thread(target=listener)
     t.start()
-    with pytest.raises(AuthenticationError, match="shared secret"):
-        TcpAllocator(1, 2, StaticRendezvous(addresses, b"another secret"), timeout=5.0)
+    start = time.monotonic()
+    with pytest.raises(SecretMismatch, match="secret differs between processes") as caught:
+        TcpAllocator(1, 2, StaticRendezvous(addresses, b"another secret"), timeout=30.0)
+    assert f"worker 0 at 127.0.0.1:{ports[0]}" in str(caught.value)
     t.join(10)
-    assert isinstance(outcome[0], CommunicationError)
-    assert "did not connect" in str(outcome[0])
+    # The listener learns it too, within seconds (it was told, then probed worker 1's address),
+    # instead of waiting for its whole connect timeout.
+    assert time.monotonic() - start < 10
+    assert isinstance(outcome[0], SecretMismatch), outcome[0]
+    assert f"worker 1 at 127.0.0.1:{ports[1]}" in str(outcome[0])
+    assert "PYTIMELY_SECRET" in str(outcome[0])
 
 
 # --- mesh formation under hostile callers -----------------------------------------------------
@@ -964,7 +978,11 @@ def test_incomplete_mesh_names_missing_peers_and_rejected_callers_apart():
     assert "worker 2" not in missing, message  # it did arrive
     assert "(3)" in rejected or "(2)" in rejected, message  # + the _wait_listening probe
     assert "bad magic" in rejected, message
-    assert "worker 1, then hung up without proving the secret" in rejected, message
+    # The rogue said our proof failed, but worker 1's address has nobody to confirm it: the
+    # mesh waits for worker 1 (a stranger cannot abort it) and only records the claim.
+    assert "worker 1 hung up without proving the secret: it reported that our proof failed" in (
+        rejected
+    ), message
     assert isinstance(outcome[2], CommunicationError)
     assert f"could not connect to worker 1 at 127.0.0.1:{ports[1]}" in str(outcome[2])
 

@@ -31,8 +31,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import CommunicationError
-from .handshake import ACK, MESH, HandshakeRejected, ListenerHandshake
+from ..errors import AuthenticationError, CommunicationError, SecretMismatch
+from .handshake import ACK, MESH, NAK, HandshakeRejected, ListenerHandshake
 
 __all__ = ["Acceptor", "Rejection", "describe_rejections", "format_address"]
 
@@ -105,6 +105,7 @@ class Acceptor:
         handshake_timeout: float,
         purpose: str = MESH,
         name: str = "pytimely-accept",
+        refused: Callable[[int], None] | None = None,
     ) -> None:
         self._listener = listener
         self._secret = secret
@@ -112,6 +113,7 @@ class Acceptor:
         self._peers = peers
         self._wanted = wanted
         self._admit = admit
+        self._refused = refused
         self._handshake_timeout = handshake_timeout
         self._purpose = purpose
         self._stopped = threading.Event()
@@ -228,10 +230,27 @@ class Acceptor:
             reply = handshake.step(message)
             if reply:
                 self._send_reply(pending.sock, reply)
+        except SecretMismatch as exc:  # the caller says our proof failed
+            self._reject(selector, pending, str(exc))
+            if self._refused is not None and handshake.caller is not None:
+                self._refused(handshake.caller)
+            return
+        except AuthenticationError as exc:  # its proof failed: say so, then hang up
+            try:
+                pending.sock.send(NAK)
+            except OSError:
+                pass
+            self._reject(selector, pending, str(exc))
+            return
         except (OSError, CommunicationError) as exc:
             self._reject(selector, pending, str(exc))
             return
         if handshake.needed:
+            return
+        if handshake.probe:  # answered: nothing more to do with it
+            selector.unregister(pending.sock)
+            del self._pending[pending.sock]
+            pending.sock.close()
             return
         # Authenticated.  The caller waits for the ACK before it sends anything else.
         caller = handshake.caller

@@ -12,6 +12,15 @@ deadline (:mod:`.acceptor`).  If the mesh does not form, the error names the wor
 did not arrive and, separately, the callers that were rejected.  Once every expected peer
 is connected the listening socket is closed: a running mesh accepts nothing new.
 
+Processes started with different secrets fail within seconds, each with a
+:class:`~pytimely.errors.SecretMismatch` naming the other worker, its address and the fix.  A
+connector finds out from the listener's proof and says so before it hangs up; the listener
+takes that as a hint only (a stranger could send it) and *probes* the worker's listed address
+for its proof, as it also does about once a second for every worker that has not connected
+yet.  Only a proof that fails at that address is a mismatch, so strangers still cannot abort a
+forming mesh.  A worker that found a mismatch keeps answering probes for
+:data:`MISMATCH_LINGER` seconds before it raises, so that its peers find out too.
+
 The result, one blocking socket per other worker keyed by its index, is what
 :class:`~.tcp.TcpAllocator` runs on; this module knows nothing of frames or workers' messages.
 """
@@ -23,7 +32,7 @@ import threading
 import time
 from typing import Any
 
-from ..errors import AuthenticationError, CommunicationError
+from ..errors import AuthenticationError, CommunicationError, SecretMismatch
 from .acceptor import Acceptor, describe_rejections, format_address
 from .handshake import HandshakeRejected, connect_handshake
 from .rendezvous import Address, Rendezvous
@@ -34,6 +43,53 @@ __all__ = ["HANDSHAKE_TIMEOUT", "build_mesh"]
 #: other side spreads its bytes).  Real peers need a few milliseconds; a few seconds leave room
 #: for a loaded machine while bounding how long a stranger can occupy a connection.
 HANDSHAKE_TIMEOUT = 5.0
+#: While it waits for higher-indexed workers, a worker probes the listed address of each
+#: missing one this often (and at once when a caller claiming to be it reports that our proof
+#: failed), so that a worker started with another secret is named within seconds.
+PROBE_INTERVAL = 1.0
+#: How long a worker that found a secret mismatch keeps answering probes before it raises, so
+#: that its peers can find out too.
+MISMATCH_LINGER = 2.0
+#: How long one probe may take (connection and the listener's proof).
+PROBE_TIMEOUT = 1.0
+
+
+def _mismatch(index: int, j: int, address: Address, what: str) -> SecretMismatch:
+    """Worker ``index``'s error: worker ``j`` (listed at ``address``) has another secret."""
+    return SecretMismatch(
+        f"worker {index}: the cluster secret differs between processes: worker {j} at "
+        f"{format_address(address)} {what} (or it is a process of another run).  Start every "
+        "process of the cluster with the same secret: the same PYTIMELY_SECRET environment "
+        "variable (or --secret TEXT) everywhere, "
+        "or the same secret= argument"
+    )
+
+
+def _probe(index: int, peers: int, secret: bytes, j: int, address: Address, timeout: float) -> bool:
+    """Check that the process listening at worker ``j``'s listed address shares our secret.
+
+    Raises :class:`SecretMismatch` if it answers with a proof that fails; returns True if it
+    proves our secret, False if it is not there (yet) or does not answer a probe.
+    """
+    deadline = time.monotonic() + timeout
+    try:
+        sock = socket.create_connection(address, timeout=timeout)
+    except OSError:
+        return False
+    try:
+        connect_handshake(sock, secret, index, peers, j, deadline=deadline, probe=True)
+        return True
+    except SecretMismatch:
+        raise _mismatch(
+            index,
+            j,
+            address,
+            "answered with a proof that does not verify with our secret",
+        ) from None
+    except (OSError, CommunicationError):
+        return False
+    finally:
+        sock.close()
 
 
 def _configure(sock: socket.socket) -> None:
@@ -78,7 +134,10 @@ class _IncomingPeers:
         addresses: list[Address],
     ) -> None:
         self.index = index
+        self.peers = peers
+        self.secret = secret
         self.addresses = addresses
+        self.suspects: set[int] = set()
         self.expected = set(range(index + 1, peers))
         self.connected: dict[int, tuple[socket.socket, Any]] = {}
         self.cond = threading.Condition()
@@ -92,11 +151,18 @@ class _IncomingPeers:
             self._admit,
             handshake_timeout=HANDSHAKE_TIMEOUT,
             name=f"pytimely-accept-{index}",
+            refused=self._refused,
         )
 
     def start(self) -> None:
-        if self.expected:
-            self.handshakes.start()
+        # Always, even expecting nobody: lower-indexed workers may probe our proof.
+        self.handshakes.start()
+
+    def _refused(self, j: int) -> None:
+        with self.cond:
+            if j in self.expected and j not in self.connected:
+                self.suspects.add(j)
+                self.cond.notify_all()
 
     def _wanted(self, j: int) -> bool:
         with self.cond:
@@ -121,12 +187,30 @@ class _IncomingPeers:
         The error lists the workers that did not arrive (index and published address) and,
         separately, the callers that were rejected meanwhile and why.
         """
-        with self.cond:
-            self.cond.wait_for(
-                lambda: self.expected <= self.connected.keys(),
-                max(0.0, deadline - time.monotonic()),
-            )
-            missing = sorted(self.expected - self.connected.keys())
+        next_probe = time.monotonic() + PROBE_INTERVAL
+        verified: set[int] = set()  # proved our secret at their listed address: no more probes
+        while True:
+            with self.cond:
+                self.cond.wait_for(
+                    lambda: self.expected <= self.connected.keys() or bool(self.suspects),
+                    max(0.0, min(deadline, next_probe) - time.monotonic()),
+                )
+                missing = sorted(self.expected - self.connected.keys())
+                suspects, self.suspects = self.suspects, set()
+            if not missing or time.monotonic() >= deadline:
+                break
+            if suspects or time.monotonic() >= next_probe:
+                # Suspects first: a caller claiming to be one of them said our proof failed.
+                for j in sorted(suspects) + [j for j in missing if j not in suspects]:
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        break
+                    if j in missing and (j in suspects or j not in verified):
+                        address = self.addresses[j]
+                        probe_timeout = min(PROBE_TIMEOUT, remaining)
+                        if _probe(self.index, self.peers, self.secret, j, address, probe_timeout):
+                            verified.add(j)
+                next_probe = time.monotonic() + PROBE_INTERVAL
         self.stop()
         if missing:
             self.close_all()
@@ -179,6 +263,14 @@ def _connect(
                 connect_handshake(sock, secret, index, peers, j, deadline=attempt_deadline)
                 _configure(sock)
                 return sock
+            except SecretMismatch:
+                sock.close()
+                raise _mismatch(
+                    index,
+                    j,
+                    address,
+                    "did not prove knowledge of this process' secret",
+                ) from None
             except AuthenticationError as exc:
                 sock.close()
                 raise AuthenticationError(
@@ -230,12 +322,23 @@ def build_mesh(
             connected[j] = (sock, addresses[j])
         connected.update(acceptor.wait(deadline, timeout))
         return connected
+    except SecretMismatch:
+        # Keep answering probes a moment, so that the workers waiting for us learn it too.
+        time.sleep(MISMATCH_LINGER)
+        _abandon(acceptor, connected)
+        raise
     except BaseException:
-        if acceptor is not None:
-            acceptor.stop()
-            acceptor.close_all()
-        for sock, _ in connected.values():
-            sock.close()
+        _abandon(acceptor, connected)
         raise
     finally:
         listener.close()
+
+
+def _abandon(
+    acceptor: _IncomingPeers | None, connected: dict[int, tuple[socket.socket, Any]]
+) -> None:
+    if acceptor is not None:
+        acceptor.stop()
+        acceptor.close_all()
+    for sock, _ in connected.values():
+        sock.close()
