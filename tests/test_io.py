@@ -21,6 +21,7 @@ from pytimely.errors import OperatorError, TimelyError, WorkerFailure
 
 sys.path.insert(0, os.path.dirname(__file__))
 import io_job  # noqa: E402
+from object_store import object_store  # noqa: E402
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -195,7 +196,8 @@ def test_checkpoints_on_a_pyarrow_filesystem_survive_failures_and_rescaling(
     tmp_path, whole_objects
 ):
     """The checkpoint lives on a ``pyarrow.fs`` filesystem (written through pyarrow only, as
-    it would be on HDFS, or on S3 with ``whole_objects``: objects uploaded in place)."""
+    it would be on HDFS, or on S3 with ``whole_objects``: objects uploaded in place, to a
+    folder that shows an upload only once it is whole, as an object store does)."""
     import pyarrow.fs
 
     from pytimely.io.storage import ArrowStorage
@@ -203,7 +205,11 @@ def test_checkpoints_on_a_pyarrow_filesystem_survive_failures_and_rescaling(
     inp, out = str(tmp_path / "in"), str(tmp_path / "out")
     remote = tmp_path / "remote"
     remote.mkdir()
-    fs = pyarrow.fs.SubTreeFileSystem(str(remote), pyarrow.fs.LocalFileSystem())
+    if whole_objects:
+        (tmp_path / "uploading").mkdir()
+        fs = object_store(str(remote), str(tmp_path / "uploading"))
+    else:
+        fs = pyarrow.fs.SubTreeFileSystem(str(remote), pyarrow.fs.LocalFileSystem())
     storage = ArrowStorage(fs, whole_objects=whole_objects)
     clicks = io_job.write_clicks(inp, 4, 1000, 30)
     for fail_at, workers in (("2:700", 2), (None, 3)):
