@@ -240,6 +240,14 @@ class MeshSpec(Protocol):
     connect_timeout: float
 
 
+def advertised_host(ctx: Any, index: int, bind_host: str) -> str:
+    """The address peers reach barrier task ``index``'s listener at: ``bind_host``, or, bound
+    to every interface, the executor's host as Spark knows it."""
+    if bind_host in ("0.0.0.0", "::", ""):
+        return ctx.getTaskInfos()[index].address.rsplit(":", 1)[0].strip("[]")
+    return bind_host
+
+
 def join_mesh(ctx: Any, spec: MeshSpec) -> Any:
     """This barrier task's worker's TCP mesh: bind, exchange addresses with the other tasks in
     one ``allGather`` (advertising the executor's host when bound to every interface), connect.
@@ -248,10 +256,7 @@ def join_mesh(ctx: Any, spec: MeshSpec) -> Any:
     from ..communication.tcp import TcpAllocator
 
     index = ctx.partitionId()
-    if spec.bind_host in ("0.0.0.0", "::", ""):
-        advertise = ctx.getTaskInfos()[index].address.rsplit(":", 1)[0].strip("[]")
-    else:
-        advertise = spec.bind_host
+    advertise = advertised_host(ctx, index, spec.bind_host)
     rendezvous = GatherRendezvous(
         ctx.allGather, spec.secret, host=advertise, bind_host=spec.bind_host
     )

@@ -100,7 +100,14 @@ from ..dataflow.snapshot import StateRegistry
 from ..errors import TimelyError
 from ..naming import describe_function
 from .dataframe import RECORD_FORMATS, arrow_to_records
-from .executor import TaskInbox, check_lost, portable, result_row, worker_task
+from .executor import (
+    TaskInbox,
+    advertised_host,
+    check_lost,
+    portable,
+    result_row,
+    worker_task,
+)
 from .launcher import Launch
 from .recovery import InputLog
 from .sinks import per_epoch_sinks
@@ -443,23 +450,22 @@ class _BridgeWorker:
 
 
 def _bridge_body(
-    build: Callable[[Any, Any], Any],
-    records: str,
+    dataflow: tuple[Callable[[Any, Any], Any], str, str | None, int],
     secret: bytes,
     bind_host: str,
     announce: Callable[[Any, int], None],
-    checkpoint: str | None = None,
     restore: dict | None = None,
-    snapshot_every: int = 1,
 ) -> Callable[[Any, Any, TaskInbox], Any]:
-    """The body of a bridge worker's task: build the dataflow (restoring its state from
-    ``restore``, a committed snapshot's metadata), listen for feeds and sessions, call
-    ``announce(control, port)`` with the feed listener's port, and serve."""
+    """The body of a bridge worker's task: build the dataflow (``dataflow`` is ``(build,
+    records, checkpoint, snapshot_every)``; its state restored from ``restore``, a committed
+    snapshot's metadata), listen for feeds and sessions, call ``announce(control, port)`` with
+    the feed listener's port, and serve."""
+    build, records, checkpoint, snapshot_every = dataflow
 
     def body(worker: Any, control: Any, inbox: TaskInbox) -> Any:
         from ._control import FeedListener
 
-        def dataflow(scope: Any) -> Any:
+        def around_input(scope: Any) -> Any:
             handle, stream = scope.new_input()
             # write_parquet writes one file per epoch here: a micro-batch must be visible when
             # it is reported complete, and a replayed one overwrites its files (Restarts).
@@ -470,7 +476,7 @@ def _bridge_body(
 
         saved = None
         if checkpoint is None:
-            built = worker.dataflow(dataflow)
+            built = worker.dataflow(around_input)
         else:
             store = SnapshotStore(checkpoint)
             owned = (
@@ -478,7 +484,7 @@ def _bridge_body(
             )
             registry = StateRegistry(owned)
             with registry.building():
-                built = worker.dataflow(dataflow)
+                built = worker.dataflow(around_input)
             if registry.unclaimed():
                 raise TimelyError(
                     f"worker {worker.index}: the checkpoint {checkpoint} holds state of "
@@ -1171,7 +1177,7 @@ class StreamingBridge:
         ready_timeout: float,
         options: dict[str, Any],
     ) -> None:
-        build, records, checkpoint, snapshot_every = dataflow
+        checkpoint = dataflow[2]
         restore = SnapshotStore(checkpoint).latest() if checkpoint is not None else None
         feeder: _Feeder | None = None
         self._launch = launch = Launch(
@@ -1191,25 +1197,12 @@ class StreamingBridge:
         def task(index: int, _items: Any) -> Iterator[Any]:
             from pyspark import BarrierTaskContext
 
-            if bind_host in ("0.0.0.0", "::", ""):
-                ctx = BarrierTaskContext.get()
-                advertise = ctx.getTaskInfos()[index].address.rsplit(":", 1)[0].strip("[]")
-            else:
-                advertise = bind_host
+            advertise = advertised_host(BarrierTaskContext.get(), index, bind_host)
 
             def announce(control: Any, port: int) -> None:
                 control.send(("ready", {"feed": (advertise, port)}))
 
-            body = _bridge_body(
-                build,
-                records,
-                spec.secret,
-                bind_host,
-                announce,
-                checkpoint,
-                restore,
-                snapshot_every,
-            )
+            body = _bridge_body(dataflow, spec.secret, bind_host, announce, restore)
             i, result = worker_task(spec, body)
             yield result_row(i, result)
 
@@ -1242,7 +1235,7 @@ class StreamingBridge:
         from . import remote
         from .executor import TaskInbox
 
-        build, records, checkpoint, snapshot_every = dataflow
+        checkpoint = dataflow[2]
         # grace and start_timeout concern the classic driver's control connections: accepted
         # so that one call serves both kinds of session, and unused (as by remote.run).
         known = {"secret", "bind_host", "connect_timeout", "description", "grace", "start_timeout"}
@@ -1269,26 +1262,13 @@ class StreamingBridge:
             inbox = TaskInbox()
             inbox.wake = worker.allocator.wake
             restore = SnapshotStore(checkpoint).latest() if checkpoint is not None else None
-            advertise = bind_host
-            if bind_host in ("0.0.0.0", "::", ""):
-                ctx = BarrierTaskContext.get()
-                advertise = ctx.getTaskInfos()[worker.index].address.rsplit(":", 1)[0]
-                advertise = advertise.strip("[]")
+            advertise = advertised_host(BarrierTaskContext.get(), worker.index, bind_host)
 
             def announce(_control: Any, port: int) -> None:
                 info = {"feed": [advertise, port], "host": socket.gethostname(), "pid": os.getpid()}
                 _announce(folder, worker.index, info)
 
-            body = _bridge_body(
-                build,
-                records,
-                spec.secret,
-                bind_host,
-                announce,
-                checkpoint,
-                restore,
-                snapshot_every,
-            )
+            body = _bridge_body(dataflow, spec.secret, bind_host, announce, restore)
             try:
                 return body(worker, None, inbox)
             finally:
