@@ -462,3 +462,22 @@ def test_input_session_rejects_an_update_before_its_time():
 def test_reachability_nested_in_a_loop_at_product_times(rounds):
     check_product("reach", rounds, inner_max=2)
     check_product("reach_entered", rounds, inner_max=2)
+
+
+def test_a_large_merge_in_progress_does_not_starve_the_small_ones_behind_it():
+    """Each merge in progress gets its own effort: while two large batches merge, the small
+    batches inserted after them keep merging too, so readers scan few batches."""
+    from pytimely.differential.trace import Batch, Trace
+
+    trace = Trace("t", 0)
+    reader = trace.handle(reads=True)
+    for half in range(2):
+        trace.insert(Batch.from_updates([((k, half), 0, 1) for k in range(20_000)], 0))
+        reader.acknowledge(trace.seq)
+    for i in range(60):
+        trace.insert(Batch.from_updates([(("small", i), 0, 1)], 0))
+        reader.acknowledge(trace.seq)
+    stats = trace.statistics()
+    assert stats["merging"] >= 1  # the large merge is still under way
+    assert stats["batches"] <= 2 + 2 * 7, stats  # the 60 small ones: O(log 60) batches
+    assert sum(len(b) for b in trace.batches(reader.acked)) == 40_060

@@ -254,15 +254,17 @@ class Trace:
                 self.since = since
 
     def exert(self, fuel: int) -> None:
-        """Start merges the spine's shape asks for, then spend ``fuel`` on merges in progress
-        (oldest first), replacing each finished one by its result."""
+        """Start merges the spine's shape asks for, then spend ``fuel`` on *each* merge in
+        progress, replacing each finished one by its result.  (Sharing one budget oldest first
+        let a large merge starve the small ones behind it: inside a loop the batches piled up
+        and every reader scanned them all.)"""
         self._start_merges()
         spine = self.spine
         i = 0
-        while i < len(spine) and fuel > 0:
+        while i < len(spine):
             entry = spine[i]
             if type(entry) is _Merge:
-                fuel, done = entry.work(fuel)
+                _left, done = entry.work(fuel)
                 if done is not None:
                     if done.size:
                         spine[i] = done
