@@ -139,6 +139,15 @@ def _connect(
             delay = min(delay * 2, 0.5)
 
 
+def _hang_up(sock: socket.socket) -> None:
+    """End both directions of ``sock`` (waking a thread blocked reading it), then close it."""
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+    sock.close()
+
+
 def _listen(host: str) -> socket.socket:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     return socket.create_server((host, 0), family=family, backlog=64)
@@ -389,11 +398,7 @@ class ControlClient:
 
     def close(self) -> None:
         self._closing = True
-        try:
-            self._sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
-        self._sock.close()
+        _hang_up(self._sock)
         self._thread.join(1.0)
 
 
@@ -561,11 +566,7 @@ class FeedLink:
     def close(self) -> None:
         """End the session."""
         self._closing = True
-        try:
-            self._sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
-        self._sock.close()
+        _hang_up(self._sock)
         self._reader.join(1.0)
 
 

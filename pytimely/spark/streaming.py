@@ -910,9 +910,7 @@ class _Feeder:
         with self.lock:
             self.closed_at[epoch] = started
         for w in range(n):
-            if not channel.send(w, ("close", epoch, counts[w], at, then)):
-                channel.check()
-                raise TimelyError(f"worker {w} is not connected; cannot close epoch {epoch}")
+            self._send(w, ("close", epoch, counts[w], at, then), f"close epoch {epoch}")
         if self.log is not None:
             self._wait_logged(epoch)
             self.log.commit(epoch, at, then, n)
@@ -924,11 +922,16 @@ class _Feeder:
 
     # -- the input log (``checkpoint``) -----------------------------------------------------------
 
+    def _send(self, worker: int, header: Any, what: str) -> None:
+        """Send ``header`` to ``worker``; its failure (or, failing that, a worker that is not
+        connected) raised, saying we could not ``what``."""
+        if not self.channel.send(worker, header):
+            self.channel.check()
+            raise TimelyError(f"worker {worker} is not connected; cannot {what}")
+
     def _send_all(self, header: Any) -> None:
         for w in range(self.workers):
-            if not self.channel.send(w, header):
-                self.channel.check()
-                raise TimelyError(f"worker {w} is not connected; cannot send {header[0]!r}")
+            self._send(w, header, f"send {header[0]!r}")
 
     def _recover(self, first: int) -> None:
         """Before Spark's first batch ``first`` of this run: the workers started from the last
@@ -951,9 +954,8 @@ class _Feeder:
         for batch, meta in self.log.committed():
             for w in range(self.workers):
                 files = self.log.parts(batch, meta, w, self.workers)
-                if not self.channel.send(w, ("replay", batch, files, meta["at"], meta["then"])):
-                    self.channel.check()
-                    raise TimelyError(f"worker {w} is not connected; cannot replay batch {batch}")
+                replay = ("replay", batch, files, meta["at"], meta["then"])
+                self._send(w, replay, f"replay batch {batch}")
             self.last_closed = batch
             self.watermark = meta["then"]
             self.watermarks[batch] = meta["then"]
