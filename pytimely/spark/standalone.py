@@ -336,6 +336,8 @@ class ConnectServer:
 
     :attr:`url` is the ``sc://host:port`` a client connects to
     (``SparkSession.builder.remote(url)``); :meth:`stop` ends the server's process group.
+    ``fast_start`` (as for :func:`~pytimely.spark.local_session`) trades the JVM's optimizing
+    compiler for start-up time: right for tests, wrong for a benchmark of throughput.
     Use as a context manager, or :meth:`start` / :meth:`stop`.
     """
 
@@ -346,8 +348,10 @@ class ConnectServer:
         host: str = "127.0.0.1",
         conf: dict[str, str] | None = None,
         log_dir: str | None = None,
+        fast_start: bool = True,
     ) -> None:
         self.cores = cores
+        self.fast_start = fast_start
         self.host = host
         self.conf = dict(conf or {})
         self.log_dir = log_dir or tempfile.mkdtemp(prefix="pytimely-connect-")
@@ -387,9 +391,12 @@ class ConnectServer:
             "spark.driver.host": self.host,
             "spark.connect.grpc.binding.address": self.host,
             "spark.connect.grpc.binding.port": str(self.port),
-            "spark.driver.extraJavaOptions": FAST_START_JAVA_OPTIONS,
-            **self.conf,
+            "spark.sql.shuffle.partitions": str(self.cores),
+            "spark.default.parallelism": str(self.cores),
         }
+        if self.fast_start:
+            settings["spark.driver.extraJavaOptions"] = FAST_START_JAVA_OPTIONS
+        settings.update(self.conf)
         argv = [os.path.join(home, "sbin", "start-connect-server.sh"), "--master"]
         argv.append(f"local[{self.cores}]")
         for key, value in settings.items():
