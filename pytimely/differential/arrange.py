@@ -246,6 +246,14 @@ class Arrangement:
         return f"Arrangement({self.stream!r}, {self.trace!r})"
 
 
+def _token_index(held: list[Any], t: Any, name: str) -> int:
+    """The index of the first of the capabilities ``held`` at or before time ``t``."""
+    for i, c in enumerate(held):
+        if less_equal(c.time, t):
+            return i
+    raise AssertionError(f"{name}: no token at or before {t!r}")  # pragma: no cover
+
+
 def arrange(
     collection: Collection, by_self: bool = False, name: str = "Arrange", keep: bool = True
 ) -> Arrangement:
@@ -295,22 +303,26 @@ def arrange(
                         rest = []
                 else:
                     ready, rest = [], []
+                    waits: dict[Any, bool] = {}  # per distinct time: still in the future?
                     for u in pending:
-                        (rest if in_future(frontier, u[1]) else ready).append(u)
+                        t = u[1]
+                        later = waits.get(t)
+                        if later is None:
+                            later = waits[t] = in_future(frontier, t)
+                        (rest if later else ready).append(u)
                 if ready:
                     held = list(caps)
                     if len(held) == 1:
                         groups = [(held[0], ready)]
                     else:
                         parts: dict[int, list] = {}
+                        token_of: dict[Any, int] = {}  # per distinct time: its token's index
                         for u in ready:
                             t = u[1]
-                            for i, c in enumerate(held):
-                                if less_equal(c.time, t):
-                                    parts.setdefault(i, []).append(u)
-                                    break
-                            else:  # pragma: no cover - every held update has a token below
-                                raise AssertionError(f"{name}: no token at or before {t!r}")
+                            i = token_of.get(t)
+                            if i is None:
+                                i = token_of[t] = _token_index(held, t, name)
+                            parts.setdefault(i, []).append(u)
                         groups = [(held[i], parts[i]) for i in sorted(parts)]
                     for c, updates in groups:
                         b = Batch.from_updates(updates, c.time)

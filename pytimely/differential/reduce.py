@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..dataflow.capability import CapabilitySet
 from ..dataflow.pacts import Pipeline
+from ..order import Product
 from ..progress.operate import FrontierInterest
 from .lattice import advance_by, in_future, join, less_equal, meet_frontiers, minimal
 from .trace import MIN_EFFORT, Batch, Trace
@@ -67,8 +68,24 @@ def join_closure(new: set[Any], old: set[Any]) -> set[Any]:
 def _accumulate(updates: list[tuple[Any, Any, int]], t: Any) -> dict[Any, int]:
     acc: dict[Any, int] = {}
     get = acc.get
+    if type(t) is Product and type(t[0]) is int and type(t[1]) is int:
+        # A loop's time: every time of the scope has this shape; compare inline.
+        t0, t1 = t
+        for v, (u0, u1), d in updates:
+            if u0 <= t0 and u1 <= t1:
+                acc[v] = get(v, 0) + d
+        return acc
     for v, u, d in updates:
         if less_equal(u, t):
+            acc[v] = get(v, 0) + d
+    return acc
+
+
+def _accumulate_int(updates: list[tuple[Any, int, int]], t: int) -> dict[Any, int]:
+    acc: dict[Any, int] = {}
+    get = acc.get
+    for v, u, d in updates:
+        if u <= t:
             acc[v] = get(v, 0) + d
     return acc
 
@@ -112,14 +129,15 @@ def reduce_arrangement(arranged: Arrangement, logic: Logic, name: str = "Reduce"
 
         def run(inp: Any, out: Any) -> None:
             fresh: dict[Any, set[Any]] = {}
+            inner = _Memo(time_in) if time_in is not None else None
             for ref, batches in inp:
                 caps.insert(ref.retain())
                 for b in batches:
                     for key, updates in b.data.items():
-                        if time_in is None:
+                        if inner is None:
                             times = {u[1] for u in updates}
                         else:
-                            times = {time_in(u[1]) for u in updates}
+                            times = {inner(u[1]) for u in updates}
                         got = fresh.get(key)
                         if got is None:
                             fresh[key] = times
@@ -145,26 +163,29 @@ def reduce_arrangement(arranged: Arrangement, logic: Logic, name: str = "Reduce"
                             p |= times
                 else:
                     history = in_trace.batches(in_handle.acked)
+                    inner = _Memo(time_in) if time_in is not None else None
+                    # Every new and pending time is in the future of the frontier seen last
+                    # time, where advancing the history by it changes no join with them --
+                    # and collapses most of it.
+                    advance = _Memo(lambda t: advance_by(t, before)) if before else None
                     for key, times in fresh.items():
                         p = pending.setdefault(key, set())
                         old = {u[1] for b in history for u in b.data.get(key, ())}
-                        if time_in is not None:
-                            old = {time_in(t) for t in old}
-                        if before:
-                            # Every new and pending time is in the future of the frontier
-                            # seen last time, where advancing the history by it changes no
-                            # join with them -- and collapses most of it.
-                            old = {advance_by(t, before) for t in old}
+                        if inner is not None:
+                            old = {inner(t) for t in old}
+                        if advance is not None:
+                            old = {advance(t) for t in old}
                         old |= p
                         p |= join_closure(times, old)
 
             # Which pending times has the frontier passed?
             ready: dict[Any, list[Any]] = {}
+            passed = _Memo(lambda t: not in_future(frontier, t)) if bound is None else None
             for key, times in pending.items():
-                if bound is not None:
+                if passed is None:
                     done = [t for t in times if t < bound]
                 else:
-                    done = [t for t in times if not in_future(frontier, t)]
+                    done = [t for t in times if passed(t)]
                 if done:
                     ready[key] = done
             if ready:
@@ -193,6 +214,7 @@ def reduce_arrangement(arranged: Arrangement, logic: Logic, name: str = "Reduce"
         ) -> list[tuple[tuple[Any, Any], Any, int]]:
             in_batches = in_trace.batches(in_handle.acked)
             out_batches = out_trace.batches()
+            inner = _Memo(time_in) if time_in is not None else None
             corrections: list[tuple[tuple[Any, Any], Any, int]] = []
             for key, times in ready.items():
                 left = pending[key]
@@ -201,8 +223,8 @@ def reduce_arrangement(arranged: Arrangement, logic: Logic, name: str = "Reduce"
                     del pending[key]
                 times.sort()
                 ins = [u for b in in_batches for u in b.data.get(key, ())]
-                if time_in is not None:
-                    ins = [(v, time_in(u), d) for v, u, d in ins]
+                if inner is not None:
+                    ins = [(v, inner(u), d) for v, u, d in ins]
                 outs = [u for b in out_batches for u in b.data.get(key, ())]
                 if int_times:
                     _sweep(key, times, ins, outs, corrections)
@@ -222,6 +244,13 @@ def reduce_arrangement(arranged: Arrangement, logic: Logic, name: str = "Reduce"
             outs: list[tuple[Any, Any, int]],
             corrections: list[tuple[tuple[Any, Any], Any, int]],
         ) -> None:
+            if len(times) == 1:  # one time (the common case): sum what is at or before it
+                t = times[0]
+                present = _present(_accumulate_int(ins, t))
+                desired = logic(key, present) if present else []
+                for v, d in _difference(desired, _accumulate_int(outs, t)):
+                    corrections.append(((key, v), t, d))
+                return
             # Totally ordered times: walk the updates in time order once.
             ins.sort(key=_time_of)
             outs.sort(key=_time_of)
@@ -274,3 +303,27 @@ def reduce_arrangement(arranged: Arrangement, logic: Logic, name: str = "Reduce"
 
 def _time_of(u: tuple[Any, Any, int]) -> Any:
     return u[1]
+
+
+class _Memo:
+    """``f`` of a time, computed once per distinct time: within one invocation many updates
+    share few times, and each lattice operation on a ``Product`` is a Python call.
+
+    >>> calls = []
+    >>> twice = _Memo(lambda t: calls.append(t) or 2 * t)
+    >>> twice(3), twice(3), calls
+    (6, 6, [3])
+    """
+
+    __slots__ = ("f", "known")
+
+    def __init__(self, f: Callable[[Any], Any]) -> None:
+        self.f = f
+        self.known: dict[Any, Any] = {}
+
+    def __call__(self, t: Any) -> Any:
+        known = self.known
+        if t in known:
+            return known[t]
+        r = known[t] = self.f(t)
+        return r

@@ -34,7 +34,6 @@ merge would stall the worker for it).
 from __future__ import annotations
 
 from collections.abc import Callable
-from itertools import chain
 from typing import Any
 
 from .lattice import advance_by, less_equal, meet, meet_frontiers
@@ -102,36 +101,72 @@ def compact(
     >>> compact([("x", 1, 1), ("x", 3, 1), ("y", 2, 1), ("y", 4, -1)], [5])
     [('x', 5, 2)]
     """
-    acc: dict[tuple[Any, Any], int] = {}
-    get = acc.get
-    if since:
-        if len(since) == 1 and type(since[0]) is int:
-            f = since[0]
+    return _Compactor(since or [])(updates)
+
+
+class _Compactor:
+    """Compaction by one frontier ``since``, called on many lists of ``(val, time, diff)``:
+    each time is advanced (:func:`~.lattice.advance_by`) then equal ``(val, time)`` are added
+    up and zero sums dropped.  The advanced form of each distinct time is computed once (a
+    merge advances millions of updates but sees few distinct times, and ``advance_by`` of a
+    ``Product`` is a Python call); a list of one update is advanced without a dict.
+    """
+
+    __slots__ = ("since", "floor", "memo")
+
+    def __init__(self, since: list[Any]) -> None:
+        self.since = list(since)
+        # ``int`` times and a one-element frontier: advancing is ``max``, inline.
+        self.floor = since[0] if len(since) == 1 and type(since[0]) is int else None
+        self.memo: dict[Any, Any] = {}
+
+    def advance(self, t: Any) -> Any:
+        """``advance_by(t, since)``, memoized."""
+        memo = self.memo
+        a = memo.get(t)
+        if a is None:
+            a = memo[t] = advance_by(t, self.since)
+        return a
+
+    def __call__(self, updates: list[tuple[Any, Any, int]]) -> list[tuple[Any, Any, int]]:
+        since, f = self.since, self.floor
+        if len(updates) == 1:  # consolidated already (nonzero): only its time may move
+            v, t, d = updates[0]
+            a = t if not since else (t if t >= f else f) if f is not None else self.advance(t)
+            return list(updates) if a == t else [(v, a, d)]
+        acc: dict[tuple[Any, Any], int] = {}
+        get = acc.get
+        if not since:
+            for v, t, d in updates:
+                vt = (v, t)
+                acc[vt] = get(vt, 0) + d
+        elif f is not None:
             for v, t, d in updates:
                 vt = (v, t if t >= f else f)
                 acc[vt] = get(vt, 0) + d
         else:
+            memo = self.memo
+            known = memo.get
             for v, t, d in updates:
-                vt = (v, advance_by(t, since))
+                a = known(t)
+                if a is None:
+                    a = memo[t] = advance_by(t, since)
+                vt = (v, a)
                 acc[vt] = get(vt, 0) + d
-    else:
-        for v, t, d in updates:
-            vt = (v, t)
-            acc[vt] = get(vt, 0) + d
-    return [(v, t, d) for (v, t), d in acc.items() if d]
+        return [(v, t, d) for (v, t), d in acc.items() if d]
 
 
 class _Merge:
     """Two adjacent batches being merged, a few keys per unit of fuel; reads see both."""
 
-    __slots__ = ("a", "b", "keys", "pos", "data", "since", "seq_lo", "seq_hi", "size")
+    __slots__ = ("a", "b", "keys", "pos", "data", "compact", "seq_lo", "seq_hi", "size")
 
     def __init__(self, a: Batch, b: Batch, since: list[Any]) -> None:
         self.a, self.b = a, b
         self.keys = list(a.data.keys() | b.data.keys())
         self.pos = 0
         self.data: dict[Any, list[tuple[Any, Any, int]]] = {}
-        self.since = list(since)
+        self.compact = _Compactor(since)
         self.seq_lo, self.seq_hi = a.seq_lo, b.seq_hi
         self.size = a.size + b.size
 
@@ -141,17 +176,17 @@ class _Merge:
     def work(self, fuel: int) -> tuple[int, Batch | None]:
         """Merge keys until ``fuel`` updates are spent; the fuel left and, once every key is
         merged, the merged batch."""
-        keys, pos, data, since = self.keys, self.pos, self.data, self.since
+        keys, pos, data, compact_ = self.keys, self.pos, self.data, self.compact
         da, db = self.a.data, self.b.data
         n = len(keys)
-        empty: list[tuple[Any, Any, int]] = []
         while pos < n and fuel > 0:
             key = keys[pos]
             pos += 1
-            la = da.get(key, empty)
-            lb = db.get(key, empty)
-            fuel -= len(la) + len(lb)
-            merged = compact(list(chain(la, lb)), since)
+            la = da.get(key)
+            lb = db.get(key)
+            updates = lb if la is None else la if lb is None else la + lb
+            fuel -= len(updates)
+            merged = compact_(updates)
             if merged:
                 data[key] = merged
         self.pos = pos
