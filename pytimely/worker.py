@@ -80,8 +80,28 @@ _log = logging.getLogger(__name__)
 # them that is still in flight, and promote them to be scanned again.  After the step the next
 # allocation collects what survived.  Counted per process, so that workers on several threads
 # of one process resume it only when the last of them leaves its step.
+#
+# After a long step (``LONG_STEP``) the objects it left are frozen (``gc.freeze``, constant
+# time): what outlives a step that long is mostly state the dataflow keeps (an arrangement's
+# batches, windows, operator state), and the collector would otherwise scan it at the next
+# young collection, again at the middle one, and at full collections -- in the user's code
+# between steps.  (A differential count spent a fifth of its time there, feeding its input
+# session.)  Frozen objects are still freed by reference counting, but cyclic garbage among
+# them would stay.  So the growth of what is frozen is counted -- the collector's own count
+# of young objects, allocations less deallocations, read before each freeze: an upper bound,
+# as it never goes below zero -- and once it reaches half of what the last full collection
+# left frozen (and :data:`STEP_SURVIVORS_FULL` at least), everything is unfrozen, collected and
+# frozen again.  Garbage thus stays within half the live state (CPython's own rule for full
+# collections: a quarter), and state that only churns costs no scans at all.
 _collector_lock = threading.Lock()
 _collector_pauses = 0  # steps of this process' workers running with the collector paused
+
+#: Seconds from which a step may have left state worth freezing (``_resume_collector``).
+LONG_STEP = 1e-3
+#: The least growth of what is frozen (objects) that makes a full collection.
+STEP_SURVIVORS_FULL = 200_000
+_frozen_growth = 0  # young objects frozen after long steps since the last full collection
+_frozen_after_full = 0  # objects frozen when the last full collection ended
 
 
 def _pause_collector() -> bool:
@@ -97,13 +117,40 @@ def _pause_collector() -> bool:
     return True
 
 
-def _resume_collector() -> None:
-    """End a step's :func:`_pause_collector` (the last one switches the collector back on)."""
+def _resume_collector(step_seconds: float = 0.0) -> None:
+    """End a step's :func:`_pause_collector` (the last one switches the collector back on,
+    first freezing what a step of ``step_seconds`` left if it was long: see the comment
+    above)."""
     global _collector_pauses
     with _collector_lock:
         _collector_pauses -= 1
         if _collector_pauses == 0:
+            if step_seconds > LONG_STEP:
+                _freeze_survivors()
             gc.enable()
+
+
+def _freeze_survivors() -> None:
+    """Freeze what the steps left, and collect everything once what was frozen since the last
+    full collection reaches half of what that one left (the rule above)."""
+    global _frozen_growth, _frozen_after_full
+    _frozen_growth += gc.get_count()[0]
+    if _frozen_growth < max(STEP_SURVIVORS_FULL, _frozen_after_full // 2):
+        gc.freeze()
+        return
+    gc.unfreeze()
+    gc.collect()
+    gc.freeze()
+    _frozen_after_full = gc.get_freeze_count()  # walks them: once per full collection
+    _frozen_growth = 0
+
+
+def _forget_frozen_count() -> None:
+    """A full collection just happened (a completed graph's release): start counting afresh
+    (an estimate of what it left frozen is enough: the graphs' operators are not counted)."""
+    global _frozen_growth
+    with _collector_lock:
+        _frozen_growth = 0
 
 
 def _collector_on() -> bool:
@@ -263,6 +310,7 @@ class Worker:
             if _collector_on():  # a program that switched the collector off decides itself
                 gc.collect()
                 gc.freeze()
+            _forget_frozen_count()
             self._frozen_dead = 0
 
     def _check_same_graph(self, channel: int, index: int, name: str, subgraph: Any) -> None:
@@ -484,9 +532,9 @@ class Worker:
                             self._release_frozen(index)
             finally:
                 self._scheduling = False
+                elapsed = _time.monotonic() - started
                 if paused:
-                    _resume_collector()
-            elapsed = _time.monotonic() - started
+                    _resume_collector(elapsed)
             if elapsed > self.slow_step:
                 _log.warning(
                     "worker %d: slow step %d took %.3f s scheduling dataflows %s",
