@@ -133,6 +133,13 @@ def test_the_event_time_bridge_runs_from_a_connect_session(connect_spark, tmp_pa
             final = window_files(out)
             for e in range(WIDTH, bridge.watermarks[done] + 1, WIDTH):
                 assert final[e, 0] == final[e, 1] == WIDTH // 2, (done, e)
+            # Each completed batch's latency, measured in the server's process, reaches the
+            # client through the workers.
+            wait_until = time.monotonic() + 10
+            while not set(range(done + 1)) <= set(latencies := bridge.latencies):
+                assert time.monotonic() < wait_until, (done, latencies)
+                time.sleep(0.2)
+            assert all(0 < s < 90 for s in latencies.values()), latencies
         finally:
             query.stop()
         assert bridge.watermark >= 3 * WIDTH

@@ -214,7 +214,9 @@ class _BridgeWorker:
     ``("close", batch, pushes, at, then)`` the feeder delivered it completely;
     ``("replay", batch, files, at, then)`` a committed batch to read back from the input log;
     ``("stop",)``; ``("feed-error", why)``; ``("recovered",)`` (the checkpoint's input log was
-    replayed); ``("committed", batch)`` (the snapshot after ``batch`` is committed); and from
+    replayed); ``("committed", batch)`` (the snapshot after ``batch`` is committed);
+    ``("latency", batch, seconds)`` (a Connect feeder saw ``batch`` complete that long after
+    its ``foreachBatch`` call began: kept for the client, which cannot ask the feeder); and from
     a session only, ``("hello",)``, answered on that session with ``("hello", state)``
     (:meth:`state`).  Reports out, to the control connection and every open session:
     ``("logged", batch)`` its rows are in the input log; ``("epoch", batch)`` it and every
@@ -264,6 +266,7 @@ class _BridgeWorker:
         self.committed: list[int] = []
         self.replayed: list[int] = []
         self.watermarks: dict[int, int] = {}
+        self.latencies: dict[int, float] = {}
 
     def _fail(self, what: str) -> TimelyError:
         return TimelyError(f"worker {self.worker.index}: {what}")
@@ -290,6 +293,7 @@ class _BridgeWorker:
             "committed": list(self.committed),
             "replayed": list(self.replayed),
             "watermarks": dict(self.watermarks),
+            "latencies": dict(self.latencies),
             "rows": self.rows,
         }
 
@@ -320,10 +324,19 @@ class _BridgeWorker:
                     self.committed.append(batch)
                     for b in [b for b in self.uncommitted if b <= batch]:
                         del self.uncommitted[b]
+                case ("latency", batch, seconds):
+                    self.latencies[batch] = seconds
                 case ("session", session, message):
                     self.serve_session(session, message)
                 case (
-                    "data" | "close" | "replay" | "stop" | "feed-error" | "committed" | "session",
+                    "data"
+                    | "close"
+                    | "replay"
+                    | "stop"
+                    | "feed-error"
+                    | "committed"
+                    | "latency"
+                    | "session",
                     *_,
                 ):
                     raise self._fail(f"malformed message from the feeder: {item!r}")
@@ -796,6 +809,11 @@ class _Feeder:
                 case _:
                     return
             self.lock.notify_all()
+        if fire and isinstance(self.channel, _SessionChannel):
+            # On Connect nobody can ask this process: the workers keep the figures.
+            for epoch in fire:
+                for w in range(self.workers):
+                    self.channel.send(w, ("latency", epoch, self.latencies[epoch]))
         if self.on_epoch is not None:
             for epoch in fire:
                 try:
@@ -1366,8 +1384,12 @@ class StreamingBridge:
 
     @property
     def latencies(self) -> dict[int, float]:
-        """Epoch -> seconds from its ``foreach_batch`` call to its completion (classic)."""
-        return self._feeder.latencies
+        """Epoch -> seconds from its ``foreach_batch`` call to its completion (on Connect,
+        as the server's feeder saw it, kept by the workers)."""
+        if self._remote is None:
+            return self._feeder.latencies
+        states = self._states()
+        return dict(states[0]["latencies"]) if states else {}
 
     # -- observing and stopping --------------------------------------------------------------
 
