@@ -81,15 +81,6 @@ def _accumulate(updates: list[tuple[Any, Any, int]], t: Any) -> dict[Any, int]:
     return acc
 
 
-def _accumulate_int(updates: list[tuple[Any, int, int]], t: int) -> dict[Any, int]:
-    acc: dict[Any, int] = {}
-    get = acc.get
-    for v, u, d in updates:
-        if u <= t:
-            acc[v] = get(v, 0) + d
-    return acc
-
-
 def _present(acc: dict[Any, int]) -> list[tuple[Any, int]]:
     return sorted((v, c) for v, c in acc.items() if c)
 
@@ -183,7 +174,8 @@ def reduce_arrangement(arranged: Arrangement, logic: Logic, name: str = "Reduce"
             passed = _Memo(lambda t: not in_future(frontier, t)) if bound is None else None
             for key, times in pending.items():
                 if passed is None:
-                    done = [t for t in times if t < bound]
+                    # (all of a key's times ready: the common case, one C call to tell)
+                    done = list(times) if max(times) < bound else [t for t in times if t < bound]
                 else:
                     done = [t for t in times if passed(t)]
                 if done:
@@ -218,15 +210,32 @@ def reduce_arrangement(arranged: Arrangement, logic: Logic, name: str = "Reduce"
             corrections: list[tuple[tuple[Any, Any], Any, int]] = []
             for key, times in ready.items():
                 left = pending[key]
-                left.difference_update(times)
-                if not left:
+                if len(left) == len(times):  # every pending time of the key is ready
                     del pending[key]
+                else:
+                    left.difference_update(times)
                 times.sort()
                 ins = [u for b in in_batches for u in b.data.get(key, ())]
                 if inner is not None:
                     ins = [(v, inner(u), d) for v, u, d in ins]
                 outs = [u for b in out_batches for u in b.data.get(key, ())]
                 if int_times:
+                    if len(times) == 1:  # the commonest case, inline: one ready time
+                        t = times[0]
+                        acc: dict[Any, int] = {}
+                        for v, u, d in ins:
+                            if u <= t:
+                                acc[v] = acc.get(v, 0) + d
+                        present = sorted((v, c) for v, c in acc.items() if c)
+                        desired = logic(key, present) if present else []
+                        change: dict[Any, int] = {}
+                        for v, u, d in outs:
+                            if u <= t:
+                                change[v] = change.get(v, 0) - d
+                        for v, c in desired:
+                            change[v] = change.get(v, 0) + c
+                        corrections.extend(((key, v), t, c) for v, c in change.items() if c)
+                        continue
                     _sweep(key, times, ins, outs, corrections)
                     continue
                 for t in times:
@@ -244,13 +253,6 @@ def reduce_arrangement(arranged: Arrangement, logic: Logic, name: str = "Reduce"
             outs: list[tuple[Any, Any, int]],
             corrections: list[tuple[tuple[Any, Any], Any, int]],
         ) -> None:
-            if len(times) == 1:  # one time (the common case): sum what is at or before it
-                t = times[0]
-                present = _present(_accumulate_int(ins, t))
-                desired = logic(key, present) if present else []
-                for v, d in _difference(desired, _accumulate_int(outs, t)):
-                    corrections.append(((key, v), t, d))
-                return
             # Totally ordered times: walk the updates in time order once.
             ins.sort(key=_time_of)
             outs.sort(key=_time_of)

@@ -68,12 +68,26 @@ class Batch:
     @classmethod
     def from_updates(cls, updates: list[tuple[Any, Any, int]], time: Any) -> Batch:
         """A batch of ``((key, val), time, diff)`` updates, consolidated."""
+        data: dict[Any, list[tuple[Any, Any, int]]] = {}
+        if updates and all(u[1] == time for u in updates):
+            # One time (an epoch's updates, all at the batch's time): consolidate by record.
+            by_record: dict[Any, int] = {}
+            get_count = by_record.get
+            for kv, _t, d in updates:
+                by_record[kv] = get_count(kv, 0) + d
+            for (k, v), d in by_record.items():
+                if d:
+                    entry = data.get(k)
+                    if entry is None:
+                        data[k] = [(v, time, d)]
+                    else:
+                        entry.append((v, time, d))
+            return cls(data, time)
         acc: dict[tuple[Any, Any, Any], int] = {}
         get = acc.get
         for (k, v), t, d in updates:
             kvt = (k, v, t)
             acc[kvt] = get(kvt, 0) + d
-        data: dict[Any, list[tuple[Any, Any, int]]] = {}
         for (k, v, t), d in acc.items():
             if d:
                 entry = data.get(k)
@@ -173,12 +187,57 @@ class _Merge:
     def parts(self) -> list[Batch]:
         return [self.a, self.b]
 
+    def _work_int(self, pos: int, fuel: int) -> tuple[int, int]:
+        """:meth:`work` for ``int`` times and a one-time frontier ``f`` (advancing is ``max``),
+        the commonest keys inline: a key in one batch with one update (its list is shared when
+        its time stands: batches are immutable), or in both with one update each."""
+        keys, data, compact_ = self.keys, self.data, self.compact
+        f = compact_.floor
+        da, db = self.a.data, self.b.data
+        n = len(keys)
+        while pos < n and fuel > 0:
+            key = keys[pos]
+            pos += 1
+            la = da.get(key)
+            lb = db.get(key)
+            if la is not None and lb is not None:
+                if len(la) == 1 and len(lb) == 1:
+                    fuel -= 2
+                    va, ta, xa = la[0]
+                    vb, tb, xb = lb[0]
+                    if ta < f:
+                        ta = f
+                    if tb < f:
+                        tb = f
+                    if ta == tb and va == vb:
+                        x = xa + xb
+                        if x:
+                            data[key] = [(va, ta, x)]
+                    else:
+                        data[key] = [(va, ta, xa), (vb, tb, xb)]
+                    continue
+                updates = la + lb
+            else:
+                updates = lb if la is None else la
+                if len(updates) == 1:
+                    fuel -= 1
+                    v, t, x = updates[0]
+                    data[key] = updates if t >= f else [(v, f, x)]
+                    continue
+            fuel -= len(updates)
+            merged = compact_(updates)
+            if merged:
+                data[key] = merged
+        return pos, fuel
+
     def work(self, fuel: int) -> tuple[int, Batch | None]:
         """Merge keys until ``fuel`` updates are spent; the fuel left and, once every key is
         merged, the merged batch."""
         keys, pos, data, compact_ = self.keys, self.pos, self.data, self.compact
         da, db = self.a.data, self.b.data
         n = len(keys)
+        if compact_.floor is not None:
+            pos, fuel = self._work_int(pos, fuel)
         while pos < n and fuel > 0:
             key = keys[pos]
             pos += 1
