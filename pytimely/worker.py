@@ -87,12 +87,14 @@ _log = logging.getLogger(__name__)
 # young collection, again at the middle one, and at full collections -- in the user's code
 # between steps.  (A differential count spent a fifth of its time there, feeding its input
 # session.)  Frozen objects are still freed by reference counting, but cyclic garbage among
-# them would stay.  So the growth of what is frozen is counted -- the collector's own count
+# them would stay.  So the growth of what is frozen is estimated -- the collector's own count
 # of young objects, allocations less deallocations, read before each freeze: an upper bound,
-# as it never goes below zero -- and once it reaches half of what the last full collection
-# left frozen (and :data:`STEP_SURVIVORS_FULL` at least), everything is unfrozen, collected and
-# frozen again.  Garbage thus stays within half the live state (CPython's own rule for full
-# collections: a quarter), and state that only churns costs no scans at all.
+# as it never goes below zero -- and once the estimate reaches half of what the last full
+# collection left frozen (and :data:`STEP_SURVIVORS_FULL` at least), the frozen objects are
+# counted (a walk, a fraction of a collection); if they did grow that much, everything is
+# unfrozen, collected and frozen again.  Garbage thus stays within the live state, or 400,000
+# objects (CPython's own rule for full collections: a quarter), and state that only churns
+# costs no scans at all.
 _collector_lock = threading.Lock()
 _collector_pauses = 0  # steps of this process' workers running with the collector paused
 
@@ -131,18 +133,23 @@ def _resume_collector(step_seconds: float = 0.0) -> None:
 
 
 def _freeze_survivors() -> None:
-    """Freeze what the steps left, and collect everything once what was frozen since the last
-    full collection reaches half of what that one left (the rule above)."""
+    """Freeze what the steps left; once the estimated growth since the last full collection
+    reaches half of what that one left, count what is frozen, and collect everything if the
+    count agrees (the rule above)."""
     global _frozen_growth, _frozen_after_full
     _frozen_growth += gc.get_count()[0]
-    if _frozen_growth < max(STEP_SURVIVORS_FULL, _frozen_after_full // 2):
-        gc.freeze()
+    gc.freeze()
+    threshold = max(STEP_SURVIVORS_FULL, _frozen_after_full // 2)
+    if _frozen_growth < threshold:
+        return
+    _frozen_growth = 0
+    # The estimate runs ahead of the truth where a step frees before it allocates.
+    if gc.get_freeze_count() - _frozen_after_full < threshold:
         return
     gc.unfreeze()
     gc.collect()
     gc.freeze()
     _frozen_after_full = gc.get_freeze_count()  # walks them: once per full collection
-    _frozen_growth = 0
 
 
 def _forget_frozen_count() -> None:
