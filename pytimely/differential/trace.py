@@ -68,27 +68,23 @@ class Batch:
     @classmethod
     def from_updates(cls, updates: list[tuple[Any, Any, int]], time: Any) -> Batch:
         """A batch of ``((key, val), time, diff)`` updates, consolidated."""
-        data: dict[Any, list[tuple[Any, Any, int]]] = {}
+        sums: Any
         if updates and all(u[1] == time for u in updates):
             # One time (an epoch's updates, all at the batch's time): consolidate by record.
             by_record: dict[Any, int] = {}
             get_count = by_record.get
             for kv, _t, d in updates:
                 by_record[kv] = get_count(kv, 0) + d
-            for (k, v), d in by_record.items():
-                if d:
-                    entry = data.get(k)
-                    if entry is None:
-                        data[k] = [(v, time, d)]
-                    else:
-                        entry.append((v, time, d))
-            return cls(data, time)
-        acc: dict[tuple[Any, Any, Any], int] = {}
-        get = acc.get
-        for (k, v), t, d in updates:
-            kvt = (k, v, t)
-            acc[kvt] = get(kvt, 0) + d
-        for (k, v, t), d in acc.items():
+            sums = ((kv, time, d) for kv, d in by_record.items())
+        else:
+            acc: dict[tuple[Any, Any], int] = {}
+            get = acc.get
+            for kv, t, d in updates:
+                kvt = (kv, t)
+                acc[kvt] = get(kvt, 0) + d
+            sums = ((kv, t, d) for (kv, t), d in acc.items())
+        data: dict[Any, list[tuple[Any, Any, int]]] = {}
+        for (k, v), t, d in sums:
             if d:
                 entry = data.get(k)
                 if entry is None:
