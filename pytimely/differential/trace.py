@@ -144,6 +144,8 @@ class _Compactor:
             v, t, d = updates[0]
             a = t if not since else (t if t >= f else f) if f is not None else self.advance(t)
             return list(updates) if a == t else [(v, a, d)]
+        if f is not None and len(updates) <= 4:
+            return _consolidate_few(updates, f)
         acc: dict[tuple[Any, Any], int] = {}
         get = acc.get
         if not since:
@@ -164,6 +166,30 @@ class _Compactor:
                 vt = (v, a)
                 acc[vt] = get(vt, 0) + d
         return [(v, t, d) for (v, t), d in acc.items() if d]
+
+
+def _consolidate_few(updates: list[tuple[Any, int, int]], f: int) -> list[tuple[Any, int, int]]:
+    """:class:`_Compactor` for a handful of ``int``-time updates and the frontier ``[f]``: a
+    scan of the (at most four) results beats building a dict.
+
+    >>> _consolidate_few([("a", 5, 1), ("a", 7, -1), ("b", 7, 1)], 7)
+    [('b', 7, 1)]
+    """
+    out: list[tuple[Any, int, int]] = []
+    for v, t, d in updates:
+        if t < f:
+            t = f
+        for i, (ov, ot, od) in enumerate(out):
+            if ot == t and ov == v:
+                od += d
+                if od:
+                    out[i] = (v, t, od)
+                else:
+                    del out[i]
+                break
+        else:
+            out.append((v, t, d))
+    return out
 
 
 class _Merge:
