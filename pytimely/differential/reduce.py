@@ -204,8 +204,8 @@ def reduce_arrangement(arranged: Arrangement, logic: Logic, name: str = "Reduce"
         def _evaluate(
             ready: dict[Any, list[Any]], pending: dict[Any, set[Any]]
         ) -> list[tuple[tuple[Any, Any], Any, int]]:
-            in_batches = in_trace.batches(in_handle.acked)
-            out_batches = out_trace.batches()
+            in_data = [b.data for b in in_trace.batches(in_handle.acked)]
+            out_data = [b.data for b in out_trace.batches()]
             inner = _Memo(time_in) if time_in is not None else None
             corrections: list[tuple[tuple[Any, Any], Any, int]] = []
             for key, times in ready.items():
@@ -215,10 +215,12 @@ def reduce_arrangement(arranged: Arrangement, logic: Logic, name: str = "Reduce"
                 else:
                     left.difference_update(times)
                 times.sort()
-                ins = [u for b in in_batches for u in b.data.get(key, ())]
+                # A key's updates in every batch; read only, unless copied below (one batch:
+                # the batch's own list).
+                ins = _updates_of(key, in_data)
                 if inner is not None:
                     ins = [(v, inner(u), d) for v, u, d in ins]
-                outs = [u for b in out_batches for u in b.data.get(key, ())]
+                outs = _updates_of(key, out_data)
                 if int_times:
                     if len(times) == 1:  # the commonest case, inline: one ready time
                         t = times[0]
@@ -236,8 +238,9 @@ def reduce_arrangement(arranged: Arrangement, logic: Logic, name: str = "Reduce"
                             change[v] = change.get(v, 0) + c
                         corrections.extend(((key, v), t, c) for v, c in change.items() if c)
                         continue
-                    _sweep(key, times, ins, outs, corrections)
+                    _sweep(key, times, list(ins), list(outs), corrections)
                     continue
+                outs = list(outs)  # grows with this key's corrections
                 for t in times:
                     present = _present(_accumulate(ins, t))
                     desired = logic(key, present) if present else []
@@ -305,6 +308,14 @@ def reduce_arrangement(arranged: Arrangement, logic: Logic, name: str = "Reduce"
 
 def _time_of(u: tuple[Any, Any, int]) -> Any:
     return u[1]
+
+
+def _updates_of(key: Any, data: list[dict[Any, Any]]) -> Any:
+    """``key``'s updates in the batches' ``data``, oldest first: a batch's own list when one
+    batch has them (not to be changed), else a new list."""
+    if len(data) == 1:
+        return data[0].get(key, ())
+    return [u for d in data for u in d.get(key, ())]
 
 
 class _Memo:
