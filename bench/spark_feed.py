@@ -142,14 +142,17 @@ def checked(result: dict[str, Any], args: Any) -> dict[str, Any]:
     return result
 
 
+#: The figures of a ``spark`` run compared across runs and sessions.
+FIGURES = ("in_min_per_worker", "out_min_per_worker", "stage_s")
+
+
 def median_of(results: list[dict[str, Any]]) -> dict[str, Any]:
     """The median of every figure over ``results`` (runs of one configuration), with the
     runs' slowest-worker rates beside it."""
-    keys = ("in_min_per_worker", "out_min_per_worker", "stage_s")
-    summary: dict[str, Any] = {k: statistics.median(r[k] for r in results) for k in keys}
+    summary: dict[str, Any] = {k: statistics.median(r[k] for r in results) for k in FIGURES}
     summary["rows_in"] = results[0]["rows_in"]
     summary["rows_out"] = results[0]["rows_out"]
-    summary["runs"] = [{k: r[k] for k in keys} for r in results]
+    summary["runs"] = [{k: r[k] for k in FIGURES} for r in results]
     return summary
 
 
@@ -225,7 +228,7 @@ def main(argv: list[str] | None = None) -> int:
             if args.connect:
                 report.setdefault("connect_over_classic", {})[n] = {
                     key: round(report["connect"][n][key] / report["spark"][n][key], 3)
-                    for key in ("in_min_per_worker", "out_min_per_worker", "stage_s")
+                    for key in FIGURES
                 }
         report["load"] = MachineLoad.between(before, LoadReading.now()).to_dict()
     finally:

@@ -136,7 +136,7 @@ def _freeze_survivors() -> None:
     """Freeze what the steps left; once the estimated growth since the last full collection
     reaches half of what that one left, count what is frozen, and collect everything if the
     count agrees (the rule above)."""
-    global _frozen_growth, _frozen_after_full
+    global _frozen_growth
     _frozen_growth += gc.get_count()[0]
     gc.freeze()
     threshold = max(STEP_SURVIVORS_FULL, _frozen_after_full // 2)
@@ -144,20 +144,19 @@ def _freeze_survivors() -> None:
         return
     _frozen_growth = 0
     # The estimate runs ahead of the truth where a step frees before it allocates.
-    if gc.get_freeze_count() - _frozen_after_full < threshold:
-        return
+    if gc.get_freeze_count() - _frozen_after_full >= threshold:
+        _collect_frozen()
+
+
+def _collect_frozen() -> None:
+    """Unfreeze everything, collect, and freeze what survives; the growth of what is frozen is
+    counted from here (the rule above; also how completed graphs are reclaimed)."""
+    global _frozen_growth, _frozen_after_full
     gc.unfreeze()
     gc.collect()
     gc.freeze()
     _frozen_after_full = gc.get_freeze_count()  # walks them: once per full collection
-
-
-def _forget_frozen_count() -> None:
-    """A full collection just happened (a completed graph's release): start counting afresh
-    (an estimate of what it left frozen is enough: the graphs' operators are not counted)."""
-    global _frozen_growth
-    with _collector_lock:
-        _frozen_growth = 0
+    _frozen_growth = 0
 
 
 def _collector_on() -> bool:
@@ -313,11 +312,11 @@ class Worker:
         self._frozen_dead += self._operators_of.pop(index, 0)
         live = sum(self._operators_of.values())
         if self._frozen_dead > max(live, FROZEN_GARBAGE_OPERATORS):
-            gc.unfreeze()
-            if _collector_on():  # a program that switched the collector off decides itself
-                gc.collect()
-                gc.freeze()
-            _forget_frozen_count()
+            if _collector_on():
+                with _collector_lock:
+                    _collect_frozen()
+            else:  # a program that switched the collector off decides itself
+                gc.unfreeze()
             self._frozen_dead = 0
 
     def _check_same_graph(self, channel: int, index: int, name: str, subgraph: Any) -> None:

@@ -30,7 +30,7 @@ from ..dataflow.pacts import Exchange
 from ..order import to_inner, to_outer
 from ..progress.operate import FrontierInterest
 from .collection import Collection
-from .lattice import in_future, less_equal, minimal
+from .lattice import TimeMemo, in_future, less_equal, minimal
 from .trace import MIN_EFFORT, Batch, Trace, TraceHandle
 
 if TYPE_CHECKING:
@@ -303,26 +303,18 @@ def arrange(
                         rest = []
                 else:
                     ready, rest = [], []
-                    waits: dict[Any, bool] = {}  # per distinct time: still in the future?
+                    waits = TimeMemo(lambda t: in_future(frontier, t))
                     for u in pending:
-                        t = u[1]
-                        later = waits.get(t)
-                        if later is None:
-                            later = waits[t] = in_future(frontier, t)
-                        (rest if later else ready).append(u)
+                        (rest if waits(u[1]) else ready).append(u)
                 if ready:
                     held = list(caps)
                     if len(held) == 1:
                         groups = [(held[0], ready)]
                     else:
                         parts: dict[int, list] = {}
-                        token_of: dict[Any, int] = {}  # per distinct time: its token's index
+                        token_of = TimeMemo(lambda t: _token_index(held, t, name))
                         for u in ready:
-                            t = u[1]
-                            i = token_of.get(t)
-                            if i is None:
-                                i = token_of[t] = _token_index(held, t, name)
-                            parts.setdefault(i, []).append(u)
+                            parts.setdefault(token_of(u[1]), []).append(u)
                         groups = [(held[i], parts[i]) for i in sorted(parts)]
                     for c, updates in groups:
                         b = Batch.from_updates(updates, c.time)

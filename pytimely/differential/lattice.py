@@ -23,12 +23,21 @@ the frontier of a stream that is finished.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from ..order import Product
 
-__all__ = ["join", "meet", "less_equal", "advance_by", "minimal", "in_future", "meet_frontiers"]
+__all__ = [
+    "join",
+    "meet",
+    "less_equal",
+    "advance_by",
+    "minimal",
+    "in_future",
+    "meet_frontiers",
+    "TimeMemo",
+]
 
 
 def _product(pair: tuple[Any, Any]) -> Product:
@@ -181,3 +190,29 @@ def meet_frontiers(frontiers: Iterable[list[Any]]) -> list[Any]:
     [2]
     """
     return minimal(t for frontier in frontiers for t in frontier)
+
+
+class TimeMemo:
+    """``f`` of a time, computed once per distinct time (``known`` holds the answers): a merge
+    or an operator's invocation handles many updates that share few times, and each lattice
+    operation on a ``Product`` is a Python call.
+
+    >>> calls = []
+    >>> twice = TimeMemo(lambda t: calls.append(t) or 2 * t)
+    >>> twice(3), twice(3), calls
+    (6, 6, [3])
+    """
+
+    __slots__ = ("f", "known")
+
+    def __init__(self, f: Callable[[Any], Any]) -> None:
+        self.f = f
+        self.known: dict[Any, Any] = {}
+
+    def __call__(self, t: Any) -> Any:
+        """``f(t)``, computed at the first call for ``t``."""
+        known = self.known
+        if t in known:
+            return known[t]
+        r = known[t] = self.f(t)
+        return r

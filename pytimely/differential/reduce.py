@@ -34,7 +34,15 @@ from ..dataflow.capability import CapabilitySet
 from ..dataflow.pacts import Pipeline
 from ..order import Product
 from ..progress.operate import FrontierInterest
-from .lattice import advance_by, in_future, join, less_equal, meet_frontiers, minimal
+from .lattice import (
+    TimeMemo,
+    advance_by,
+    in_future,
+    join,
+    less_equal,
+    meet_frontiers,
+    minimal,
+)
 from .trace import MIN_EFFORT, Batch, Trace
 
 if TYPE_CHECKING:
@@ -120,7 +128,8 @@ def reduce_arrangement(arranged: Arrangement, logic: Logic, name: str = "Reduce"
 
         def run(inp: Any, out: Any) -> None:
             fresh: dict[Any, set[Any]] = {}
-            inner = _Memo(time_in) if time_in is not None else None
+            # This invocation's times of the input trace, in this scope (entered: mapped).
+            inner = TimeMemo(time_in) if time_in is not None else None
             for ref, batches in inp:
                 caps.insert(ref.retain())
                 for b in batches:
@@ -154,11 +163,10 @@ def reduce_arrangement(arranged: Arrangement, logic: Logic, name: str = "Reduce"
                             p |= times
                 else:
                     history = in_trace.batches(in_handle.acked)
-                    inner = _Memo(time_in) if time_in is not None else None
                     # Every new and pending time is in the future of the frontier seen last
                     # time, where advancing the history by it changes no join with them --
                     # and collapses most of it.
-                    advance = _Memo(lambda t: advance_by(t, before)) if before else None
+                    advance = TimeMemo(lambda t: advance_by(t, before)) if before else None
                     for key, times in fresh.items():
                         p = pending.setdefault(key, set())
                         old = {u[1] for b in history for u in b.data.get(key, ())}
@@ -171,7 +179,7 @@ def reduce_arrangement(arranged: Arrangement, logic: Logic, name: str = "Reduce"
 
             # Which pending times has the frontier passed?
             ready: dict[Any, list[Any]] = {}
-            passed = _Memo(lambda t: not in_future(frontier, t)) if bound is None else None
+            passed = TimeMemo(lambda t: not in_future(frontier, t)) if bound is None else None
             for key, times in pending.items():
                 if passed is None:
                     # (all of a key's times ready: the common case, one C call to tell)
@@ -181,7 +189,7 @@ def reduce_arrangement(arranged: Arrangement, logic: Logic, name: str = "Reduce"
                 if done:
                     ready[key] = done
             if ready:
-                corrections = _evaluate(ready, pending)
+                corrections = _evaluate(ready, pending, inner)
                 _emit(corrections, out)
                 out_handle.acknowledge(out_trace.seq)
 
@@ -202,11 +210,10 @@ def reduce_arrangement(arranged: Arrangement, logic: Logic, name: str = "Reduce"
             out_trace.exert(MIN_EFFORT)
 
         def _evaluate(
-            ready: dict[Any, list[Any]], pending: dict[Any, set[Any]]
+            ready: dict[Any, list[Any]], pending: dict[Any, set[Any]], inner: TimeMemo | None
         ) -> list[tuple[tuple[Any, Any], Any, int]]:
             in_data = [b.data for b in in_trace.batches(in_handle.acked)]
             out_data = [b.data for b in out_trace.batches()]
-            inner = _Memo(time_in) if time_in is not None else None
             corrections: list[tuple[tuple[Any, Any], Any, int]] = []
             for key, times in ready.items():
                 left = pending[key]
@@ -316,27 +323,3 @@ def _updates_of(key: Any, data: list[dict[Any, Any]]) -> Any:
     if len(data) == 1:
         return data[0].get(key, ())
     return [u for d in data for u in d.get(key, ())]
-
-
-class _Memo:
-    """``f`` of a time, computed once per distinct time: within one invocation many updates
-    share few times, and each lattice operation on a ``Product`` is a Python call.
-
-    >>> calls = []
-    >>> twice = _Memo(lambda t: calls.append(t) or 2 * t)
-    >>> twice(3), twice(3), calls
-    (6, 6, [3])
-    """
-
-    __slots__ = ("f", "known")
-
-    def __init__(self, f: Callable[[Any], Any]) -> None:
-        self.f = f
-        self.known: dict[Any, Any] = {}
-
-    def __call__(self, t: Any) -> Any:
-        known = self.known
-        if t in known:
-            return known[t]
-        r = known[t] = self.f(t)
-        return r

@@ -36,7 +36,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from .lattice import advance_by, less_equal, meet, meet_frontiers
+from .lattice import TimeMemo, advance_by, less_equal, meet, meet_frontiers
 
 __all__ = ["Batch", "Trace", "TraceHandle"]
 
@@ -122,21 +122,13 @@ class _Compactor:
     ``Product`` is a Python call); a list of one update is advanced without a dict.
     """
 
-    __slots__ = ("since", "floor", "memo")
+    __slots__ = ("since", "floor", "advance")
 
     def __init__(self, since: list[Any]) -> None:
-        self.since = list(since)
+        self.since = since = list(since)
         # ``int`` times and a one-element frontier: advancing is ``max``, inline.
         self.floor = since[0] if len(since) == 1 and type(since[0]) is int else None
-        self.memo: dict[Any, Any] = {}
-
-    def advance(self, t: Any) -> Any:
-        """``advance_by(t, since)``, memoized."""
-        memo = self.memo
-        a = memo.get(t)
-        if a is None:
-            a = memo[t] = advance_by(t, self.since)
-        return a
+        self.advance = TimeMemo(lambda t: advance_by(t, since))
 
     def __call__(self, updates: list[tuple[Any, Any, int]]) -> list[tuple[Any, Any, int]]:
         since, f = self.since, self.floor
@@ -157,12 +149,12 @@ class _Compactor:
                 vt = (v, t if t >= f else f)
                 acc[vt] = get(vt, 0) + d
         else:
-            memo = self.memo
-            known = memo.get
+            advance = self.advance
+            known = advance.known.get  # the memo's lookup inline, its call on a miss only
             for v, t, d in updates:
                 a = known(t)
                 if a is None:
-                    a = memo[t] = advance_by(t, since)
+                    a = advance(t)
                 vt = (v, a)
                 acc[vt] = get(vt, 0) + d
         return [(v, t, d) for (v, t), d in acc.items() if d]
@@ -209,8 +201,26 @@ class _Merge:
     def parts(self) -> list[Batch]:
         return [self.a, self.b]
 
+    def _work_any(self, pos: int, fuel: int) -> tuple[int, int]:
+        """Merge keys from ``pos`` until ``fuel`` updates are spent; the next position and the
+        fuel left."""
+        keys, data, compact_ = self.keys, self.data, self.compact
+        da, db = self.a.data, self.b.data
+        n = len(keys)
+        while pos < n and fuel > 0:
+            key = keys[pos]
+            pos += 1
+            la = da.get(key)
+            lb = db.get(key)
+            updates = lb if la is None else la if lb is None else la + lb
+            fuel -= len(updates)
+            merged = compact_(updates)
+            if merged:
+                data[key] = merged
+        return pos, fuel
+
     def _work_int(self, pos: int, fuel: int) -> tuple[int, int]:
-        """:meth:`work` for ``int`` times and a one-time frontier ``f`` (advancing is ``max``),
+        """:meth:`_work_any` for ``int`` times and a one-time frontier ``f`` (advancing is ``max``),
         the commonest keys inline: a key in one batch with one update (its list is shared when
         its time stands: batches are immutable), or in both with one update each."""
         keys, data, compact_ = self.keys, self.data, self.compact
@@ -255,25 +265,11 @@ class _Merge:
     def work(self, fuel: int) -> tuple[int, Batch | None]:
         """Merge keys until ``fuel`` updates are spent; the fuel left and, once every key is
         merged, the merged batch."""
-        keys, pos, data, compact_ = self.keys, self.pos, self.data, self.compact
-        da, db = self.a.data, self.b.data
-        n = len(keys)
-        if compact_.floor is not None:
-            pos, fuel = self._work_int(pos, fuel)
-        while pos < n and fuel > 0:
-            key = keys[pos]
-            pos += 1
-            la = da.get(key)
-            lb = db.get(key)
-            updates = lb if la is None else la if lb is None else la + lb
-            fuel -= len(updates)
-            merged = compact_(updates)
-            if merged:
-                data[key] = merged
-        self.pos = pos
-        if pos < n:
+        work = self._work_int if self.compact.floor is not None else self._work_any
+        self.pos, fuel = work(self.pos, fuel)
+        if self.pos < len(self.keys):
             return fuel, None
-        batch = Batch(data, meet(self.a.time, self.b.time))
+        batch = Batch(self.data, meet(self.a.time, self.b.time))
         batch.seq_lo, batch.seq_hi = self.seq_lo, self.seq_hi
         return max(fuel, 0), batch
 
