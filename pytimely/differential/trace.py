@@ -201,28 +201,11 @@ class _Merge:
     def parts(self) -> list[Batch]:
         return [self.a, self.b]
 
-    def _work_any(self, pos: int, fuel: int) -> tuple[int, int]:
+    def _work(self, pos: int, fuel: int) -> tuple[int, int]:
         """Merge keys from ``pos`` until ``fuel`` updates are spent; the next position and the
-        fuel left."""
-        keys, data, compact_ = self.keys, self.data, self.compact
-        da, db = self.a.data, self.b.data
-        n = len(keys)
-        while pos < n and fuel > 0:
-            key = keys[pos]
-            pos += 1
-            la = da.get(key)
-            lb = db.get(key)
-            updates = lb if la is None else la if lb is None else la + lb
-            fuel -= len(updates)
-            merged = compact_(updates)
-            if merged:
-                data[key] = merged
-        return pos, fuel
-
-    def _work_int(self, pos: int, fuel: int) -> tuple[int, int]:
-        """:meth:`_work_any` for ``int`` times and a one-time frontier ``f`` (advancing is ``max``),
-        the commonest keys inline: a key in one batch with one update (its list is shared when
-        its time stands: batches are immutable), or in both with one update each."""
+        fuel left.  For ``int`` times and a one-time frontier ``f`` (advancing is ``max``) the
+        commonest keys are merged inline: a key in one batch with one update (its list is
+        shared when its time stands: batches are immutable), or in both with one update each."""
         keys, data, compact_ = self.keys, self.data, self.compact
         f = compact_.floor
         da, db = self.a.data, self.b.data
@@ -232,30 +215,30 @@ class _Merge:
             pos += 1
             la = da.get(key)
             lb = db.get(key)
-            if la is not None and lb is not None:
-                if len(la) == 1 and len(lb) == 1:
-                    fuel -= 2
-                    va, ta, xa = la[0]
-                    vb, tb, xb = lb[0]
-                    if ta < f:
-                        ta = f
-                    if tb < f:
-                        tb = f
-                    if ta == tb and va == vb:
-                        x = xa + xb
-                        if x:
-                            data[key] = [(va, ta, x)]
-                    else:
-                        data[key] = [(va, ta, xa), (vb, tb, xb)]
-                    continue
-                updates = la + lb
-            else:
+            if la is None or lb is None:
                 updates = lb if la is None else la
-                if len(updates) == 1:
+                if f is not None and len(updates) == 1:
                     fuel -= 1
                     v, t, x = updates[0]
                     data[key] = updates if t >= f else [(v, f, x)]
                     continue
+            elif f is not None and len(la) == 1 and len(lb) == 1:
+                fuel -= 2
+                va, ta, xa = la[0]
+                vb, tb, xb = lb[0]
+                if ta < f:
+                    ta = f
+                if tb < f:
+                    tb = f
+                if ta == tb and va == vb:
+                    x = xa + xb
+                    if x:
+                        data[key] = [(va, ta, x)]
+                else:
+                    data[key] = [(va, ta, xa), (vb, tb, xb)]
+                continue
+            else:
+                updates = la + lb
             fuel -= len(updates)
             merged = compact_(updates)
             if merged:
@@ -265,8 +248,7 @@ class _Merge:
     def work(self, fuel: int) -> tuple[int, Batch | None]:
         """Merge keys until ``fuel`` updates are spent; the fuel left and, once every key is
         merged, the merged batch."""
-        work = self._work_int if self.compact.floor is not None else self._work_any
-        self.pos, fuel = work(self.pos, fuel)
+        self.pos, fuel = self._work(self.pos, fuel)
         if self.pos < len(self.keys):
             return fuel, None
         batch = Batch(self.data, meet(self.a.time, self.b.time))
