@@ -165,6 +165,33 @@ def test_run_returns_worker_results_in_order(any_spark):
     assert sorted(tuple(r) for r in rows.collect()) == [(0, 2), (1, 2)]
 
 
+def _processes() -> set[int]:
+    return {int(name) for name in os.listdir("/proc") if name.isdigit()}
+
+
+@pytest.mark.spark
+@pytest.mark.timeout(180)
+def test_a_second_run_reuses_the_python_workers_of_the_first(any_spark, tmp_path):
+    """Spark keeps a finished task's Python worker for the next task only if the task read
+    all its input: a new worker costs a process and its imports, taken from the JVM feeding the
+    others (on Spark Connect it made one partition's first batch 0.2 s late)."""
+    df = any_spark.createDataFrame([(t, t % 3) for t in range(40)], "t long, k long")
+
+    def build(scope, stream):
+        ps.write_parquet(stream, str(tmp_path / "out"))
+        return os.getpid()
+
+    def jobs():
+        yield lambda: ps.run(any_spark, lambda w: os.getpid(), workers=2)
+        yield lambda: ps.run_on_dataframe(df, build, time="t", workers=2)  # and its commit
+
+    for job in jobs():
+        job()  # its workers, done, go back to Spark's pool (or exit)
+        before = _processes()
+        pids = job()
+        assert set(pids) <= before, "a run started new Python workers instead of reusing"
+
+
 @pytest.mark.spark
 @pytest.mark.timeout(180)
 def test_keyed_count_over_dataframe_equals_spark_groupby(any_spark, tmp_path):

@@ -92,6 +92,7 @@ def remote_task(
     from .executor import (
         check_same_package,
         check_same_python,
+        drain_input,
         join_mesh,
         pickle_result,
         task_failed,
@@ -117,6 +118,7 @@ def remote_task(
             result = run_worker(lambda w: fn(w, batches), worker, dashboard=spec.dashboard)
         payload = pickle_result(index, result)
         allocator.close()
+        drain_input(batches)  # so that Spark reuses this Python worker
     except BaseException as exc:
         report = task_report(index, exc)
         if allocator is not None:
@@ -134,13 +136,17 @@ def remote_task(
     )
 
 
-def commit_task(directories: list[str], attempt: str, earlier: tuple[str, ...]) -> Iterator[Any]:
+def commit_task(
+    batches: Iterator[Any], directories: list[str], attempt: str, earlier: tuple[str, ...]
+) -> Iterator[Any]:
     """On an executor, whose file system the outputs are on (the client may not see it): move
     ``attempt``'s staged files into place and remove what the ``earlier`` attempts staged."""
     import pyarrow as pa
 
+    from .executor import drain_input
     from .staging import commit, discard
 
+    drain_input(batches)  # so that Spark reuses this Python worker
     moved = 0
     for directory in directories:
         moved += commit(directory, attempt)
@@ -369,7 +375,7 @@ def _attempt(
     outputs = sorted({d for row in stage.rows() for d in json.loads(row["outputs"])})
     if outputs:  # every worker succeeded: the attempt's files go into place
         done = spark.range(1, numPartitions=1).mapInArrow(
-            lambda _batches: commit_task(outputs, spec.run_id, spec.earlier), "moved long"
+            lambda batches: commit_task(batches, outputs, spec.run_id, spec.earlier), "moved long"
         )
         done.collect()
     return results

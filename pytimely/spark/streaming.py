@@ -104,6 +104,7 @@ from .executor import (
     TaskInbox,
     advertised_host,
     check_lost,
+    drain_input,
     portable,
     result_row,
     worker_task,
@@ -1088,9 +1089,10 @@ class _RemoteWorkers:
 
         folder, workers, secret = self.folder, self.workers, self.secret
 
-        def task(_batches: Iterator[Any]) -> Iterator[Any]:
+        def task(batches: Iterator[Any]) -> Iterator[Any]:
             import pyarrow as pa
 
+            drain_input(batches)  # so that Spark reuses this Python worker
             found = _ask_workers(folder, workers, secret, say)
             yield pa.RecordBatch.from_pylist(
                 [{"states": pickle.dumps(found)}], schema=pa.schema([("states", pa.binary())])
@@ -1214,7 +1216,7 @@ class StreamingBridge:
         bind_host = launch.bind_host
         workers = self.workers
 
-        def task(index: int, _items: Any) -> Iterator[Any]:
+        def task(index: int, items: Any) -> Iterator[Any]:
             from pyspark import BarrierTaskContext
 
             advertise = advertised_host(BarrierTaskContext.get(), index, bind_host)
@@ -1224,6 +1226,7 @@ class StreamingBridge:
 
             body = _bridge_body(dataflow, spec.secret, bind_host, announce, restore)
             i, result = worker_task(spec, body)
+            drain_input(items)  # so that Spark reuses this Python worker
             yield result_row(i, result)
 
         rdd = launch.sc.parallelize(range(workers), workers).barrier().mapPartitionsWithIndex(task)
