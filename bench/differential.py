@@ -6,10 +6,11 @@ end against a plain-Python computation from scratch:
 
 * ``count`` -- an incremental count per key: ``--updates`` updates (default 1M) over ``--keys``
   keys in batches of ``--batch``, one epoch per batch; every tenth update retracts a record
-  still present (10% retractions).  The count is ``count()``'s own definition written out
-  (``arrange_by_self().reduce(...)``) so that the arrangement's trace can be inspected after
-  compaction.  Figure: updates per second, from the first update fed to the last batch's
-  counts out.
+  still present (10% retractions), counted by ``count()`` (``pytimely``: over ``int`` times a
+  running count per key) and, as a second configuration in the same run, by the general
+  ``arrange_by_self().reduce(...)`` that ``count()`` uses inside loops (``pytimely_reduce``;
+  its arrangement's trace is inspected after compaction).  Figure: updates per second, from
+  the first update fed to the last batch's counts out.
 * ``reach`` -- the nodes reachable from ``--roots`` roots (nodes ``0 .. roots-1``) of a random
   graph of ``--edges`` edges over ``--nodes`` nodes (``iterate`` of join + concat + distinct,
   the edges arranged once outside the loop and read inside with ``Arrangement.enter``), then
@@ -150,8 +151,9 @@ def _rss_mb() -> float:
         return 0.0
 
 
-def pytimely_count(work: dict) -> dict:
-    """Workload ``count`` on one pytimely worker, one epoch per batch, closed loop."""
+def pytimely_count(work: dict, via: str = "count") -> dict:
+    """Workload ``count`` on one pytimely worker, one epoch per batch, closed loop; ``via``
+    ``"count"`` (``Collection.count``) or ``"reduce"`` (a reduce of the arranged keys)."""
     import pytimely as pt
     import pytimely.differential as dd
 
@@ -170,7 +172,9 @@ def pytimely_count(work: dict) -> dict:
 
         def build(scope: pt.Scope) -> Any:
             session, keys = dd.new_input(scope)
-            by_key = keys.arrange_by_self()  # what count() does, written out
+            if via == "count":
+                return session, None, None, keys.count().inspect(keep).probe()
+            by_key = keys.arrange_by_self()  # what count() does inside loops, written out
             counts = by_key.reduce(lambda k, vals: [(vals[0][1], 1)], name="Count")
             return session, by_key, counts, counts.as_collection().inspect(keep).probe()
 
@@ -183,7 +187,14 @@ def pytimely_count(work: dict) -> dict:
             session.advance_to(epoch + 1)
             worker.step_while(lambda: probe.less_than(epoch + 1))
         wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-        trace, out_trace = by_key.trace.statistics(), counts.trace.statistics()
+        traces = {}
+        if by_key is not None:
+            trace, out_trace = by_key.trace.statistics(), counts.trace.statistics()
+            traces = {
+                "trace_updates": trace["updates"],
+                "trace_batches": trace["batches"],
+                "output_trace_updates": out_trace["updates"],
+            }
         session.close()
         worker.run()
         updates = sum(len(b) for b in batches)
@@ -194,9 +205,7 @@ def pytimely_count(work: dict) -> dict:
             "cpu_s": round(cpu, 4),
             "updates_per_s": round(updates / wall),
             "rss_before_mb": rss_before,
-            "trace_updates": trace["updates"],
-            "trace_batches": trace["batches"],
-            "output_trace_updates": out_trace["updates"],
+            **traces,
             "live_keys": len(final),
             "final": final,
         }
@@ -275,7 +284,10 @@ def _child(run: str, path: str) -> None:
     """Run one workload in this process and print its JSON line (with the peak RSS)."""
     with open(path, "rb") as f:
         work = pickle.load(f)
-    result = pytimely_count(work) if run == "count" else pytimely_reach(work)
+    if run == "reach":
+        result = pytimely_reach(work)
+    else:
+        result = pytimely_count(work, "reduce" if run == "count_reduce" else "count")
     result["system"] = "pytimely"
     result["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
     sys.stdout.write(json.dumps(result) + "\n")
@@ -360,7 +372,7 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--only", choices=("count", "reach"), help="one workload only")
     ap.add_argument("--pathway", metavar="PYTHON", help="a Python with Pathway, to run its side")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--run", choices=("count", "reach"), help=argparse.SUPPRESS)
+    ap.add_argument("--run", choices=("count", "count_reduce", "reach"), help=argparse.SUPPRESS)
     ap.add_argument("--workload", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.run:
@@ -381,9 +393,14 @@ def main(argv: list[str] | None = None) -> dict:
         "count": lambda w: count_from_scratch(w["batches"]),
         "reach": lambda w: reach_from_scratch(w["rounds"], w["roots"]),
     }
-    systems = [("pytimely", sys.executable, "differential.py")]
+    # (name, python, script, the child's --run for the workload)
+    systems = [("pytimely", sys.executable, "differential.py", None)]
     if args.pathway:
-        systems.append(("pathway", args.pathway, "differential_pathway.py"))
+        systems.append(("pathway", args.pathway, "differential_pathway.py", None))
+    configurations = {
+        "count": [*systems, ("pytimely_reduce", sys.executable, "differential.py", "count_reduce")],
+        "reach": systems,
+    }
     before = LoadReading.now()
     report: dict[str, Any] = {}
     correct = True
@@ -396,11 +413,11 @@ def main(argv: list[str] | None = None) -> dict:
             with open(path, "wb") as f:
                 pickle.dump(work, f, protocol=pickle.HIGHEST_PROTOCOL)
             want = checks[run](work)
-            runs: dict[str, list[dict]] = {name: [] for name, _, _ in systems}
-            checked: dict[str, bool] = {name: True for name, _, _ in systems}
+            runs: dict[str, list[dict]] = {name: [] for name, *_ in configurations[run]}
+            checked: dict[str, bool] = {name: True for name, *_ in configurations[run]}
             for _ in range(args.repeat):
-                for name, python, script in systems:
-                    result = _run(python, script, run, path)
+                for name, python, script, child_run in configurations[run]:
+                    result = _run(python, script, child_run or run, path)
                     got = [tuple(x) for x in result["final"]] if run == "count" else None
                     ok = (got if run == "count" else result["final"]) == want
                     checked[name] = checked[name] and ok
@@ -420,6 +437,9 @@ def main(argv: list[str] | None = None) -> dict:
                 if run == "count":
                     section["throughput_pytimely_over_pathway"] = round(
                         mine["updates_per_s"] / theirs["updates_per_s"], 3
+                    )
+                    section["throughput_pytimely_reduce_over_pathway"] = round(
+                        section["pytimely_reduce"]["updates_per_s"] / theirs["updates_per_s"], 3
                     )
                 else:
                     section["initial_pytimely_over_pathway"] = round(
@@ -476,7 +496,10 @@ NOTES = [
     "cpu_s: time.process_time of the run's process (all its threads) over the measured part;"
     " peak_rss_mb: ru_maxrss of that process, rss_before_mb its RSS with the workload loaded"
     " (the pickled updates, the same for both) before the dataflow is fed.",
-    "trace_updates/trace_batches (pytimely): the arrangement of the input (count: the keys;"
+    "count: pytimely counts with count(), which over int times keeps a running count per key"
+    " (no arrangement); pytimely_reduce, in the same run, with the reduce over arranged keys"
+    " that count() uses inside loops.",
+    "trace_updates/trace_batches: the arrangement of the input (count: pytimely_reduce's keys;"
     " reach: the edges) after the last batch, as the library's amortized merging left it;"
     " compare with live_keys and the live edge count (= edges).",
 ]

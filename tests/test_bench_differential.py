@@ -37,14 +37,16 @@ def test_differential_bench_small():
     assert out["notes"]
 
     count = out["results"]["count"]
-    assert set(count) == {"pytimely", "live_keys"}  # no Pathway without --pathway
-    mine = count["pytimely"]
-    assert mine["correct"] is True and mine["runs"] == 2 and len(mine["every_run"]) == 2
-    for key in ("wall_s", "cpu_s", "updates_per_s", "peak_rss_mb"):
-        assert mine[key] > 0
+    # count() and the reduce it uses inside loops; no Pathway without --pathway
+    assert set(count) == {"pytimely", "pytimely_reduce", "live_keys"}
     assert 0 < count["live_keys"] <= 300
-    for run in mine["every_run"]:
-        assert run["updates"] == 20000 and run["live_keys"] == count["live_keys"]
+    for mine in (count["pytimely"], count["pytimely_reduce"]):
+        assert mine["correct"] is True and mine["runs"] == 2 and len(mine["every_run"]) == 2
+        for key in ("wall_s", "cpu_s", "updates_per_s", "peak_rss_mb"):
+            assert mine[key] > 0
+        for run in mine["every_run"]:
+            assert run["updates"] == 20000 and run["live_keys"] == count["live_keys"]
+    for run in count["pytimely_reduce"]["every_run"]:
         # The keys' arrangement, compacted, is within a small factor of the live keys.
         assert count["live_keys"] <= run["trace_updates"] <= 20000
 

@@ -196,6 +196,26 @@ def test_count_distinct_consolidate_match_the_model(rounds):
         check_rounds(name, rounds)
 
 
+@settings(max_examples=60, deadline=None)
+@given(updates_strategy(SMALL))
+def test_count_and_distinct_with_several_epochs_pending_at_once(rounds):
+    # Over int times both keep running counts: a frontier that passes several times at once
+    # has them applied in time order, each record's change emitted at its own time.
+    for name in ("count", "distinct"):
+        check_rounds(name, rounds, wait=False)
+    check_rounds("distinct", rounds, workers=2, wait=False)
+
+
+def test_running_counts_refuse_times_that_are_not_ints():
+    from pytimely.differential.total import count_total
+
+    def inside(c):
+        return c.scope.iterative(lambda inner: count_total(c.enter(inner)).leave())
+
+    with pytest.raises(TypeError, match="Count: needs int times, not Product"):
+        dd.example([1], inside)
+
+
 @settings(max_examples=150, deadline=None)
 @given(updates_strategy(PAIRS))
 def test_reduce_sum_and_min_match_the_model(rounds):
@@ -481,3 +501,36 @@ def test_a_large_merge_in_progress_does_not_starve_the_small_ones_behind_it():
     assert stats["merging"] >= 1  # the large merge is still under way
     assert stats["batches"] <= 2 + 2 * 7, stats  # the 60 small ones: O(log 60) batches
     assert sum(len(b) for b in trace.batches(reader.acked)) == 40_060
+
+
+def _closure_by_subsets(new, old):
+    """Every join of a nonempty subset of ``new`` with any subset of ``old``, by brute force."""
+    import itertools
+
+    from pytimely.differential.lattice import join
+
+    out = set()
+    for n in range(1, len(new) + 1):
+        for some in itertools.combinations(sorted(new), n):
+            for m in range(len(old) + 1):
+                for others in itertools.combinations(sorted(old), m):
+                    acc = some[0]
+                    for t in (*some[1:], *others):
+                        acc = join(acc, t)
+                    out.add(acc)
+    return out
+
+
+LOOP_TIMES = st.builds(Product, st.integers(0, 2), st.integers(0, 5))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sets(LOOP_TIMES, min_size=1, max_size=4), st.sets(LOOP_TIMES, max_size=4), st.booleans())
+def test_join_closure_equals_every_join_of_subsets(new, old, one_outer):
+    # With one outer coordinate the times are a chain, closed by a shortcut; otherwise by joins.
+    from pytimely.differential.reduce import join_closure
+
+    if one_outer:
+        new = {Product(1, t[1]) for t in new}
+        old = {Product(1, t[1]) for t in old}
+    assert join_closure(new, old) == _closure_by_subsets(new, old)

@@ -31,6 +31,7 @@ MODULES = [
     "pytimely.differential.join",
     "pytimely.differential.reduce",
     "pytimely.differential.iterate",
+    "pytimely.differential.total",
 ]
 
 # Modules whose examples run, although not every public name in them has one (their builder

@@ -15,7 +15,9 @@ of iterations.
 * :mod:`.trace` -- batches, the merging spine, shared traces and their handles;
 * :mod:`.arrange` -- arrangements (indexed, shared, compacted) and importing them;
 * :mod:`.join`, :mod:`.reduce` -- the operators on arrangements (``count``, ``distinct``,
-  ``threshold``, ``min``, ``max`` are reduces);
+  ``threshold``, ``min``, ``max`` are reduces inside loops);
+* :mod:`.total` -- ``count``, ``distinct`` and ``threshold`` over ``int`` times: a running
+  count per record, no arrangement;
 * :mod:`.iterate` -- ``iterate`` and ``Variable``, in iterative scopes.
 
 >>> import pytimely as pt

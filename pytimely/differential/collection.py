@@ -318,10 +318,17 @@ class Collection:
     def count(self) -> Collection:
         """``(record, count)`` for every record present.
 
+        Over ``int`` times a running count per record (:func:`~.total.count_total`: no
+        arrangement, no history read); inside loops a ``reduce`` of the arranged records.
+
         >>> import pytimely.differential as dd
         >>> dd.example(["a", "b", "a"], lambda c: c.count())
         [(('a', 2), 1), (('b', 1), 1)]
         """
+        from .total import count_total, totally_ordered
+
+        if totally_ordered(self):
+            return count_total(self)
         return (
             self.arrange_by_self()
             .reduce(lambda k, vals: [(vals[0][1], 1)], name="Count")
@@ -338,12 +345,19 @@ class Collection:
         return self.threshold(lambda count: 1 if count > 0 else 0, name="Distinct")
 
     def threshold(self, f: Callable[[int], int], name: str = "Threshold") -> Collection:
-        """Every record with its count replaced by ``f(count)``.
+        """Every record with its count replaced by ``f(count)`` (``f`` sees nonzero counts).
+
+        Over ``int`` times a running count per record (:func:`~.total.threshold_total`);
+        inside loops a ``reduce`` of the arranged records.
 
         >>> import pytimely.differential as dd
         >>> dd.example(["a", "b", "a"], lambda c: c.threshold(lambda n: n - 1))
         [('a', 1)]
         """
+        from .total import threshold_total, totally_ordered
+
+        if totally_ordered(self):
+            return threshold_total(self, f, name=name)
 
         def logic(key: Any, vals: list[tuple[Any, int]]) -> list[tuple[Any, int]]:
             n = f(vals[0][1])
