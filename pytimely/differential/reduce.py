@@ -60,6 +60,9 @@ def join_closure(new: set[Any], old: set[Any]) -> set[Any]:
     >>> sorted(join_closure({P(1, 0)}, {P(0, 3), P(0, 1)}))
     [(1, 0), (1, 1), (1, 3)]
     """
+    chain = _chain_closure(new, old)
+    if chain is not None:
+        return chain
     closed = set(new)
     work = list(closed)
     others = [x for x in old if x not in closed]
@@ -70,6 +73,27 @@ def join_closure(new: set[Any], old: set[Any]) -> set[Any]:
             if j not in closed:
                 closed.add(j)
                 work.append(j)
+    return closed
+
+
+def _chain_closure(new: set[Any], old: set[Any]) -> set[Any] | None:
+    """:func:`join_closure` when every time is a loop's ``Product(outer, round)`` with one and
+    the same ``outer`` (the common case once the history is advanced by the frontier): those
+    are a chain, a join is the latest of its times, so the closure is ``new`` and the ``old``
+    times at or after the earliest new one.  ``None`` for any other times."""
+    first = next(iter(new))
+    if type(first) is not Product:
+        return None
+    outer = first[0]
+    for x in new:
+        if type(x) is not Product or x[0] != outer or type(x[1]) is not int:
+            return None
+    for x in old:
+        if type(x) is not Product or x[0] != outer or type(x[1]) is not int:
+            return None
+    least = min(x[1] for x in new)
+    closed = set(new)
+    closed.update(x for x in old if x[1] >= least)
     return closed
 
 
@@ -128,6 +152,8 @@ def reduce_arrangement(arranged: Arrangement, logic: Logic, name: str = "Reduce"
 
         def run(inp: Any, out: Any) -> None:
             fresh: dict[Any, set[Any]] = {}
+            # Keys' updates in the input trace, read once per invocation (partial orders).
+            gathered: dict[Any, Any] = {}
             # This invocation's times of the input trace, in this scope (entered: mapped).
             inner = TimeMemo(time_in) if time_in is not None else None
             for ref, batches in inp:
@@ -167,9 +193,11 @@ def reduce_arrangement(arranged: Arrangement, logic: Logic, name: str = "Reduce"
                     # time, where advancing the history by it changes no join with them --
                     # and collapses most of it.
                     advance = TimeMemo(lambda t: advance_by(t, before)) if before else None
+                    hist = [b.data for b in history]
                     for key, times in fresh.items():
                         p = pending.setdefault(key, set())
-                        old = {u[1] for b in history for u in b.data.get(key, ())}
+                        ins = gathered[key] = _updates_of(key, hist)
+                        old = {u[1] for u in ins}
                         if inner is not None:
                             old = {inner(t) for t in old}
                         if advance is not None:
@@ -189,7 +217,7 @@ def reduce_arrangement(arranged: Arrangement, logic: Logic, name: str = "Reduce"
                 if done:
                     ready[key] = done
             if ready:
-                corrections = _evaluate(ready, pending, inner)
+                corrections = _evaluate(ready, pending, inner, gathered)
                 _emit(corrections, out)
                 out_handle.acknowledge(out_trace.seq)
 
@@ -210,7 +238,10 @@ def reduce_arrangement(arranged: Arrangement, logic: Logic, name: str = "Reduce"
             out_trace.exert(MIN_EFFORT)
 
         def _evaluate(
-            ready: dict[Any, list[Any]], pending: dict[Any, set[Any]], inner: TimeMemo | None
+            ready: dict[Any, list[Any]],
+            pending: dict[Any, set[Any]],
+            inner: TimeMemo | None,
+            gathered: dict[Any, Any],
         ) -> list[tuple[tuple[Any, Any], Any, int]]:
             in_data = [b.data for b in in_trace.batches(in_handle.acked)]
             out_data = [b.data for b in out_trace.batches()]
@@ -224,7 +255,9 @@ def reduce_arrangement(arranged: Arrangement, logic: Logic, name: str = "Reduce"
                 times.sort()
                 # A key's updates in every batch; read only, unless copied below (one batch:
                 # the batch's own list).
-                ins = _updates_of(key, in_data)
+                ins = gathered.get(key)
+                if ins is None:
+                    ins = _updates_of(key, in_data)
                 if inner is not None:
                     ins = [(v, inner(u), d) for v, u, d in ins]
                 outs = _updates_of(key, out_data)
