@@ -58,6 +58,20 @@ def test_the_keyed_count_runs_with_one_worker_on_each_host(cluster, tmp_path):
     assert len(executors) == 2 and executors <= set(hosts.addresses[1:])  # a host each
 
 
+def test_nexmark_runs_with_one_worker_on_each_host(cluster, tmp_path):
+    # Q1-Q8 across the hosts, each query's output checked by the demo against Spark's own
+    # answer over the same events, and the capture replayed.
+    hosts, sc = cluster
+    out = tmp_path / "nexmark"
+    argv = ["--workload", "nexmark", "--events", "20000", "--epochs", "4"]
+    run_driver(sc, sc.demo_command("--out", str(out), *argv, "--latency-rates", "none"))
+    with open(out / "summary.json", encoding="utf-8") as f:
+        summary = json.load(f)
+    assert summary["ok"], {k: v for k, v in summary.items() if k != "placement"}
+    executors = {p["executor"].rsplit(":", 1)[0] for p in summary["placement"]}
+    assert len(executors) == 2 and executors <= set(hosts.addresses[1:])  # a host each
+
+
 def partition_worker_0(hosts, driver, marker):
     """Once worker 0 wrote its host into ``marker``, cut that host off until ``driver`` ends;
     the driver's output and the time of the cut."""
