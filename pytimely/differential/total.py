@@ -37,9 +37,9 @@ from .collection import Collection
 
 __all__ = ["count_total", "threshold_total", "totally_ordered"]
 
-#: ``apply(deltas, t, counts, changes)``: the net update of each record at time ``t`` applied
-#: to the running ``counts``, the output's changes appended to ``changes``.
-Apply = Callable[[dict[Any, int], Any, dict[Any, int], list[tuple[Any, Any, int]]], None]
+#: ``emit(record, old, new, t, add)``: the output's change at time ``t`` for a record whose
+#: count went from ``old`` to ``new`` (either may be 0), each update given to ``add``.
+Emit = Callable[[Any, int, int, Any, Callable[[tuple[Any, Any, int]], None]], None]
 
 
 def totally_ordered(collection: Collection) -> bool:
@@ -63,26 +63,13 @@ def count_total(collection: Collection, name: str = "Count") -> Collection:
     [((1, 2), 1), ((2, 2), 1)]
     """
 
-    def apply(
-        deltas: dict[Any, int], t: Any, counts: dict[Any, int], changes: list[tuple[Any, Any, int]]
-    ) -> None:
-        get = counts.get
-        add = changes.append
-        for d, r in deltas.items():
-            if not r:
-                continue
-            old = get(d, 0)
-            new = old + r
-            if new:
-                counts[d] = new
-            else:
-                del counts[d]
-            if old:
-                add(((d, old), t, -1))
-            if new:
-                add(((d, new), t, 1))
+    def emit(d: Any, old: int, new: int, t: Any, add: Callable[[Any], None]) -> None:
+        if old:
+            add(((d, old), t, -1))
+        if new:
+            add(((d, new), t, 1))
 
-    return _running_counts(collection, apply, name)
+    return _running_counts(collection, emit, name)
 
 
 def threshold_total(
@@ -95,31 +82,19 @@ def threshold_total(
     [('a', 1)]
     """
 
-    def apply(
-        deltas: dict[Any, int], t: Any, counts: dict[Any, int], changes: list[tuple[Any, Any, int]]
-    ) -> None:
-        get = counts.get
-        add = changes.append
-        for d, r in deltas.items():
-            if not r:
-                continue
-            old = get(d, 0)
-            new = old + r
-            if new:
-                counts[d] = new
-            else:
-                del counts[d]
-            was = f(old) if old else 0
-            now = f(new) if new else 0
-            if now != was:
-                add((d, t, now - was))
+    def emit(d: Any, old: int, new: int, t: Any, add: Callable[[Any], None]) -> None:
+        was = f(old) if old else 0
+        now = f(new) if new else 0
+        if now != was:
+            add((d, t, now - was))
 
-    return _running_counts(collection, apply, name)
+    return _running_counts(collection, emit, name)
 
 
-def _running_counts(collection: Collection, apply: Apply, name: str) -> Collection:
-    """The operator behind :func:`count_total` and :func:`threshold_total`: ``apply`` gets
-    each passed time's net updates, in time order, and the records' running counts."""
+def _running_counts(collection: Collection, emit: Emit, name: str) -> Collection:
+    """The operator behind :func:`count_total` and :func:`threshold_total`: the records'
+    running counts, updated time by time (in time order) as the frontier passes them, and
+    ``emit`` told of every record whose count changed."""
     if not totally_ordered(collection):
         raise TypeError(
             f"{name}: needs int times, not {type(collection.scope.domain.minimum()).__name__} "
@@ -152,12 +127,22 @@ def _running_counts(collection: Collection, apply: Apply, name: str) -> Collecti
                         rest = [u for u in pending if u[1] >= bound]
                 if ready:
                     changes: list[tuple[Any, Any, int]] = []
+                    add = changes.append
+                    count_of = counts.get
                     for t, updates in _by_time(ready):
                         deltas: dict[Any, int] = {}
                         get = deltas.get
                         for d, _t, r in updates:
                             deltas[d] = get(d, 0) + r
-                        apply(deltas, t, counts, changes)
+                        for d, r in deltas.items():
+                            if r:
+                                old = count_of(d, 0)
+                                new = old + r
+                                if new:
+                                    counts[d] = new
+                                else:
+                                    del counts[d]
+                                emit(d, old, new, t, add)
                     if changes:
                         # The held token is at the least pending time: at or before them all.
                         out.give_batch(caps.first(), changes)
