@@ -26,7 +26,6 @@ one invocation.  Records are routed by their hash, so each is counted on one wor
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from typing import Any
 
@@ -118,13 +117,10 @@ def _running_counts(collection: Collection, emit: Emit, name: str) -> Collection
                 return
             seen[0] = bound
             if pending:
-                if bound == math.inf:
-                    ready, rest = pending[:], []
-                else:
-                    ready = [u for u in pending if u[1] < bound]
-                    rest = []
-                    if len(ready) < len(pending):
-                        rest = [u for u in pending if u[1] >= bound]
+                ready = [u for u in pending if u[1] < bound]  # all once the input ended (inf)
+                rest = []
+                if len(ready) < len(pending):
+                    rest = [u for u in pending if u[1] >= bound]
                 if ready:
                     changes: list[tuple[Any, Any, int]] = []
                     add = changes.append

@@ -60,7 +60,7 @@ from typing import Any
 
 import numpy as np
 
-from .executor import TaskInbox, drain_input, result_row, worker_task
+from .executor import TaskInbox, result_row, worker_task
 from .launcher import Launch, _submit
 from .session import is_connect
 
@@ -451,8 +451,7 @@ def run_on_dataframe(
 
                 return run_worker(lambda w: over_partition(w, batches), worker, dashboard=dashboard)
 
-            index, result = worker_task(spec, body)
-            drain_input(batches)  # so that Spark reuses this Python worker
+            index, result = worker_task(spec, body, batches)
             i, payload = result_row(index, result)
             yield pa.RecordBatch.from_arrays(
                 [pa.array([i], pa.int64()), pa.array([payload], pa.binary())], schema=out_schema

@@ -151,9 +151,12 @@ class TaskInbox:
 def worker_task(
     spec: TaskSpec,
     body: Callable[[Any, Any, TaskInbox], Any],
+    items: Iterable[Any],
 ) -> tuple[int, Any]:
     """Run one worker inside a barrier task: control connection, mesh, ``body(worker, control,
-    inbox)``.  Returns ``(index, result)``; on failure reports to the driver and raises."""
+    inbox)``; then read what ``body`` left of the task's input ``items``
+    (:func:`drain_input`).  Returns ``(index, result)``; on failure reports to the driver and
+    raises."""
     from pyspark import BarrierTaskContext
 
     from ..worker import Worker
@@ -218,6 +221,7 @@ def worker_task(
             result = body(worker, control, inbox)
         payload = pickle_result(index, result)
         allocator.close()
+        drain_input(items)  # so that Spark reuses this Python worker
         control.send(("done", {"steps": worker.steps}))
         return index, payload
     except BaseException as exc:

@@ -47,7 +47,7 @@ from typing import Any
 
 from ..errors import WorkerFailure
 from .errors import NotEnoughSlots, SparkJobFailed, SparkSetupError
-from .executor import TaskInbox, TaskSpec, drain_input, result_row, run_secret, worker_task
+from .executor import TaskInbox, TaskSpec, result_row, run_secret, worker_task
 from .reasons import (
     failed_task,
     parse_marker,
@@ -600,8 +600,7 @@ def run(
             return run_worker(fn, worker, dashboard=dashboard)
 
         def task(index: int, items: Any) -> Any:
-            i, result = worker_task(spec, body)
-            drain_input(items)  # so that Spark reuses this Python worker
+            i, result = worker_task(spec, body, items)
             yield result_row(i, result)
 
         rdd = launch.sc.parallelize(range(n), n).barrier().mapPartitionsWithIndex(task)

@@ -1225,8 +1225,7 @@ class StreamingBridge:
                 control.send(("ready", {"feed": (advertise, port)}))
 
             body = _bridge_body(dataflow, spec.secret, bind_host, announce, restore)
-            i, result = worker_task(spec, body)
-            drain_input(items)  # so that Spark reuses this Python worker
+            i, result = worker_task(spec, body, items)
             yield result_row(i, result)
 
         rdd = launch.sc.parallelize(range(workers), workers).barrier().mapPartitionsWithIndex(task)
