@@ -1,19 +1,28 @@
 """Latency of a keyed count under an open loop, pytimely beside Bytewax in alternating runs.
 
 The workload, on one worker: record ``i`` is offered at ``start + i / rate`` whatever the
-system does (an open loop: queueing shows), ``map`` makes ``(i % --keys, 1)``, a running count
-per key follows (pytimely: ``stateful_map``; Bytewax: ``stateful_map``), and a record's latency
-is the moment its result is out minus its scheduled instant.  pytimely's side is
-:func:`pytimely.openloop.run_open_loop` (records stamped with their scheduled nanosecond rounded
-down to a multiple of ``2**--quantum``, 65 us by default; a result is out when the output's
-frontier has passed its time); Bytewax's side is
-``bench/latency_bytewax.py``, run by ``--bytewax PYTHON`` (a Python with Bytewax installed; a
-scratch environment outside the repository) when given.  For each rate of ``--rates`` the two
-run alternately ``--repeat`` times; each figure is the median over the runs.  A run whose
-latency passes 1 s (or that yields no sample) is DNF.  Prints JSON with the machine's load.
+system does (an open loop: queueing shows) as the pair ``(i, scheduled instant)``, ``map``
+makes ``(i % --keys, scheduled instant)``, and a running count per key follows (pytimely:
+``stateful_map``; Bytewax: ``stateful_map``) whose output carries the scheduled instant along.
+pytimely's side is :func:`pytimely.openloop.run_open_loop`, Bytewax's ``bench/latency_bytewax.py``
+run by ``--bytewax PYTHON`` (a Python with Bytewax installed; a scratch environment outside the
+repository) when given.  Two latencies of a record:
+
+* *at the sink* (``seen_*``, what Bytewax's driver measures): the moment the count's output
+  reaches the end of the dataflow minus the record's scheduled instant;
+* *complete* (pytimely only): the moment the output's frontier has passed the record's
+  timestamp (every result up to that time is out, and the system says so) minus the scheduled
+  instant.
+
+pytimely stamps records with their scheduled nanosecond rounded down to a multiple of
+``2**QUANTUM``.  Each rate runs pytimely at ``--quantum`` (16: 65 us, the complete latency's
+granularity) and at ``--sink-quantum`` (20: 1 ms, the granularity of a sink that needs no
+completeness; Bytewax's timestamps are its epochs, 10 s by default), then Bytewax, ``--repeat``
+times in turn; each figure is the median over the runs.  A run whose latency passes 1 s (or
+that yields no sample) is DNF.  Prints JSON with the machine's load.
 
     python bench/latency.py [--rates 20000,50000,100000,200000] [--duration 2] [--repeat 3]
-                            [--quantum 16] [--bytewax /tmp/bwx/bin/python]
+                            [--quantum 16] [--sink-quantum 20] [--bytewax /tmp/bwx/bin/python]
 """
 
 from __future__ import annotations
@@ -28,6 +37,7 @@ import pytimely as pt
 from pytimely.openloop import LoadReading, MachineLoad, merge_results, run_open_loop
 
 METRICS = ("p50_ms", "p99_ms", "p999_ms", "max_ms")
+SEEN = tuple(f"seen_{m}" for m in METRICS)
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -36,14 +46,22 @@ def pytimely_run(rate: float, duration: float, keys: int, quantum: int) -> dict:
     multiple of ``2**quantum``."""
 
     def build(scope, stream):
-        pairs = stream.map(lambda i: (i % keys, 1))
-        return pairs.stateful_map(int, lambda n, one: (n + one, n + one))
+        pairs = stream.map(lambda r: (r[0] % keys, r[1]))
+        return pairs.stateful_map(int, lambda n, scheduled: (n + 1, (n + 1, scheduled)))
 
     results = pt.execute(
-        lambda w: run_open_loop(w, build, rate=rate, duration=duration, quantum_log2=quantum)
+        lambda w: run_open_loop(
+            w,
+            build,
+            rate=rate,
+            duration=duration,
+            quantum_log2=quantum,
+            seen=lambda counted: counted[1][1],
+        )  # fmt: skip
     )
     out = merge_results(results)
     out["system"] = "pytimely"
+    out["quantum_log2"] = quantum
     return out
 
 
@@ -59,10 +77,10 @@ def bytewax_run(python: str, rate: float, duration: float, keys: int) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def medians(runs: list[dict]) -> dict:
+def medians(runs: list[dict], metrics: tuple[str, ...] = METRICS) -> dict:
     finished = [r for r in runs if not r["dnf"]]
     out: dict = {"runs": len(runs), "dnf_runs": len(runs) - len(finished)}
-    for m in METRICS:
+    for m in metrics:
         values = [r[m] for r in finished if r.get(m) is not None]
         out[m] = round(statistics.median(values), 4) if values else None
     return out
@@ -82,29 +100,47 @@ def main() -> None:
         default=16,
         help="pytimely's timestamps: scheduled ns rounded down to a multiple of 2**QUANTUM",
     )
+    ap.add_argument(
+        "--sink-quantum",
+        type=int,
+        default=20,
+        help="the second pytimely run's timestamps (latency at the sink): 2**SINK_QUANTUM ns",
+    )
     ap.add_argument("--bytewax", help="a Python with Bytewax installed, to run its side")
     args = ap.parse_args()
     rates = [float(r) for r in args.rates.split(",") if r]
     before = LoadReading.now()
     report: dict = {}
     for rate in rates:
-        runs: dict[str, list[dict]] = {"pytimely": [], "bytewax": []}
+        runs: dict[str, list[dict]] = {"pytimely": [], "pytimely_sink": [], "bytewax": []}
         for _ in range(args.repeat):
             runs["pytimely"].append(pytimely_run(rate, args.duration, args.keys, args.quantum))
+            runs["pytimely_sink"].append(
+                pytimely_run(rate, args.duration, args.keys, args.sink_quantum)
+            )
             if args.bytewax:
                 runs["bytewax"].append(bytewax_run(args.bytewax, rate, args.duration, args.keys))
         report[str(int(rate))] = {
-            system: {**medians(rs), "every_run": rs} for system, rs in runs.items() if rs
+            name: {**medians(runs[name], metrics), "every_run": runs[name]}
+            for name, metrics in (("pytimely", METRICS + SEEN), ("pytimely_sink", SEEN))
         }
+        if runs["bytewax"]:
+            bytewax = medians(runs["bytewax"])
+            report[str(int(rate))]["bytewax"] = {
+                **bytewax,
+                **{f"seen_{m}": bytewax[m] for m in METRICS},  # Bytewax measures at its sink
+                "every_run": runs["bytewax"],
+            }
     load = MachineLoad.between(before, LoadReading.now())
     print(
         json.dumps(
             {
                 "benchmark": "latency",
-                "workload": "open loop -> map(i -> (i % keys, 1)) -> running count per key",
+                "workload": "open loop -> map((i, sched) -> (i % keys, sched)) -> running count",
                 "duration_s": args.duration,
                 "keys": args.keys,
                 "pytimely_quantum_log2": args.quantum,
+                "pytimely_sink_quantum_log2": args.sink_quantum,
                 "rates": report,
                 "machine": load.to_dict(),
                 "quiet": not load.under_load(),

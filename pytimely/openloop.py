@@ -132,50 +132,120 @@ def run_open_loop(
     quantum_log2: int = 0,
     make_batch: Callable[[int, int, np.ndarray], Any] | None = None,
     warmup: float = 0.5,
+    seen: Callable[[Any], int] | None = None,
 ) -> dict[str, Any]:
     """Offer ``rate`` records/s (this worker's share: ``rate / peers``) for ``duration``
     seconds into ``build``'s dataflow; return this worker's latency histogram (as a state for
-    :func:`merge_results`), the number of records it offered and ``dnf``."""
+    :func:`merge_results`), the number of records it offered and ``dnf``.
+
+    ``make_batch(first, count, times)`` makes the records with this worker's indices ``first``
+    to ``first + count - 1`` (``times``: their timestamp, one per record); by default the
+    indices themselves.  With ``seen``, the latency of a record is also taken where it leaves
+    ``build``'s output, as a sink would see it: ``seen(output_record)`` returns its scheduled
+    instant (``time.perf_counter_ns``), and the records are by default ``(index, scheduled
+    ns)`` pairs for the dataflow to carry along.  Those latencies go into a second histogram
+    (``seen_histogram``; :func:`merge_results` reports them as ``seen_p50_ms`` and so on).
+    """
     peers, index = worker.peers, worker.index
     my_rate = rate / peers
-    mask = ~((1 << quantum_log2) - 1)
-    make_batch = make_batch or (lambda first, count, times: list(range(first, first + count)))
+    quantum = 1 << quantum_log2
+    mask = ~(quantum - 1)
+    seen_hist = LatencyHistogram() if seen is not None else None
+    seen_log: list[tuple[int, list[int]]] = []  # (moment seen, scheduled ns of what it saw)
+
+    def look(_t: Any, batch: Any) -> None:
+        now = time.perf_counter_ns()
+        seen_log.append((now, [seen(r) for r in batch]))  # type: ignore[misc]
 
     def dataflow(scope: Any) -> Any:
         inp, stream = scope.new_input()
         out = build(scope, stream)
+        if seen is not None:
+            out = out.inspect_batch(look, name="OpenLoopSink")
         return inp, out.probe()
 
     inp, probe = worker.dataflow(dataflow)
     barrier(worker)  # every worker has built its dataflow: start the clocks together
     hist = LatencyHistogram()
-    pending: deque[tuple[int, np.ndarray]] = deque()  # (timestamp, scheduled ns of its records)
+    # Timestamps sent and not yet complete: (timestamp, first index, end index), in order.
+    pending: deque[tuple[int, int, int]] = deque()
+    done: list[tuple[int, int, int]] = []  # complete: (moment complete, first index, end index)
     sent = 0
     dnf = False
     start = time.perf_counter_ns()
     end = start + int((duration + warmup) * 1e9)
     warm_ns = start + int(warmup * 1e9)
-    # Records this worker offers: global index i*peers + index, scheduled at i / my_rate.
+    # Record i of this worker is scheduled at start + int(i * period_ns), at timestamp
+    # int(i * period_ns) & mask.  (The arithmetic below is per timestamp, not per record:
+    # this loop is the source of the measurement and must cost little per iteration.)
     period_ns = 1e9 / my_rate
+
+    def first_at_or_after(ns: int) -> int:
+        """The least index whose scheduled offset is at least ``ns``."""
+        i = max(0, math.ceil(ns / period_ns) - 1)
+        while int(i * period_ns) < ns:
+            i += 1
+        return i
+
+    if make_batch is None:
+        if seen is None:
+
+            def make(first: int, count: int, t: int) -> Any:
+                return list(range(first, first + count))
+
+        else:
+
+            def make(first: int, count: int, t: int) -> Any:
+                return [(i, start + int(i * period_ns)) for i in range(first, first + count)]
+
+    else:
+        user_batch = make_batch
+
+        def make(first: int, count: int, t: int) -> Any:
+            return user_batch(first, count, np.full(count, t, dtype=np.int64))
+
+    def record_done() -> None:
+        """Move the complete timestamps' latencies into the histogram (in bulk)."""
+        if not done:
+            return
+        moments = np.array([d for d, _a, _b in done], dtype=np.int64)
+        firsts = np.array([a for _d, a, _b in done], dtype=np.int64)
+        counts = np.array([b - a for _d, a, b in done], dtype=np.int64)
+        done.clear()
+        offsets = np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts)
+        indices = np.repeat(firsts, counts) + offsets
+        sched = start + (indices * period_ns).astype(np.int64)
+        lat = np.repeat(moments, counts) - sched
+        hist.record(lat[sched >= warm_ns])
+
+    def record_seen() -> None:
+        """Move the latencies seen at the sink into their histogram (in bulk)."""
+        if not seen_log:
+            return
+        counts = [len(scheduled) for _m, scheduled in seen_log]
+        moments = np.repeat(np.array([m for m, _s in seen_log], dtype=np.int64), counts)
+        sched = np.fromiter(
+            (x for _m, scheduled in seen_log for x in scheduled), np.int64, sum(counts)
+        )
+        seen_log.clear()
+        seen_hist.record((moments - sched)[sched >= warm_ns])  # type: ignore[union-attr]
+
     while True:
         now = time.perf_counter_ns()
         if now >= end:
             break
         due = int((now - start) / period_ns)
-        if due > sent:
-            count = due - sent
-            sched = start + (np.arange(sent, due, dtype=np.float64) * period_ns).astype(np.int64)
-            times = (sched - start) & mask
-            # One message per distinct timestamp (that is what a timestamp is).
-            cut = np.flatnonzero(np.diff(times)) + 1
-            bounds = [0, *cut.tolist(), count]
-            for a, b in zip(bounds[:-1], bounds[1:]):
-                t = int(times[a])
-                if t > inp.time:
-                    inp.advance_to(t)
-                inp.send_batch(make_batch(sent + a, b - a, times[a:b]))
-                pending.append((t, sched[a:b]))
-            sent = due
+        # One message per distinct timestamp (that is what a timestamp is).
+        a = sent
+        while a < due:
+            t = int(a * period_ns) & mask
+            b = min(due, first_at_or_after(t + quantum))
+            if t > inp.time:
+                inp.advance_to(t)
+            inp.send_batch(make(a, b - a, t))
+            pending.append((t, a, b))
+            a = b
+        sent = due
         # Time moves even without records, but never past the next unsent record's timestamp.
         t_now = min(now - start, int(sent * period_ns)) & mask
         if t_now > inp.time:
@@ -186,25 +256,35 @@ def run_open_loop(
         worker.step_or_park(max(0.0, min(1e-3, (next_due - time.perf_counter_ns()) / 1e9)))
         done_at = time.perf_counter_ns()
         while pending and not probe.less_equal(pending[0][0]):
-            _t, sched = pending.popleft()
-            if sched[-1] >= warm_ns:
-                lat = done_at - sched[sched >= warm_ns]
-                hist.record(lat)
-                if lat.max() > DNF_NS:
-                    dnf = True
-        if pending and done_at - int(pending[0][1][0]) > DNF_NS:
+            _t, a, b = pending.popleft()
+            done.append((done_at, a, b))
+            if done_at - (start + int(a * period_ns)) > DNF_NS:
+                dnf = True
+        if len(done) >= 512:
+            record_done()
+        if len(seen_log) >= 512:
+            record_seen()
+        if pending and done_at - (start + int(pending[0][1] * period_ns)) > DNF_NS:
             dnf = True
         if dnf:
             break
     inp.close()
     if not dnf:
         worker.step_while(lambda: not probe.done(), timeout=10)
-    return {"worker": index, "offered": sent, "dnf": dnf, "histogram": hist.to_state()}
+    record_done()
+    out: dict[str, Any] = {
+        "worker": index, "offered": sent, "dnf": dnf, "histogram": hist.to_state()
+    }  # fmt: skip
+    if seen_hist is not None:
+        record_seen()
+        out["seen_histogram"] = seen_hist.to_state()
+    return out
 
 
 def merge_results(results: list[dict[str, Any]]) -> dict[str, Any]:
     """Combine per-worker results of :func:`run_open_loop` into one summary (``dnf``,
-    ``offered``, ``p50_ms``, ``p99_ms``, ``p999_ms``, ``max_ms``, ``records``); a run with
+    ``offered``, ``p50_ms``, ``p99_ms``, ``p999_ms``, ``max_ms``, ``records``; with
+    ``seen``, the same figures taken at the sink as ``seen_p50_ms`` and so on); a run with
     no latency sample is DNF."""
     hist = LatencyHistogram()
     for r in results:
@@ -214,6 +294,14 @@ def merge_results(results: list[dict[str, Any]]) -> dict[str, Any]:
     dnf = any(r["dnf"] for r in results) or hist.max_ns > DNF_NS or hist.total == 0
     out: dict[str, Any] = {"dnf": dnf, "offered": sum(r["offered"] for r in results)}
     out.update(hist.summary_ms())
+    if any("seen_histogram" in r for r in results):
+        seen = LatencyHistogram()
+        for r in results:
+            seen.merge(LatencyHistogram.from_state(r["seen_histogram"]))
+        summary: dict[str, Any] = seen.summary_ms()
+        if seen.total == 0:  # nothing seen: no figure (never NaN)
+            summary = {k: (0 if k == "records" else None) for k in summary}
+        out.update({f"seen_{k}": v for k, v in summary.items()})
     return out
 
 

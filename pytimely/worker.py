@@ -41,6 +41,7 @@ from types import FrameType
 from typing import Any, TypeVar
 
 from .communication.allocator import Allocator, ThreadAllocator
+from .communication.timers import precise_waits
 from .dataflow.scope import Scope
 from .dataflow.services import WorkerServices
 from .errors import CommunicationError, GraphError, StuckError, WorkerFailure
@@ -505,6 +506,8 @@ class Worker:
                 due = max(0.0, self._timers[0][0] - _time.monotonic())
                 delay = due if delay is None else min(delay, due)
             self._flush()
+            if delay is not None:
+                precise_waits()  # a park of 20 us must not end 50 us late
             parked = _time.monotonic()
             self.allocator.await_events(delay)
             self.parks += 1

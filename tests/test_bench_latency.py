@@ -24,9 +24,17 @@ def test_pytimely_side_reports_its_quantiles_per_rate() -> None:
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
     assert set(report["rates"]) == {"2000", "5000"}
+    assert report["pytimely_quantum_log2"] == 16 and report["pytimely_sink_quantum_log2"] == 20
     for systems in report["rates"].values():
-        assert set(systems) == {"pytimely"}  # no --bytewax: its side is not run
+        assert set(systems) == {"pytimely", "pytimely_sink"}  # no --bytewax: its side not run
         figures = systems["pytimely"]
         assert figures["runs"] == 1
         if not figures["dnf_runs"]:  # a busy machine may DNF; then no quantile is claimed
             assert 0 < figures["p50_ms"] <= figures["p99_ms"] <= figures["max_ms"]
+            # A result reaches the sink before the system can say its time is complete.
+            assert 0 < figures["seen_p50_ms"] <= figures["p50_ms"]
+            assert figures["seen_p50_ms"] <= figures["seen_p99_ms"] <= figures["seen_max_ms"]
+        sink = systems["pytimely_sink"]
+        assert sink["runs"] == 1 and "p50_ms" not in sink
+        if not sink["dnf_runs"]:
+            assert 0 < sink["seen_p50_ms"] <= sink["seen_p999_ms"] <= sink["seen_max_ms"]
