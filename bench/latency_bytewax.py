@@ -40,14 +40,14 @@ class _Offer(StatelessSourcePartition):
         now = time.perf_counter_ns()
         if now >= self.end:
             raise StopIteration
-        due = int((now - self.start) / self.period)
+        due = int((now - self.start) / self.period) + 1  # records 0 .. due - 1 are due by now
         start, period = self.start, self.period
         batch = [(i, start + int(i * period)) for i in range(self.sent, due)]
         self.sent = due
         return batch
 
     def next_awake(self) -> datetime | None:
-        wait_ns = self.start + (self.sent + 1) * self.period - time.perf_counter_ns()
+        wait_ns = self.start + self.sent * self.period - time.perf_counter_ns()
         return datetime.now(UTC) + timedelta(seconds=max(0.0, wait_ns) / 1e9)
 
 

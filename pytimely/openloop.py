@@ -31,6 +31,7 @@ import math
 import os
 import statistics
 import time
+from array import array
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -51,6 +52,9 @@ __all__ = [
     "run_open_loop",
     "wait_until_quiet",
 ]
+
+#: Latencies logged in the loop before they are counted into a histogram (8 MB each).
+_LOG_LIMIT = 1 << 20
 
 #: A run is "did not finish" once a latency (or the oldest unfinished record) exceeds this.
 DNF_NS = 1_000_000_000
@@ -151,11 +155,14 @@ def run_open_loop(
     quantum = 1 << quantum_log2
     mask = ~(quantum - 1)
     seen_hist = LatencyHistogram() if seen is not None else None
-    seen_log: list[tuple[int, list[int]]] = []  # (moment seen, scheduled ns of what it saw)
+    # Latencies are logged into flat int64 arrays (no object per sample for the collector to
+    # trace) and counted into the histograms after the run, or when the logs grow large: a
+    # histogram update in the loop would delay the next records (and show in the tail).
+    seen_log = array("q")  # latencies at the sink of records scheduled after the warm-up
 
     def look(_t: Any, batch: Any) -> None:
         now = time.perf_counter_ns()
-        seen_log.append((now, [seen(r) for r in batch]))  # type: ignore[misc]
+        seen_log.extend([now - s for s in map(seen, batch) if s >= warm_ns])  # type: ignore[arg-type]
 
     def dataflow(scope: Any) -> Any:
         inp, stream = scope.new_input()
@@ -169,7 +176,7 @@ def run_open_loop(
     hist = LatencyHistogram()
     # Timestamps sent and not yet complete: (timestamp, first index, end index), in order.
     pending: deque[tuple[int, int, int]] = deque()
-    done: list[tuple[int, int, int]] = []  # complete: (moment complete, first index, end index)
+    done = array("q")  # complete timestamps, flat: moment complete, first index, end index
     sent = 0
     dnf = False
     start = time.perf_counter_ns()
@@ -205,36 +212,29 @@ def run_open_loop(
             return user_batch(first, count, np.full(count, t, dtype=np.int64))
 
     def record_done() -> None:
-        """Move the complete timestamps' latencies into the histogram (in bulk)."""
+        """Count the complete timestamps' latencies into the histogram (in bulk)."""
         if not done:
             return
-        moments = np.array([d for d, _a, _b in done], dtype=np.int64)
-        firsts = np.array([a for _d, a, _b in done], dtype=np.int64)
-        counts = np.array([b - a for _d, a, b in done], dtype=np.int64)
-        done.clear()
+        moments, firsts, ends = np.array(done, dtype=np.int64).reshape(-1, 3).T
+        counts = ends - firsts
         offsets = np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts)
         indices = np.repeat(firsts, counts) + offsets
         sched = start + (indices * period_ns).astype(np.int64)
         lat = np.repeat(moments, counts) - sched
         hist.record(lat[sched >= warm_ns])
+        del done[:]
 
     def record_seen() -> None:
-        """Move the latencies seen at the sink into their histogram (in bulk)."""
-        if not seen_log:
-            return
-        counts = [len(scheduled) for _m, scheduled in seen_log]
-        moments = np.repeat(np.array([m for m, _s in seen_log], dtype=np.int64), counts)
-        sched = np.fromiter(
-            (x for _m, scheduled in seen_log for x in scheduled), np.int64, sum(counts)
-        )
-        seen_log.clear()
-        seen_hist.record((moments - sched)[sched >= warm_ns])  # type: ignore[union-attr]
+        """Count the latencies seen at the sink into their histogram (in bulk)."""
+        if seen_log:
+            seen_hist.record(np.array(seen_log, dtype=np.int64))  # type: ignore[union-attr]
+            del seen_log[:]
 
     while True:
         now = time.perf_counter_ns()
         if now >= end:
             break
-        due = int((now - start) / period_ns)
+        due = int((now - start) / period_ns) + 1  # records 0 .. due - 1 are due by now
         # One message per distinct timestamp (that is what a timestamp is).
         a = sent
         while a < due:
@@ -252,17 +252,17 @@ def run_open_loop(
             inp.advance_to(t_now)
         # Step; if nothing is ready, park until the next record is due (at most 1 ms) rather
         # than spin: an open-loop source must not steal the CPU the workers need.
-        next_due = start + (sent + 1) * period_ns
+        next_due = start + sent * period_ns
         worker.step_or_park(max(0.0, min(1e-3, (next_due - time.perf_counter_ns()) / 1e9)))
         done_at = time.perf_counter_ns()
         while pending and not probe.less_equal(pending[0][0]):
             _t, a, b = pending.popleft()
-            done.append((done_at, a, b))
+            done.extend((done_at, a, b))
             if done_at - (start + int(a * period_ns)) > DNF_NS:
                 dnf = True
-        if len(done) >= 512:
+        if len(done) > _LOG_LIMIT:
             record_done()
-        if len(seen_log) >= 512:
+        if len(seen_log) > _LOG_LIMIT:
             record_seen()
         if pending and done_at - (start + int(pending[0][1] * period_ns)) > DNF_NS:
             dnf = True
