@@ -352,7 +352,22 @@ def _time_of(u: tuple[Any, Any, int]) -> Any:
 
 def _updates_of(key: Any, data: list[dict[Any, Any]]) -> Any:
     """``key``'s updates in the batches' ``data``, oldest first: a batch's own list when one
-    batch has them (not to be changed), else a new list."""
-    if len(data) == 1:
-        return data[0].get(key, ())
-    return [u for d in data for u in d.get(key, ())]
+    batch has them (not to be changed), else a new list.
+
+    >>> _updates_of("k", [{"k": [1]}, {}, {"k": [2, 3]}]), _updates_of("j", [{"k": [1]}])
+    ([1, 2, 3], ())
+    """
+    found = None
+    joined = None
+    for d in data:
+        updates = d.get(key)
+        if updates is not None:
+            if found is None:
+                found = updates
+            elif joined is None:
+                joined = found + updates
+            else:
+                joined += updates
+    if joined is not None:
+        return joined
+    return () if found is None else found

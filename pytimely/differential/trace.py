@@ -208,6 +208,10 @@ class _Merge:
         shared when its time stands: batches are immutable), or in both with one update each."""
         keys, data, compact_ = self.keys, self.data, self.compact
         f = compact_.floor
+        # Other times (a loop's ``Product``): a key with one update in one batch takes its
+        # advanced time from the compactor's memo, inline (one dict lookup, no call).
+        advance = compact_.advance if compact_.since else None
+        known = advance.known.get if advance is not None else None
         da, db = self.a.data, self.b.data
         n = len(keys)
         while pos < n and fuel > 0:
@@ -217,10 +221,18 @@ class _Merge:
             lb = db.get(key)
             if la is None or lb is None:
                 updates = lb if la is None else la
-                if f is not None and len(updates) == 1:
+                if len(updates) == 1:
                     fuel -= 1
                     v, t, x = updates[0]
-                    data[key] = updates if t >= f else [(v, f, x)]
+                    if f is not None:
+                        data[key] = updates if t >= f else [(v, f, x)]
+                    elif known is None:  # nothing to advance by
+                        data[key] = updates
+                    else:
+                        a = known(t)
+                        if a is None:
+                            a = advance(t)  # type: ignore[misc]
+                        data[key] = updates if a == t else [(v, a, x)]
                     continue
             elif f is not None and len(la) == 1 and len(lb) == 1:
                 fuel -= 2
