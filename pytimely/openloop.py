@@ -11,7 +11,9 @@ and stamped with that instant as its event time, in nanoseconds, quantized down 
 scheduled instant has passed, advances the input to the current quantized instant (so time
 moves even when no record is due, but never past the next unsent record's timestamp), and steps
 the worker.  A record's *latency* is the moment the output's frontier passes its timestamp
-minus its scheduled instant; latencies go into a log-bucketed :class:`LatencyHistogram`.  A run
+minus its scheduled instant (with ``seen=``, also the moment the record's result leaves the
+dataflow, as a sink sees it, whichever worker it reaches: the workers must share a clock, so
+one machine); latencies go into a log-bucketed :class:`LatencyHistogram`.  A run
 is *DNF* (did not finish) as soon as a latency exceeds :data:`DNF_NS` (1 s) or the backlog of
 unfinished records is older than that.  The dataflow under test is
 ``build(scope, stream) -> output stream`` where ``stream`` carries the batches
