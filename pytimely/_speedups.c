@@ -1839,18 +1839,149 @@ static PyTypeObject InvocationClockType = {
     .tp_getset = iclock_getset,
 };
 
+/* ---- progress counts: ChangeBatch drains (pytimely/progress/change_batch.py) ------------
+ *
+ * After every operator invocation its scope moves the invocation's counts (a ChangeBatch: a
+ * dict of time -> nonzero delta) into the scope's batch of located counts ((location, time)
+ * -> nonzero delta), then empties them.  These are the compiled forms of
+ * ChangeBatch.drain_at_into and ChangeBatch.drain_located_into, with the same results: both
+ * batches stay consolidated (no zero delta is stored). */
+
+/* into[key] += delta (deleted at zero); delta is never zero. */
+static int
+add_count(PyObject *into, PyObject *key, PyObject *delta)
+{
+    PyObject *old = PyDict_GetItemWithError(into, key); /* borrowed */
+    if (old == NULL) {
+        if (PyErr_Occurred())
+            return -1;
+        return PyDict_SetItem(into, key, delta);
+    }
+    PyObject *total = PyNumber_Add(old, delta);
+    if (total == NULL)
+        return -1;
+    int truth = PyObject_IsTrue(total);
+    int rc = truth < 0 ? -1 : truth ? PyDict_SetItem(into, key, total) : PyDict_DelItem(into, key);
+    Py_DECREF(total);
+    return rc;
+}
+
+/* into[(loc, t)] += d * weight for every (t, d) of batch. */
+static int
+drain_one(PyObject *batch, PyObject *into, PyObject *loc, PyObject *weight)
+{
+    int unit = PyLong_CheckExact(weight) && PyLong_AsLong(weight) == 1;
+    Py_ssize_t pos = 0;
+    PyObject *t, *d;
+    while (PyDict_Next(batch, &pos, &t, &d)) {
+        PyObject *key = PyTuple_Pack(2, loc, t);
+        if (key == NULL)
+            return -1;
+        PyObject *delta = unit ? Py_NewRef(d) : PyNumber_Multiply(d, weight);
+        int rc = delta == NULL ? -1 : add_count(into, key, delta);
+        Py_XDECREF(delta);
+        Py_DECREF(key);
+        if (rc < 0)
+            return -1;
+    }
+    return 0;
+}
+
+static int
+check_batches(PyObject *batch, PyObject *into, const char *name)
+{
+    if (!PyDict_Check(batch) || !PyDict_Check(into)) {
+        PyErr_Format(PyExc_TypeError, "%s: the batches must be ChangeBatch (dict) objects", name);
+        return -1;
+    }
+    if (batch == into) {
+        PyErr_Format(PyExc_ValueError, "%s: a batch cannot be drained into itself", name);
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *
+drain_at_into(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "drain_at_into(batch, into, loc, weight)");
+        return NULL;
+    }
+    PyObject *batch = args[0], *into = args[1];
+    if (check_batches(batch, into, "drain_at_into") < 0)
+        return NULL;
+    if (drain_one(batch, into, args[2], args[3]) < 0)
+        return NULL;
+    PyDict_Clear(batch);
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+drain_located_into(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "drain_located_into(batch, into, locations)");
+        return NULL;
+    }
+    PyObject *batch = args[0], *into = args[1];
+    if (check_batches(batch, into, "drain_located_into") < 0)
+        return NULL;
+    PyObject *locations = PySequence_Fast(args[2], "drain_located_into: locations must be a sequence");
+    if (locations == NULL)
+        return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(locations);
+    PyObject **items = PySequence_Fast_ITEMS(locations);
+    Py_ssize_t pos = 0;
+    PyObject *t, *d;
+    while (PyDict_Next(batch, &pos, &t, &d)) {
+        for (Py_ssize_t i = 0; i < n; i++) {
+            PyObject *pair = items[i];
+            if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) {
+                PyErr_SetString(PyExc_TypeError,
+                                "drain_located_into: locations must be (location, weight) pairs");
+                Py_DECREF(locations);
+                return NULL;
+            }
+            PyObject *weight = PyTuple_GET_ITEM(pair, 1);
+            PyObject *key = PyTuple_Pack(2, PyTuple_GET_ITEM(pair, 0), t);
+            if (key == NULL) {
+                Py_DECREF(locations);
+                return NULL;
+            }
+            int unit = PyLong_CheckExact(weight) && PyLong_AsLong(weight) == 1;
+            PyObject *delta = unit ? Py_NewRef(d) : PyNumber_Multiply(d, weight);
+            int rc = delta == NULL ? -1 : add_count(into, key, delta);
+            Py_XDECREF(delta);
+            Py_DECREF(key);
+            if (rc < 0) {
+                Py_DECREF(locations);
+                return NULL;
+            }
+        }
+    }
+    Py_DECREF(locations);
+    PyDict_Clear(batch);
+    Py_RETURN_NONE;
+}
+
 /* ---- module ----------------------------------------------------------------------------- */
 
 static PyMethodDef methods[] = {
     {"encode", encode, METH_O,
      "encode(obj): obj in the records codec, or None if it holds another type."},
     {"decode", decode, METH_O, "decode(buffer): the object encoded by encode()."},
+    {"drain_at_into", (PyCFunction)(void (*)(void))drain_at_into, METH_FASTCALL,
+     "drain_at_into(batch, into, loc, weight): ChangeBatch.drain_at_into, compiled."},
+    {"drain_located_into", (PyCFunction)(void (*)(void))drain_located_into, METH_FASTCALL,
+     "drain_located_into(batch, into, locations): ChangeBatch.drain_located_into, compiled."},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "pytimely._speedups",
-    "Compiled fast paths of the exchange (optional; see pytimely/_native.py).", -1, methods,
+    "Compiled fast paths of the exchange and of progress counting (optional; see pytimely/_native.py).",
+    -1, methods,
 };
 
 PyMODINIT_FUNC

@@ -164,7 +164,7 @@ ROOMS = [
 ALLOWED = {
     "base": set(),
     "native": {"base"},
-    "progress": {"base"},
+    "progress": {"base", "native"},  # native: the compiled drains of progress counts
     "communication": {"base", "native"},
     "exchange": {"base", "native", "communication", "dataflow"},  # dataflow: WorkerServices
     "dataflow": {"base", "native", "progress", "communication", "exchange", "operators"},

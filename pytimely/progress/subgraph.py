@@ -56,6 +56,7 @@ from collections.abc import Callable
 from types import FrameType
 from typing import Any, Protocol
 
+from .. import _native
 from ..errors import CapabilityError, OperatorCapabilityError, OperatorError
 from ..naming import raised_in
 from .antichain import MutableAntichain
@@ -389,6 +390,7 @@ class Subgraph:
         held = self._held
         incomplete_children = self._incomplete
         pop = heapq.heappop
+        drain_at, drain_located = _drains()
         while active:
             index = pop(active)
             active_set.discard(index)
@@ -422,9 +424,9 @@ class Subgraph:
                 is_local, consumed, tl, produced, targets, capability, sl = route  # type: ignore[misc]
                 into = local if is_local else final
                 if consumed:
-                    consumed.drain_at_into(into, tl, -1)
+                    drain_at(consumed, into, tl, -1)
                 if produced:
-                    produced.drain_located_into(into, targets)
+                    drain_located(produced, into, targets)
                 if capability:
                     for t, d in capability.drain():
                         into.update((sl, t), d)
@@ -435,10 +437,10 @@ class Subgraph:
                 into = local if is_local else final
                 for batch, tl in consumeds:
                     if batch:
-                        batch.drain_at_into(into, tl, -1)
+                        drain_at(batch, into, tl, -1)
                 for batch, targets in produceds:
                     if batch:
-                        batch.drain_located_into(into, targets)
+                        drain_located(batch, into, targets)
                 for batch, sl in capabilities:
                     if batch:
                         for t, d in batch.drain():
@@ -673,6 +675,18 @@ class SubgraphObserver(Protocol):
     def progress_received(self, address: tuple[int, ...], updates: int) -> None:
         """The scope at ``address`` takes a batch of ``updates`` changes from its inbox."""
         ...
+
+
+def _drains() -> tuple[Callable[..., None], Callable[..., None]]:
+    """How a child's counts move into the scope's batch after each invocation:
+    ``ChangeBatch.drain_at_into`` and ``drain_located_into``, compiled when the extension has
+    them (looked up per pass, so that switching ``_native.speedups`` takes effect)."""
+    speedups = _native.speedups
+    drain_at = getattr(speedups, "drain_at_into", None)
+    drain_located = getattr(speedups, "drain_located_into", None)
+    if drain_at is None or drain_located is None:
+        return ChangeBatch.drain_at_into, ChangeBatch.drain_located_into
+    return drain_at, drain_located
 
 
 def _retired() -> bool:
