@@ -1866,36 +1866,38 @@ add_count(PyObject *into, PyObject *key, PyObject *delta)
     return rc;
 }
 
-/* into[(loc, t)] += d * weight for every (t, d) of batch. */
+/* into[(loc, t)] += d * weight; d is never zero, nor is weight. */
 static int
-drain_one(PyObject *batch, PyObject *into, PyObject *loc, PyObject *weight)
+add_located(PyObject *into, PyObject *loc, PyObject *t, PyObject *d, PyObject *weight)
 {
+    PyObject *key = PyTuple_Pack(2, loc, t);
+    if (key == NULL)
+        return -1;
     int unit = PyLong_CheckExact(weight) && PyLong_AsLong(weight) == 1;
-    Py_ssize_t pos = 0;
-    PyObject *t, *d;
-    while (PyDict_Next(batch, &pos, &t, &d)) {
-        PyObject *key = PyTuple_Pack(2, loc, t);
-        if (key == NULL)
-            return -1;
-        PyObject *delta = unit ? Py_NewRef(d) : PyNumber_Multiply(d, weight);
-        int rc = delta == NULL ? -1 : add_count(into, key, delta);
-        Py_XDECREF(delta);
-        Py_DECREF(key);
-        if (rc < 0)
-            return -1;
-    }
-    return 0;
+    PyObject *delta = unit ? Py_NewRef(d) : PyNumber_Multiply(d, weight);
+    int rc = delta == NULL ? -1 : add_count(into, key, delta);
+    Py_XDECREF(delta);
+    Py_DECREF(key);
+    return rc;
 }
 
+/* The checked (batch, into) of a drain's nargs arguments, or -1 with an exception set. */
 static int
-check_batches(PyObject *batch, PyObject *into, const char *name)
+drain_batches(PyObject *const *args, Py_ssize_t nargs, Py_ssize_t expected, const char *usage,
+              PyObject **batch, PyObject **into)
 {
-    if (!PyDict_Check(batch) || !PyDict_Check(into)) {
-        PyErr_Format(PyExc_TypeError, "%s: the batches must be ChangeBatch (dict) objects", name);
+    if (nargs != expected) {
+        PyErr_SetString(PyExc_TypeError, usage);
         return -1;
     }
-    if (batch == into) {
-        PyErr_Format(PyExc_ValueError, "%s: a batch cannot be drained into itself", name);
+    *batch = args[0];
+    *into = args[1];
+    if (!PyDict_Check(*batch) || !PyDict_Check(*into)) {
+        PyErr_Format(PyExc_TypeError, "%s: the batches must be ChangeBatch (dict) objects", usage);
+        return -1;
+    }
+    if (*batch == *into) {
+        PyErr_Format(PyExc_ValueError, "%s: a batch cannot be drained into itself", usage);
         return -1;
     }
     return 0;
@@ -1904,15 +1906,14 @@ check_batches(PyObject *batch, PyObject *into, const char *name)
 static PyObject *
 drain_at_into(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 4) {
-        PyErr_SetString(PyExc_TypeError, "drain_at_into(batch, into, loc, weight)");
+    PyObject *batch, *into;
+    if (drain_batches(args, nargs, 4, "drain_at_into(batch, into, loc, weight)", &batch, &into) < 0)
         return NULL;
-    }
-    PyObject *batch = args[0], *into = args[1];
-    if (check_batches(batch, into, "drain_at_into") < 0)
-        return NULL;
-    if (drain_one(batch, into, args[2], args[3]) < 0)
-        return NULL;
+    Py_ssize_t pos = 0;
+    PyObject *t, *d;
+    while (PyDict_Next(batch, &pos, &t, &d))
+        if (add_located(into, args[2], t, d, args[3]) < 0)
+            return NULL;
     PyDict_Clear(batch);
     Py_RETURN_NONE;
 }
@@ -1920,41 +1921,29 @@ drain_at_into(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nar
 static PyObject *
 drain_located_into(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 3) {
-        PyErr_SetString(PyExc_TypeError, "drain_located_into(batch, into, locations)");
-        return NULL;
-    }
-    PyObject *batch = args[0], *into = args[1];
-    if (check_batches(batch, into, "drain_located_into") < 0)
+    PyObject *batch, *into;
+    if (drain_batches(args, nargs, 3, "drain_located_into(batch, into, locations)", &batch,
+                      &into) < 0)
         return NULL;
     PyObject *locations = PySequence_Fast(args[2], "drain_located_into: locations must be a sequence");
     if (locations == NULL)
         return NULL;
     Py_ssize_t n = PySequence_Fast_GET_SIZE(locations);
     PyObject **items = PySequence_Fast_ITEMS(locations);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (!PyTuple_Check(items[i]) || PyTuple_GET_SIZE(items[i]) != 2) {
+            PyErr_SetString(PyExc_TypeError,
+                            "drain_located_into: locations must be (location, weight) pairs");
+            Py_DECREF(locations);
+            return NULL;
+        }
+    }
     Py_ssize_t pos = 0;
     PyObject *t, *d;
     while (PyDict_Next(batch, &pos, &t, &d)) {
         for (Py_ssize_t i = 0; i < n; i++) {
             PyObject *pair = items[i];
-            if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) {
-                PyErr_SetString(PyExc_TypeError,
-                                "drain_located_into: locations must be (location, weight) pairs");
-                Py_DECREF(locations);
-                return NULL;
-            }
-            PyObject *weight = PyTuple_GET_ITEM(pair, 1);
-            PyObject *key = PyTuple_Pack(2, PyTuple_GET_ITEM(pair, 0), t);
-            if (key == NULL) {
-                Py_DECREF(locations);
-                return NULL;
-            }
-            int unit = PyLong_CheckExact(weight) && PyLong_AsLong(weight) == 1;
-            PyObject *delta = unit ? Py_NewRef(d) : PyNumber_Multiply(d, weight);
-            int rc = delta == NULL ? -1 : add_count(into, key, delta);
-            Py_XDECREF(delta);
-            Py_DECREF(key);
-            if (rc < 0) {
+            if (add_located(into, PyTuple_GET_ITEM(pair, 0), t, d, PyTuple_GET_ITEM(pair, 1)) < 0) {
                 Py_DECREF(locations);
                 return NULL;
             }
