@@ -107,12 +107,16 @@ def test_a_failed_kafka_job_restarts_from_the_checkpoints_offsets(kafka_broker, 
     meta = store.latest()
     assert meta is not None  # some checkpoints committed before the failure
     offsets = store.load(meta).offsets[f"kafka:{topic}"]
-    assert set(offsets) == {"0", "1"} and all(0 < o < 2000 for o in offsets.values())
+    # A partition whose reader had delivered nothing by that checkpoint is None (read again
+    # from the beginning): on a busy machine one worker's consumer may start late.
+    assert set(offsets) == {"0", "1"}
+    assert all(o is None or 0 < o < 2000 for o in offsets.values()), offsets
     reports = pt.execute(
         io.job(_build(kafka_broker, topic, out), checkpoint=ck, **SMALL_EPOCHS), workers=1
     )
     assert reports[0].restored == meta["epoch"]
-    assert reports[0].records == 4000 - sum(offsets.values())  # only what the checkpoint lacked
+    # Only what the checkpoint lacked is read again.
+    assert reports[0].records == 4000 - sum(o or 0 for o in offsets.values())
     _exactly_once(out, clicks)
     assert not os.listdir(os.path.join(out, "_staging"))
 
