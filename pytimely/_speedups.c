@@ -1866,14 +1866,22 @@ add_count(PyObject *into, PyObject *key, PyObject *delta)
     return rc;
 }
 
-/* into[(loc, t)] += d * weight; d is never zero, nor is weight. */
+/* Whether weight is the int 1 (then d * weight is d itself); no exception either way. */
 static int
-add_located(PyObject *into, PyObject *loc, PyObject *t, PyObject *d, PyObject *weight)
+is_one(PyObject *weight)
+{
+    int overflow;
+    return PyLong_CheckExact(weight) && PyLong_AsLongAndOverflow(weight, &overflow) == 1 &&
+           !overflow;
+}
+
+/* into[(loc, t)] += d * weight (unit: weight is 1); d is never zero, nor is weight. */
+static int
+add_located(PyObject *into, PyObject *loc, PyObject *t, PyObject *d, PyObject *weight, int unit)
 {
     PyObject *key = PyTuple_Pack(2, loc, t);
     if (key == NULL)
         return -1;
-    int unit = PyLong_CheckExact(weight) && PyLong_AsLong(weight) == 1;
     PyObject *delta = unit ? Py_NewRef(d) : PyNumber_Multiply(d, weight);
     int rc = delta == NULL ? -1 : add_count(into, key, delta);
     Py_XDECREF(delta);
@@ -1909,10 +1917,11 @@ drain_at_into(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nar
     PyObject *batch, *into;
     if (drain_batches(args, nargs, 4, "drain_at_into(batch, into, loc, weight)", &batch, &into) < 0)
         return NULL;
+    int unit = is_one(args[3]);
     Py_ssize_t pos = 0;
     PyObject *t, *d;
     while (PyDict_Next(batch, &pos, &t, &d))
-        if (add_located(into, args[2], t, d, args[3]) < 0)
+        if (add_located(into, args[2], t, d, args[3], unit) < 0)
             return NULL;
     PyDict_Clear(batch);
     Py_RETURN_NONE;
@@ -1942,8 +1951,8 @@ drain_located_into(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_
     PyObject *t, *d;
     while (PyDict_Next(batch, &pos, &t, &d)) {
         for (Py_ssize_t i = 0; i < n; i++) {
-            PyObject *pair = items[i];
-            if (add_located(into, PyTuple_GET_ITEM(pair, 0), t, d, PyTuple_GET_ITEM(pair, 1)) < 0) {
+            PyObject *loc = PyTuple_GET_ITEM(items[i], 0), *weight = PyTuple_GET_ITEM(items[i], 1);
+            if (add_located(into, loc, t, d, weight, is_one(weight)) < 0) {
                 Py_DECREF(locations);
                 return NULL;
             }
