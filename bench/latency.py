@@ -77,6 +77,19 @@ def bytewax_run(python: str, rate: float, duration: float, keys: int) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+def rates_list(text: str) -> list[float]:
+    """``--rates``: positive numbers, comma-separated."""
+    try:
+        rates = [float(r) for r in text.split(",") if r.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"not a comma-separated list of numbers: {text!r}"
+        ) from None
+    if not rates or min(rates) <= 0:
+        raise argparse.ArgumentTypeError(f"rates must be positive numbers: {text!r}")
+    return rates
+
+
 def medians(runs: list[dict], metrics: tuple[str, ...] = METRICS) -> dict:
     finished = [r for r in runs if not r["dnf"]]
     out: dict = {"runs": len(runs), "dnf_runs": len(runs) - len(finished)}
@@ -90,7 +103,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    ap.add_argument("--rates", default="20000,50000,100000,200000")
+    ap.add_argument(
+        "--rates",
+        type=rates_list,
+        default="20000,50000,100000,200000",
+        help="offered records/s, comma-separated",
+    )
     ap.add_argument("--duration", type=float, default=2.0)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--keys", type=int, default=1_000)
@@ -108,7 +126,7 @@ def main() -> None:
     )
     ap.add_argument("--bytewax", help="a Python with Bytewax installed, to run its side")
     args = ap.parse_args()
-    rates = [float(r) for r in args.rates.split(",") if r]
+    rates = args.rates
     before = LoadReading.now()
     report: dict = {}
     for rate in rates:

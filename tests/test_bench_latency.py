@@ -38,3 +38,13 @@ def test_pytimely_side_reports_its_quantiles_per_rate() -> None:
         assert sink["runs"] == 1 and "p50_ms" not in sink
         if not sink["dnf_runs"]:
             assert 0 < sink["seen_p50_ms"] <= sink["seen_p999_ms"] <= sink["seen_max_ms"]
+
+
+def test_a_wrong_rate_is_a_usage_error_not_a_traceback() -> None:
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), "--rates", "100000,fast"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert "argument --rates: not a comma-separated list of numbers" in done.stderr
+    assert "Traceback" not in done.stderr
