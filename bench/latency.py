@@ -19,10 +19,15 @@ pytimely stamps records with their scheduled nanosecond rounded down to a multip
 granularity) and at ``--sink-quantum`` (20: 1 ms, the granularity of a sink that needs no
 completeness; Bytewax's timestamps are its epochs, 10 s by default), then Bytewax, ``--repeat``
 times in turn; each figure is the median over the runs.  A run whose latency passes 1 s (or
-that yields no sample) is DNF.  Prints JSON with the machine's load.
+that yields no sample) is DNF.  Each run also reports ``cpu_s``, the CPU seconds its process
+used: a pytimely worker polls through waits shorter than its spin threshold (50 us, see
+``pytimely.communication.timers``) instead of parking, which buys latency with CPU; ``--parked``
+adds a sink run whose worker parks for every wait (``pytimely_sink_parked``), to show both
+sides of that trade.  Prints JSON with the machine's load.
 
     python bench/latency.py [--rates 20000,50000,100000,200000] [--duration 2] [--repeat 3]
-                            [--quantum 16] [--sink-quantum 20] [--bytewax /tmp/bwx/bin/python]
+                            [--quantum 16] [--sink-quantum 20] [--parked]
+                            [--bytewax /tmp/bwx/bin/python]
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ import json
 import os
 import statistics
 import subprocess
+import time
 
 import pytimely as pt
 from pytimely.openloop import LoadReading, MachineLoad, merge_results, run_open_loop
@@ -41,25 +47,29 @@ SEEN = tuple(f"seen_{m}" for m in METRICS)
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def pytimely_run(rate: float, duration: float, keys: int, quantum: int) -> dict:
+def pytimely_run(
+    rate: float, duration: float, keys: int, quantum: int, spin_s: float | None = None
+) -> dict:
     """One run of the workload on one pytimely worker, timestamps in ns rounded down to a
-    multiple of ``2**quantum``."""
+    multiple of ``2**quantum``; ``spin_s`` overrides the worker's spin threshold (``0``: park
+    for every wait)."""
 
     def build(scope, stream):
         pairs = stream.map(lambda r: (r[0] % keys, r[1]))
         return pairs.stateful_map(int, lambda n, scheduled: (n + 1, (n + 1, scheduled)))
 
-    results = pt.execute(
-        lambda w: run_open_loop(
-            w,
-            build,
-            rate=rate,
-            duration=duration,
-            quantum_log2=quantum,
+    def work(w: pt.Worker) -> dict:
+        if spin_s is not None:
+            w.spin_s = spin_s
+        return run_open_loop(
+            w, build, rate=rate, duration=duration, quantum_log2=quantum,
             seen=lambda counted: counted[1][1],
-        )
-    )
+        )  # fmt: skip
+
+    cpu = time.process_time()  # one worker: it runs in this process
+    results = pt.execute(work)
     out = merge_results(results)
+    out["cpu_s"] = round(time.process_time() - cpu, 3)
     out["system"] = "pytimely"
     out["quantum_log2"] = quantum
     return out
@@ -125,25 +135,42 @@ def main() -> None:
         help="the second pytimely run's timestamps (latency at the sink): 2**SINK_QUANTUM ns",
     )
     ap.add_argument("--bytewax", help="a Python with Bytewax installed, to run its side")
+    ap.add_argument(
+        "--parked",
+        action="store_true",
+        help="also run the sink measure with a worker that parks for every wait "
+        "(pytimely_sink_parked: spin threshold 0)",
+    )
     args = ap.parse_args()
     rates = args.rates
     before = LoadReading.now()
     report: dict = {}
     for rate in rates:
-        runs: dict[str, list[dict]] = {"pytimely": [], "pytimely_sink": [], "bytewax": []}
+        runs: dict[str, list[dict]] = {
+            "pytimely": [], "pytimely_sink": [], "pytimely_sink_parked": [], "bytewax": []
+        }  # fmt: skip
         for _ in range(args.repeat):
             runs["pytimely"].append(pytimely_run(rate, args.duration, args.keys, args.quantum))
             runs["pytimely_sink"].append(
                 pytimely_run(rate, args.duration, args.keys, args.sink_quantum)
             )
+            if args.parked:
+                runs["pytimely_sink_parked"].append(
+                    pytimely_run(rate, args.duration, args.keys, args.sink_quantum, spin_s=0.0)
+                )
             if args.bytewax:
                 runs["bytewax"].append(bytewax_run(args.bytewax, rate, args.duration, args.keys))
         report[str(int(rate))] = {
-            name: {**medians(runs[name], metrics), "every_run": runs[name]}
-            for name, metrics in (("pytimely", METRICS + SEEN), ("pytimely_sink", SEEN))
+            name: {**medians(runs[name], metrics + ("cpu_s",)), "every_run": runs[name]}
+            for name, metrics in (
+                ("pytimely", METRICS + SEEN),
+                ("pytimely_sink", SEEN),
+                ("pytimely_sink_parked", SEEN),
+            )
+            if runs[name]
         }
         if runs["bytewax"]:
-            bytewax = medians(runs["bytewax"])
+            bytewax = medians(runs["bytewax"], METRICS + ("cpu_s",))
             report[str(int(rate))]["bytewax"] = {
                 **bytewax,
                 **{seen: bytewax[m] for seen, m in zip(SEEN, METRICS)},  # at its sink

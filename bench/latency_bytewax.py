@@ -8,7 +8,8 @@ next one (no spinning); ``map`` makes ``(key, scheduled)`` with ``--keys`` keys,
 ``stateful_map`` keeps a running count per key, and the sink takes each record's latency: the
 moment it sees the count minus the scheduled instant.  The first ``--warmup`` seconds are not
 measured.  Prints one JSON object: ``p50_ms``, ``p99_ms``, ``p999_ms``, ``max_ms``,
-``records``, ``offered`` and ``dnf`` (a latency over 1 s, or no sample at all).
+``records``, ``offered``, ``dnf`` (a latency over 1 s, or no sample at all) and ``cpu_s``
+(the process's CPU seconds while the dataflow ran).
 
     python bench/latency_bytewax.py --rate 100000 --duration 2
 """
@@ -101,7 +102,9 @@ def main() -> None:
     counted = op.stateful_map("count", keyed, count)
     op.output("latency", counted, _Sink(latencies, warm_ns))
     warm_ns[0] = time.perf_counter_ns() + int(args.warmup * 1e9)
+    cpu = time.process_time()
     run_main(flow)
+    cpu = time.process_time() - cpu
     latencies.sort()
     n = len(latencies)
 
@@ -120,6 +123,7 @@ def main() -> None:
                 "p999_ms": quantile(0.999),
                 "max_ms": round(latencies[-1] / 1e6, 4) if n else None,
                 "dnf": n == 0 or latencies[-1] > DNF_NS,
+                "cpu_s": round(cpu, 3),
             }
         )
     )

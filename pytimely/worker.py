@@ -41,7 +41,7 @@ from types import FrameType
 from typing import Any, TypeVar
 
 from .communication.allocator import Allocator, ThreadAllocator
-from .communication.timers import precise_waits
+from .communication.timers import SPIN_S, precise_waits, spin_until
 from .dataflow.scope import Scope
 from .dataflow.services import WorkerServices
 from .errors import CommunicationError, GraphError, StuckError, WorkerFailure
@@ -240,6 +240,12 @@ class Worker:
         """Times this worker slept waiting for work (``step_or_park``)."""
         self.parked_s = 0.0
         """Seconds this worker slept waiting for work."""
+        self.spins = 0
+        """How many of the :attr:`parks` polled instead of sleeping: waits shorter than
+        :attr:`spin_s`."""
+        self.spin_s = SPIN_S
+        """Waits shorter than this many seconds poll for work instead of sleeping: a sleep
+        that short ends late by the cost of a wake-up (see :mod:`.communication.timers`)."""
         self.slow_step = SLOW_STEP
         """Seconds of scheduling in one step above which the step is logged as slow (a
         warning on the ``pytimely.worker`` logger)."""
@@ -506,10 +512,16 @@ class Worker:
                 due = max(0.0, self._timers[0][0] - _time.monotonic())
                 delay = due if delay is None else min(delay, due)
             self._flush()
-            if delay is not None:
-                precise_waits()  # a park of 20 us must not end 50 us late
             parked = _time.monotonic()
-            self.allocator.await_events(delay)
+            if delay is not None and delay < self.spin_s:
+                # A park this short would oversleep by a wake-up's cost: poll through it.
+                spin_until(parked + delay, self.allocator.has_events)
+                self.allocator.await_events(0)  # takes the wake, raises a peer's failure
+                self.spins += 1
+            else:
+                if delay is not None:
+                    precise_waits()  # a park of 100 us must not end 50 us late
+                self.allocator.await_events(delay)
             self.parks += 1
             self.parked_s += _time.monotonic() - parked
             self._receive()

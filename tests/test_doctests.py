@@ -66,6 +66,7 @@ RUN_ONLY = [
     "pytimely.metrics",
     "pytimely.dataflow.operators.input",
     "pytimely.communication.codec",
+    "pytimely.communication.timers",
     "pytimely.dataflow.exchange",
 ]
 

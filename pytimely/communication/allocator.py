@@ -94,6 +94,13 @@ class Allocator(ABC):
         :meth:`wake` is called, or ``timeout`` seconds pass (``None``: no limit).  Returns at
         once if something is already pending.  Flushes first."""
 
+    def has_events(self) -> bool:
+        """Whether :meth:`await_events` would return at once (something is receivable, a
+        wake or a failure is pending), without blocking or taking a lock: for a worker that
+        polls through a wait too short to park for (:func:`.timers.spin_until`).  This
+        default says no, so that such a poll lasts its whole (short) wait."""
+        return False
+
     @abstractmethod
     def wake(self) -> None:
         """Make a parked (or the next) :meth:`await_events` return.  Thread-safe."""
@@ -231,6 +238,10 @@ class ThreadAllocator(Allocator):
             elif timeout > 0:
                 self._cond.wait_for(lambda: self._woken, timeout)
             self._woken = False
+
+    def has_events(self) -> bool:
+        """See :meth:`Allocator.has_events`: flushed messages or a wake."""
+        return bool(self._ready) or self._woken
 
     def wake(self) -> None:
         """See :meth:`Allocator.wake`; thread-safe."""

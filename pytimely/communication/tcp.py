@@ -394,6 +394,11 @@ class TcpAllocator(Allocator):
         if self._failure is not None:
             self._raise_failure()
 
+    def has_events(self) -> bool:
+        """See :meth:`Allocator.has_events`: frames, local messages, control, a failure or a
+        wake."""
+        return self._pending()
+
     def _pending(self) -> bool:
         return bool(
             self._inbox or self._local_ready or self._control or self._failure or self._woken
