@@ -36,8 +36,14 @@ Workloads (issue 13), over words drawn from a 10,000-word vocabulary in batches 
     python bench/scaling.py [--words 4000000] [--heavy-words 400000] [--edges 100000]
                             [--graph-nodes 500000]
                             [--workloads keyed_count,batch_count,components,bfs,pagerank,cpu_map]
-                            [--workers 1,2,4,8]
+                            [--workers 1,2,4,8 [--equal-load]]
                             [--repeat 3] [--quick]
+
+With ``--workers 1,2,4,8 --equal-load`` each count below 8 also runs beside stand-in processes
+(``8 - N`` of them, each a loop of the batch count's own work), so that every configuration
+shares the CPUs among eight busy processes: on a machine with fewer cores than workers, the
+plain figures for 8 include what running with cold caches on a shared core costs, and the
+``equal_load`` rows separate that from what more workers cost.
 
 Prints JSON (and writes it to ``--out`` if given), with the machine's load over all the runs
 (``machine``: CPUs, load averages before and after, ``others_cpus``: the average number of CPUs
@@ -52,6 +58,7 @@ import collections
 import functools
 import json
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -344,22 +351,66 @@ def records_of(name: str, args: argparse.Namespace) -> int:
     return args.graph_nodes * 4
 
 
+# A stand-in for a worker process that takes its share of the CPUs and caches without being a
+# worker: Counter.update over batches of words drawn from a 10,000-word vocabulary, the batch
+# count's own work, in a loop until it is killed (or, should the benchmark die, for at most
+# the number of seconds it is given).
+_STAND_IN = """
+import collections, random, sys, time
+rng = random.Random(int(sys.argv[2]))
+vocab = ["w%d_%d" % (i, rng.randrange(10**9)) for i in range(10_000)]
+batches = [[vocab[rng.randrange(10_000)] for _ in range(1_000)] for _ in range(256)]
+counts, end, i = collections.Counter(), time.monotonic() + float(sys.argv[1]), 0
+while time.monotonic() < end:
+    counts.update(batches[i % 256])
+    i += 1
+"""
+
+
+def run_beside(stand_ins: int, workers: int, args: argparse.Namespace) -> dict[str, Any]:
+    """:func:`run` on ``workers`` processes while ``stand_ins`` other processes keep the CPUs
+    as busy as that many more workers would (see ``--equal-load``); they are stopped by pid
+    when the run ends, however it ends."""
+    procs = [
+        subprocess.Popen([sys.executable, "-c", _STAND_IN, str(args.timeout), str(i)])
+        for i in range(stand_ins)
+    ]
+    try:
+        return run(workers, args)
+    finally:
+        for proc in procs:
+            proc.kill()
+        for proc in procs:
+            proc.wait(timeout=30)
+
+
 def growth(args: argparse.Namespace, counts: list[int]) -> dict[str, Any]:
     """``--workers``: every workload on each number of worker processes in ``counts``,
     alternately ``--repeat`` times; per workload and count the medians of the CPU summed over
     the processes, the slowest worker's wall time, the CPU nanoseconds per record (word, or
     edge) and the messages the workers sent each other (data and progress), and whether every
-    answer was right."""
-    runs: dict[str, dict[int, list[dict[str, Any]]]] = {
-        name: {n: [] for n in counts} for name in args.workloads
+    answer was right.
+
+    With ``--equal-load`` every count below the largest also runs beside as many stand-in
+    processes as it has fewer workers than the largest (alternately with the plain run), so
+    that the CPUs are shared by as many busy processes in every configuration: rows under
+    ``equal_load``.  On a machine with fewer cores than the largest count, the plain growth of
+    CPU per record mixes what more workers cost (more records cross, more messages) with what
+    sharing a core costs a process (it runs with cold caches); the equal-load growth is the
+    former alone."""
+    configs = [(n, 0) for n in counts]
+    if args.equal_load:
+        configs += [(n, max(counts) - n) for n in counts if n < max(counts)]
+    runs: dict[str, dict[tuple[int, int], list[dict[str, Any]]]] = {
+        name: {c: [] for c in configs} for name in args.workloads
     }
     for _ in range(args.repeat):
-        for n in counts:
-            results = run(n, args)
+        for n, stand_ins in sorted(configs):
+            results = run_beside(stand_ins, n, args) if stand_ins else run(n, args)
             for name in args.workloads:
                 per = results[name]
                 want = expected(name, args)
-                runs[name][n].append(
+                runs[name][(n, stand_ins)].append(
                     {
                         "cpu_s": sum(r["cpu_s"] for r in per),
                         "wall_s": max(r["wall_s"] for r in per),
@@ -368,17 +419,26 @@ def growth(args: argparse.Namespace, counts: list[int]) -> dict[str, Any]:
                     }
                 )
     report: dict[str, Any] = {}
-    for name, by_count in runs.items():
-        rows = {}
-        for n, rs in by_count.items():
+    for name, by_config in runs.items():
+        rows: dict[str, Any] = {}
+        equal: dict[str, Any] = {}
+        for (n, stand_ins), rs in by_config.items():
             cpu = statistics.median(r["cpu_s"] for r in rs)
-            rows[str(n)] = {
+            row = {
                 "cpu_s": round(cpu, 3),
                 "wall_s": round(statistics.median(r["wall_s"] for r in rs), 3),
                 "cpu_ns_per_record": round(cpu * 1e9 / records_of(name, args)),
                 "messages": int(statistics.median(r["messages"] for r in rs)),
                 "ok": all(r["ok"] for r in rs),
             }
+            if stand_ins:
+                equal[str(n)] = {**row, "stand_ins": stand_ins}
+            else:
+                rows[str(n)] = row
+        if args.equal_load:
+            top = str(max(counts))
+            equal[top] = {**rows[top], "stand_ins": 0}  # the largest count is its own load
+            rows["equal_load"] = dict(sorted(equal.items(), key=lambda kv: int(kv[0])))
         report[name] = rows
     return report
 
@@ -417,6 +477,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         help="e.g. 1,2,4,8: instead of the 1-vs-2 comparison, CPU per record and messages sent "
         "on each number of worker processes",
     )
+    ap.add_argument(
+        "--equal-load",
+        action="store_true",
+        help="with --workers: also run each smaller count beside stand-in processes that keep "
+        "as many processes busy as the largest count has workers (rows under equal_load)",
+    )
     ap.add_argument("--quick", action="store_true", help="tiny sizes: a smoke test")
     ap.add_argument("--out", help="also write the JSON to this file")
     args = ap.parse_args(argv)
@@ -430,9 +496,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         args.words, args.heavy_words, args.edges, args.batch = 40_000, 4_000, 2_000, 500
         args.graph_nodes = 2_000
     if args.workers:
-        counts = [int(n) for n in args.workers.split(",") if n]
+        try:
+            counts = [int(n) for n in args.workers.split(",") if n]
+        except ValueError:
+            counts = []
         if not counts or min(counts) < 1:
             ap.error("--workers takes positive numbers of workers, e.g. 1,2,4,8")
+    elif args.equal_load:
+        ap.error("--equal-load compares the counts of --workers: give --workers too")
+    if args.workers:
         before = LoadReading.now()
         report = growth(args, counts)
         load = MachineLoad.between(before, LoadReading.now())

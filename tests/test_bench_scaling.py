@@ -73,3 +73,32 @@ def test_workers_reports_cpu_per_record_and_messages_for_each_count() -> None:
         assert set(rows) == {"1", "3"}
         assert all(row["ok"] and row["cpu_ns_per_record"] > 0 for row in rows.values())
         assert rows["1"]["messages"] == 0 and rows["3"]["messages"] > 0
+
+
+def test_equal_load_runs_the_smaller_count_beside_stand_ins_and_reports_it_apart() -> None:
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), "--quick", "--repeat", "1", "--workers", "1,3",
+         "--workloads", "batch_count", "--equal-load"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    rows = json.loads(done.stdout)["workloads"]["batch_count"]
+    assert set(rows) == {"1", "3", "equal_load"}
+    equal = rows["equal_load"]
+    assert list(equal) == ["1", "3"]
+    assert equal["1"]["stand_ins"] == 2 and equal["3"]["stand_ins"] == 0
+    assert equal["1"]["ok"] and equal["1"]["messages"] == 0 and equal["1"]["cpu_ns_per_record"] > 0
+    # The largest count is its own equal load: the same figures as its plain row.
+    assert {k: v for k, v in equal["3"].items() if k != "stand_ins"} == rows["3"]
+
+
+def test_equal_load_without_workers_and_a_wrong_count_are_usage_errors() -> None:
+    for argv, says in (
+        (["--equal-load"], "--equal-load compares the counts of --workers"),
+        (["--workers", "1,two"], "--workers takes positive numbers of workers"),
+    ):
+        done = subprocess.run(
+            [sys.executable, str(SCRIPT), "--quick", *argv],
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert done.returncode == 2 and says in done.stderr and "Traceback" not in done.stderr
