@@ -225,24 +225,6 @@ class MutableAntichain(_Minima):
         self._counts = None
         self._heap = None
 
-    def _update_single(self, t: Any, d: int) -> tuple[tuple[Any, int], ...]:
-        """``update_one`` while the counts hold at most the one time ``_time`` and ``t`` is
-        that time (or there is none): the frontier is ``(t,)`` exactly when its count is
-        positive."""
-        before = self._count
-        c = before + d
-        self._time = t
-        self._count = c
-        if before > 0:
-            if c > 0:
-                return ()
-            self._elements = ()
-            return ((t, -1),)
-        if c > 0:
-            self._elements = (t,)
-            return ((t, 1),)
-        return ()
-
     def update_one(self, t: Any, d: int) -> tuple[tuple[Any, int], ...] | list[tuple[Any, int]]:
         """Apply one count change; return the frontier changes it causes.
 
@@ -251,8 +233,23 @@ class MutableAntichain(_Minima):
         """
         counts = self._counts
         if counts is None:
-            if not self._count or t == self._time:
-                return self._update_single(t, d)
+            before = self._count
+            if not before or t == self._time:
+                # At most the one time ``_time``, and ``t`` is that time (or there is none):
+                # the frontier is ``(t,)`` exactly when its count is positive.  (Inline: this
+                # is most updates of most frontiers.)
+                c = before + d
+                self._time = t
+                self._count = c
+                if before > 0:
+                    if c > 0:
+                        return ()
+                    self._elements = ()
+                    return ((t, -1),)
+                if c > 0:
+                    self._elements = (t,)
+                    return ((t, 1),)
+                return ()
             counts = self._counts_dict()
         c = counts.get(t, 0) + d
         if c:

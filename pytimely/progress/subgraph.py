@@ -428,10 +428,10 @@ class Subgraph:
                 if produced:
                     drain_located(produced, into, targets)
                 if capability:
-                    for t, d in capability.drain():
-                        into.update((sl, t), d)
-                        if is_local:
+                    if is_local:
+                        for t, d in capability.items():
                             held.update((sl, t), d)
+                    drain_at(capability, into, sl, 1)
             else:
                 is_local, consumeds, produceds, capabilities = route  # type: ignore[misc]
                 into = local if is_local else final
@@ -443,10 +443,10 @@ class Subgraph:
                         drain_located(batch, into, targets)
                 for batch, sl in capabilities:
                     if batch:
-                        for t, d in batch.drain():
-                            into.update((sl, t), d)
-                            if is_local:
+                        if is_local:
+                            for t, d in batch.items():
                                 held.update((sl, t), d)
+                        drain_at(batch, into, sl, 1)
             incomplete_children[index] = incomplete
             if not incomplete and not cap_counts[index] and inputs_done(index):
                 # Retire: the child can never be asked to do anything again.  (Its final

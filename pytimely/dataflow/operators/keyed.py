@@ -266,10 +266,15 @@ class InTimeOrder:
                 apply(held, t, batch, out)
         tokens.settle()
 
-    def admit(self, inp: InputPort, apply: Callable[..., None], out: Any) -> None:
+    def admit(
+        self, inp: InputPort, apply: Callable[..., None], out: Any, frontier: Any = None
+    ) -> None:
         """Every batch of ``inp``: applied at once (``apply(ref, t, batch, out)``) if no
-        earlier time can still arrive and none is waiting, else stashed under its time."""
-        frontier, pending = inp.frontier, self.pending
+        earlier time can still arrive and none is waiting, else stashed under its time.
+        ``frontier``: ``inp.frontier`` when the caller has it already."""
+        if frontier is None:
+            frontier = inp.frontier
+        pending = self.pending
         for ref, batch in inp:
             t = ref.time
             if not frontier.less_than(t) and (not pending or t < self.first()):
@@ -397,8 +402,9 @@ def stateful_map(
             out.give_batch(send, results, t)
 
         def logic(inp: InputPort, out: OutputPort) -> None:
-            waiting.apply_ready(inp.frontier, apply, out)
-            waiting.admit(inp, apply, out)
+            frontier = inp.frontier
+            waiting.apply_ready(frontier, apply, out)
+            waiting.admit(inp, apply, out, frontier)
             if stats is not None:
                 stats.record(len(states), len(states), len(waiting))
 
