@@ -1,4 +1,8 @@
-"""Chain benchmark: one input -> N no-op maps -> probe, one record per round.
+"""Chain benchmark: one input -> N no-op operators -> probe, one record per round.
+
+The operators are ``map_batch(identity)``: ordinary operators, each queued, scheduled and
+counted (a ``map`` on a pipeline runs inline, inside its sender's call, and would skip what
+this measures; ``--maps`` builds the chain of ``map`` instead, to see that).
 
 Measures the per-operator cost of scheduling and progress tracking, and what observing it
 costs, in one run: for each N, three single-worker chains are built side by side -- ``off``
@@ -16,7 +20,7 @@ Targets: <= 4 us per operator per round at N=1000 with nothing observed (issue 1
 us); event logging < 1.20x and nothing observed at no measurable cost (issue 16).
 
     python bench/chain.py [--rounds R] [--block B] [--lengths 8,64,256,1000]
-                          [--configs off,statistics,log]
+                          [--configs off,statistics,log] [--maps]
 """
 
 from __future__ import annotations
@@ -34,10 +38,15 @@ import pytimely as pt
 CONFIGS = ("off", "statistics", "log")
 
 
-class Chain:
-    """One worker running one chain of ``length`` no-op maps, observed as ``config`` says."""
+def _same(batch: Any) -> Any:
+    return batch
 
-    def __init__(self, length: int, config: str) -> None:
+
+class Chain:
+    """One worker running one chain of ``length`` no-op operators (``map_batch``, or with
+    ``maps`` ``map``), observed as ``config`` says."""
+
+    def __init__(self, length: int, config: str, maps: bool = False) -> None:
         self.config = config
         self.events = 0
         self.worker = worker = pt.Worker()
@@ -51,7 +60,7 @@ class Chain:
         def build(scope: pt.Scope) -> tuple[pt.InputHandle, pt.ProbeHandle]:
             inp, stream = scope.new_input()
             for _ in range(length):
-                stream = stream.map(lambda x: x)
+                stream = stream.map(_same) if maps else stream.map_batch(_same)
             return inp, stream.probe()
 
         t0 = time.perf_counter()
@@ -101,10 +110,10 @@ class Chain:
         }
 
 
-def compare(length: int, rounds: int, block: int, configs: list[str]) -> dict:
+def compare(length: int, rounds: int, block: int, configs: list[str], maps: bool = False) -> dict:
     """Run the configurations' chains of ``length`` in alternating blocks of ``block``
     rounds until each has run ``rounds`` timed rounds (after a tenth as many untimed)."""
-    chains = [Chain(length, c) for c in configs]
+    chains = [Chain(length, c, maps) for c in configs]
     for chain in chains:
         chain.run(max(1, rounds // 10), timed=False)
     done = 0
@@ -138,11 +147,20 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--block", type=int, default=10, help="rounds per turn of a configuration")
     ap.add_argument("--lengths", default="8,64,256,1000")
     ap.add_argument("--configs", default=",".join(CONFIGS))
+    ap.add_argument(
+        "--maps",
+        action="store_true",
+        help="chains of map (inline when unobserved) instead of map_batch (ordinary operators)",
+    )
     args = ap.parse_args(argv)
     configs = [c for c in args.configs.split(",") if c]
-    results = [compare(int(n), args.rounds, args.block, configs) for n in args.lengths.split(",")]
+    results = [
+        compare(int(n), args.rounds, args.block, configs, args.maps)
+        for n in args.lengths.split(",")
+    ]
     out = {
         "benchmark": "chain",
+        "operator": "map" if args.maps else "map_batch",
         "python": sys.version.split()[0],
         "results": results,
         "target_us_per_operator": 4.0,

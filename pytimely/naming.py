@@ -24,7 +24,9 @@ from collections.abc import Callable
 from types import CodeType
 from typing import Any
 
-__all__ = ["describe_function", "operator_name", "raised_in"]
+from .errors import CapabilityError, OperatorCapabilityError, OperatorError
+
+__all__ = ["describe_function", "operator_failure", "operator_name", "raised_in"]
 
 _PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
@@ -103,3 +105,22 @@ def raised_in(exc: BaseException, operator: str) -> str:
             return "" if where in operator else f" in {where}"
         tb = tb.tb_next
     return ""
+
+
+def operator_failure(exc: Exception, operator: str, address: tuple) -> OperatorError:
+    """The error that names ``operator`` (at ``address``) and the user function in it that
+    raised ``exc`` (raise it ``from exc``): an :class:`~pytimely.errors.OperatorError`, and
+    also a :class:`~pytimely.errors.CapabilityError` when ``exc`` is one (token misuse stays
+    catchable as such).  An exception whose message already says what and where (``leads``)
+    comes first.
+
+    >>> print(operator_failure(ValueError("no"), "Parse", (0, 2)))
+    operator 'Parse' at (0, 2) raised ValueError: no
+    """
+    cls = OperatorCapabilityError if isinstance(exc, CapabilityError) else OperatorError
+    where = f"operator {operator!r} at {address}"
+    if getattr(exc, "leads", False):
+        message = f"{exc} (raised while {where} sent it)"
+    else:
+        message = f"{where} raised {type(exc).__name__}: {exc}" + raised_in(exc, operator)
+    return cls(message, operator, address)

@@ -28,6 +28,7 @@ def test_one_run_reports_every_configuration_and_its_overhead_ratio() -> None:
     done = _run("--lengths", "4,16", "--rounds", "12", "--block", "5")
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
+    assert report["operator"] == "map_batch"  # ordinary operators: the scheduling is measured
     assert [r["length"] for r in report["results"]] == [4, 16]
     for result in report["results"]:
         configs = result["configs"]
@@ -44,3 +45,13 @@ def test_unknown_configuration_is_refused_by_name() -> None:
     done = _run("--lengths", "4", "--rounds", "2", "--configs", "off,verbose")
     assert done.returncode != 0
     assert "verbose" in done.stderr
+
+
+def test_maps_builds_the_chain_of_map() -> None:
+    done = _run("--lengths", "4", "--rounds", "4", "--block", "2", "--configs", "off,log", "--maps")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["operator"] == "map"
+    (result,) = report["results"]
+    # Logged, the maps forward in invocations of their own: every one of them is logged.
+    assert result["configs"]["log"]["events_logged"] >= 4 * 4

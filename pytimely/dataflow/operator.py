@@ -105,6 +105,7 @@ class OperatorCore:
         "invocations",
         "clock",
         "_record_capabilities",
+        "inline_depth",
     )
 
     local = True
@@ -142,6 +143,10 @@ class OperatorCore:
         # Only once observed (``observe``, ``log_schedules``).
         self.clock: Any = None
         self._record_capabilities: Callable[[float], None] = _ignore_stop
+        # > 0: this operator forwards inline (``forwards_inline``), as the ``inline_depth``-th
+        # of a chain of such operators; -1: driven from outside its logic, nothing downstream
+        # may run inline (see ``dataflow/inline.py``); set by its builder.
+        self.inline_depth = 0
 
     def set_logic(self, logic: Callable[..., Any] | None, ports: tuple[Any, ...] = ()) -> None:
         """What ``schedule`` runs: ``logic(*ports)`` (``None``: discard input, counted)."""
@@ -202,6 +207,11 @@ class OperatorCore:
         callback, self._on_built = self._on_built, None
         if callback is not None:
             callback()
+
+    def forwards_inline(self) -> bool:
+        """See ``Operate.forwards_inline``: whether its builder made it inline (see
+        :func:`~pytimely.dataflow.operators.generic.forward_batches`)."""
+        return self.inline_depth > 0
 
     def initial_internals(self) -> list[tuple[int, Any, int]]:
         """One capability per worker at the minimum time on every output."""

@@ -96,6 +96,18 @@ class Scope:
         self._children.append(None)
         return len(self._children) - 1
 
+    def inline_depth(self, source: tuple[int, int]) -> int:
+        """How many operators forwarding inline end at ``source`` (``(operator index, output
+        port)``; see :mod:`pytimely.dataflow.inline`): its operator's ``inline_depth`` (0 for
+        an ordinary operator or a nested scope), or -1 where what ``source`` sends may arrive
+        outside any operator's invocation (a scope input, an input handle), which nothing
+        inline may follow."""
+        node = source[0]
+        if not node:
+            return -1
+        child = self._children[node]
+        return getattr(child, "inline_depth", 0) if child is not None else 0
+
     def install_child(self, index: int, child: Operate) -> None:
         """Child ``index`` (reserved) is ``child``; every reserved index must be installed
         before the scope is built."""

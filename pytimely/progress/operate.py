@@ -118,6 +118,16 @@ class Operate(Protocol):
         the changes there instead (a nested scope, which translates them to inner times)."""
         ...
 
+    def forwards_inline(self) -> bool:
+        """``True`` only for a child with one input and one output that hands every batch
+        delivered to its input on to its output's consumers within the delivering call, at
+        the batch's own time, as that many records (a ``map``; it then counts nothing itself,
+        except the difference when a batch comes out with another number of records, in its
+        own ``produced`` batch, and asks to be scheduled so that the scope drains it).  The
+        scope counts records sent to such a child as already at the consumers of its output:
+        no pointstamp ever sits at its input."""
+        ...
+
     def initial_internals(self) -> list[tuple[int, Any, int]]:
         """``(output, time, count)`` of the capabilities held before the first ``schedule``
         (see the module docstring), summed over all workers."""

@@ -57,8 +57,8 @@ from types import FrameType
 from typing import Any, Protocol
 
 from .. import _native
-from ..errors import CapabilityError, OperatorCapabilityError, OperatorError
-from ..naming import raised_in
+from ..errors import OperatorError
+from ..naming import operator_failure
 from .antichain import MutableAntichain
 from .broadcast import Progcaster
 from .change_batch import ChangeBatch
@@ -133,6 +133,7 @@ class Subgraph:
         for (snode, sport), (tnode, tport), weight in edges:
             tl = tracker.target_loc[tnode][tport]
             self._edge_targets[snode][sport].append((tl, weight))
+        _count_past_inline(self._edge_targets, children, tracker.target_loc)
         self._input_targets = self._edge_targets[0]  # targets fed by scope input p
         names = pacts if pacts is not None else ["Pipeline"] * len(edges)
         self._described_edges = [(s, t, p) for (s, t, _w), p in zip(edges, names)]
@@ -234,6 +235,10 @@ class Subgraph:
 
     def built(self) -> None:
         """Nothing to do: our own children were told when we were built."""
+
+    def forwards_inline(self) -> bool:
+        """See :meth:`Operate.forwards_inline`: a scope never does."""
+        return False
 
     def initial_internals(self) -> list[tuple[int, Any, int]]:
         """Our first report to the parent: the projected frontier of the children's initial
@@ -406,15 +411,7 @@ class Subgraph:
             except OperatorError:
                 raise  # already names the operator
             except Exception as exc:  # user logic: name the operator and where it lives
-                # Token misuse stays catchable as CapabilityError too.
-                cls = OperatorCapabilityError if isinstance(exc, CapabilityError) else OperatorError
-                where = f"operator {child.name!r} at {self.path + (index,)}"
-                if getattr(exc, "leads", False):  # its message says what and where: first
-                    message = f"{exc} (raised while {where} sent it)"
-                else:
-                    message = f"{where} raised {type(exc).__name__}: {exc}"
-                    message += raised_in(exc, child.name)
-                raise cls(message, child.name, self.path + (index,)) from exc
+                raise operator_failure(exc, child.name, self.path + (index,)) from exc
             # Drain the counts of this invocation into the right accumulation: records
             # consumed count -1 at the input's location, records produced +weight at every
             # target the output feeds, capability changes at the output's location.  (An empty
@@ -675,6 +672,58 @@ class SubgraphObserver(Protocol):
     def progress_received(self, address: tuple[int, ...], updates: int) -> None:
         """The scope at ``address`` takes a batch of ``updates`` changes from its inbox."""
         ...
+
+
+def _count_past_inline(
+    edge_targets: list[list[list[tuple[int, int]]]],
+    children: list[Any],
+    target_loc: list[list[int]],
+) -> None:
+    """Count records sent to a child that forwards inline (:meth:`Operate.forwards_inline`)
+    at the targets of its output instead, transitively along chains of such children, with
+    the weights multiplied: ``edge_targets[node][port]`` lists ``(target location, weight)``
+    and is rewritten in place.  A record handed to such a child is at its consumers when the
+    call that delivered it returns, so the pointstamp the sender's count stands for is there.
+
+    >>> class Child:  # child 1 forwards inline to child 2's input (location 1)
+    ...     def __init__(self, inline): self.inline = inline
+    ...     def forwards_inline(self): return self.inline
+    >>> targets = [[[(0, 1)]], [[(1, 1)]], [[]]]  # scope input -> 1 -> 2
+    >>> _count_past_inline(targets, [None, Child(True), Child(False)], [[], [0], [1]])
+    >>> targets[0], targets[1]
+    ([[(1, 1)]], [[(1, 1)]])
+    """
+    inline = {
+        target_loc[i][0]: i
+        for i, child in enumerate(children)
+        if i and child is not None and child.forwards_inline()
+    }
+    if not inline:
+        return
+    expanded: dict[int, list[tuple[int, int]]] = {}
+
+    def past(node: int) -> list[tuple[int, int]]:
+        """Where records sent to inline child ``node`` end up (a chain is acyclic: a cycle
+        passes through a feedback operator, which does not forward inline)."""
+        done = expanded.get(node)
+        if done is None:
+            done = expanded[node] = resolve(edge_targets[node][0])
+        return done
+
+    def resolve(targets: list[tuple[int, int]]) -> list[tuple[int, int]]:
+        out: list[tuple[int, int]] = []
+        for tl, w in targets:
+            node = inline.get(tl)
+            if node is None:
+                out.append((tl, w))
+            else:
+                out.extend((tl2, w * w2) for tl2, w2 in past(node))
+        return out
+
+    rewritten = [[resolve(targets) for targets in ports] for ports in edge_targets]
+    for ports, new in zip(edge_targets, rewritten):
+        for targets, resolved in zip(ports, new):
+            targets[:] = resolved
 
 
 def _drains() -> tuple[Callable[..., None], Callable[..., None]]:

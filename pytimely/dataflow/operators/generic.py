@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...errors import GraphError
 from ...progress.operate import FrontierInterest
+from ..inline import INLINE_CHAIN, InlinePush
 from ..operator import OperatorCore, OperatorInfo
 from ..pacts import Pact, Pipeline
 
@@ -132,9 +133,15 @@ class OperatorBuilder:
         return rows
 
     def build(
-        self, constructor: Callable[[list[Any], OperatorInfo], Callable[..., Any]]
+        self,
+        constructor: Callable[[list[Any], OperatorInfo], Callable[..., Any]],
+        *,
+        _inline: Callable[[OperatorCore], Callable[[Any, Any], None]] | None = None,
+        _inline_depth: int = 0,
     ) -> list[Stream]:
-        """Create the operator; returns its output streams."""
+        """Create the operator; returns its output streams.  (``_inline``: the library's
+        operators that forward inline give the delivery point of their one input, see
+        :func:`forward_batches`.)"""
         if self._built:
             raise GraphError(f"operator {self.name!r} was already built")
         self._built = True
@@ -148,8 +155,12 @@ class OperatorBuilder:
             [i for _s, _p, _c, i in self._inputs],
         )
         worker = scope.worker
+        core.inline_depth = _inline_depth if _inline is not None else 0
         for index, (stream, pact, _c, _i) in enumerate(self._inputs):
-            push = pact.connect(worker, core.input_ports[index].push, self.name)
+            if _inline is not None:
+                push = _inline(core)
+            else:
+                push = pact.connect(worker, core.input_ports[index].push, self.name)
             weight = worker.peers if pact.weight_per_peer else 1
             stream._connect((core.index, index), push, weight, repr(pact))
         caps = core.mint_initial()
@@ -191,6 +202,9 @@ class OperatorBuilder:
         if interest is None:
             interest = [FrontierInterest.NEVER] * inputs
         core = OperatorCore(scope, name, inputs, outputs, summary, interest)
+        # Driven from outside its logic: what it sends may arrive outside any invocation (in
+        # the caller of an input handle's ``send``), so nothing downstream runs inline.
+        core.inline_depth = -1
         scope.install_child(core.index, core)
         return core
 
@@ -208,10 +222,13 @@ class BatchTransform:
     Subclasses hold what they need in slots and define ``apply(batch) -> batch``.  The bound
     method ``run`` is then the logic itself: one small object per operator, where a closure
     for the logic plus a closure for the transform cost four times the memory (a million
-    operators are a common size).
+    operators are a common size).  A subclass whose ``apply`` returns as many records as it
+    is given (``map``) sets ``inline = True``: on a pipeline it then runs inline (see
+    :func:`forward_batches`).
     """
 
     __slots__ = ()
+    inline = False
 
     def apply(self, batch: Any) -> Any:
         """The batch to forward in place of ``batch``."""
@@ -278,17 +295,78 @@ def forward_batches(
     leanest form, used by map and filter).  The operator drops its capability at once and is
     woken by data only; it forwards with ``OutputPort.forward`` (legal: the identity summary
     makes each message's own time valid on the output).
+
+    **Inline.**  On a ``Pipeline``, an operator that passes batches on unchanged, inspects
+    them, or maps them record for record (a :class:`BatchTransform` with ``inline = True``)
+    runs inside the call of the operator that sends to it, up to :data:`INLINE_CHAIN` in a
+    row, when that operator sends within its own invocations (not an input handle or a scope
+    input, see :mod:`pytimely.dataflow.inline`): no queue, no scheduling, no counts of its own (its scope counts what is sent to it
+    as already at its consumers), about a microsecond and a half less per step it has data.
+    It is still an operator of the graph, with its name, address and frontier, and a failure
+    of its function names it; once observed (statistics, the event log) it forwards in
+    invocations of its own, so that they are timed and logged (docs/internals.md).
+
+    >>> import pytimely as pt
+    >>> def build(scope):
+    ...     tens = scope.to_stream([1, 2]).map(lambda x: 10 * x)
+    ...     return scope.inline_depth(tens.source), tens.capture()
+    >>> depth, cap = pt.example(build)
+    >>> depth, cap.extract()  # the first inline operator of its chain
+    (1, [(0, [10, 20])])
     """
     if inspect is not None and transform is not None:
         raise ValueError("forward_batches: give transform or inspect, not both")
+    inline = pact is Pipeline and (
+        inspect is not None or transform is None or getattr(transform, "inline", False)
+    )
+    upstream = stream.scope.inline_depth(stream.source) if inline else -1
+    depth = upstream + 1
+    if upstream >= 0 and depth <= INLINE_CHAIN:
+        apply = transform.apply if isinstance(transform, BatchTransform) else None
+        made: list[InlinePush] = []
+
+        def push_of(core: OperatorCore) -> Callable[[Any, Any], None]:
+            made.append(InlinePush(core, apply, inspect))
+            return made[0].push
+
+        b = OperatorBuilder(name, stream.scope)
+        b.new_input(stream, pact, interest=FrontierInterest.NEVER)
+        b.new_output()
+        return b.build(
+            lambda caps, info: _dropping(caps[0], made[0].run), _inline=push_of, _inline_depth=depth
+        )[0]
+    return _forward_operator(stream, pact, name, transform, inspect)
+
+
+def _dropping(cap: Capability, logic: Callable[..., None]) -> Callable[..., None]:
+    """Drop the initial capability; run ``logic``."""
+    cap.drop()
+    return logic
+
+
+def _forward_logic(
+    transform: Callable[[Any], Any] | BatchTransform | None,
+    inspect: Callable[[Any, Any], Any] | None,
+) -> Callable[[InputPort, OutputPort], None]:
+    """The logic of a forwarding operator (what it runs when scheduled)."""
     if inspect is not None:
-        logic: Callable[[InputPort, OutputPort], None] = _Inspect(inspect).run
-    elif isinstance(transform, BatchTransform):
-        logic = transform.run
-    elif transform is not None:
-        logic = _CallTransform(transform).run
-    else:
-        logic = _forward_unchanged
+        return _Inspect(inspect).run
+    if isinstance(transform, BatchTransform):
+        return transform.run
+    if transform is not None:
+        return _CallTransform(transform).run
+    return _forward_unchanged
+
+
+def _forward_operator(
+    stream: Stream,
+    pact: Pact,
+    name: str,
+    transform: Callable[[Any], Any] | BatchTransform | None,
+    inspect: Callable[[Any, Any], Any] | None,
+) -> Stream:
+    """:func:`forward_batches` as an ordinary operator."""
+    logic = _forward_logic(transform, inspect)
 
     def ctor(cap: Capability, info: OperatorInfo) -> Callable[..., None]:
         cap.drop()

@@ -34,6 +34,7 @@ class _MapRecords(BatchTransform):
     """``[f(x) for x in batch]``."""
 
     __slots__ = ("_f",)
+    inline = True  # as many records out as in
 
     def __init__(self, f: Callable[[Any], Any]) -> None:
         self._f = f
@@ -108,12 +109,11 @@ def inspect(stream: Stream, f: Callable[[Any], Any], name: str | None = None) ->
     """
     name = operator_name(name, "Inspect", f)
 
-    def look(batch: Any) -> Any:
+    def look(_t: Any, batch: Any) -> None:
         for x in batch:
             f(x)
-        return batch
 
-    return _stateless(stream, name, look)
+    return forward_batches(stream, Pipeline, name, inspect=look)
 
 
 def inspect_time(stream: Stream, f: Callable[[Any, Any], Any], name: str | None = None) -> Stream:

@@ -1,0 +1,134 @@
+"""Operators that forward inline: run inside the call of the operator that sends to them.
+
+A ``map``, ``inspect``, ``inspect_batch`` or ``inspect_time`` on a pipeline
+(:func:`~pytimely.dataflow.operators.generic.forward_batches`) needs no queue and no
+scheduling of its own: its edge's push is an :class:`InlinePush`, which applies the function
+and hands the result to the operator's consumers within the sender's call.  The scope counts
+what is sent to such an operator as already at its consumers (``Operate.forwards_inline``;
+``_count_past_inline`` in :mod:`pytimely.progress.subgraph`), which is where it is once the
+sender's invocation ends and its counts are drained.
+
+Only operators whose sends happen within their own invocations may feed an inline operator:
+not those driven from outside their logic (input handles, feedback, replay: ``inline_depth``
+-1) nor a scope's inputs, whose records come from wherever the parent's sender is.  At most
+:data:`INLINE_CHAIN` run in a row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from types import FrameType
+from typing import TYPE_CHECKING, Any
+
+from ..errors import OperatorError
+from ..naming import operator_failure
+from .ports import InputPort, OutputPort
+
+if TYPE_CHECKING:
+    from .operator import OperatorCore
+
+__all__ = ["INLINE_CHAIN", "InlinePush", "inline_operator"]
+
+#: At most this many operators forwarding inline in a row: each adds a few frames to the stack
+#: of the operator that sends into the chain; the next one is an ordinary operator again.
+INLINE_CHAIN = 8
+
+
+class InlinePush:
+    """The delivery point of an operator that forwards inline: the batch is transformed (or
+    inspected) and handed to the operator's consumers within the sender's call.  The scope
+    counts what the sender sends here as already at those consumers
+    (``OperatorCore.forwards_inline``), so nothing is counted here unless the batch comes
+    out with another number of records: then the difference, in the operator's own
+    ``produced`` batch, and the operator asks to be scheduled so that the scope drains it in
+    the same pass.  A failure of the user's function names this operator, not the sender.
+
+    Once the operator is observed (statistics, the event log), deliveries wait in
+    ``_deferred`` for the operator's own invocation (:meth:`run`, its logic), so that each is
+    timed and logged as an invocation of its own, in order.  The records are counted at the
+    consumers meanwhile, which only holds their frontier back until they arrive: the safety
+    of progress tracking asks that a record be counted at or before where it is, at its time.
+    """
+
+    __slots__ = ("_core", "_apply", "_inspect", "_inp", "_out", "_produced", "_deferred")
+
+    def __init__(
+        self,
+        core: OperatorCore,
+        apply: Callable[[Any], Any] | None,
+        inspect: Callable[[Any, Any], Any] | None,
+    ) -> None:
+        self._core = core
+        self._apply = apply
+        self._inspect = inspect
+        self._inp = core.input_ports[0]
+        self._out = core.output_ports[0]
+        self._produced = core.shared.produceds[0]
+        self._deferred: list[tuple[Any, Any]] = []
+
+    @staticmethod
+    def running(frame: FrameType) -> tuple[str, tuple[int, ...]] | None:
+        """If ``frame`` is an inline operator's delivery: its name and address (for
+        describing, from another thread, what a worker is busy with)."""
+        if frame.f_code is not InlinePush.push.__code__:
+            return None
+        me = frame.f_locals.get("self")
+        core = getattr(me, "_core", None)
+        return None if core is None else (core.name, core.address)
+
+    def push(self, t: Any, batch: Any) -> None:
+        """Deliver ``(t, batch)``: forward ``apply(batch)`` (or ``batch``, after
+        ``inspect(t, batch)``) to the consumers now, or, once observed, at the operator's
+        next invocation."""
+        inp = self._inp
+        if type(inp) is InputPort:
+            self._forward(t, batch)
+            return
+        inp.records += len(batch)  # observed: counted as the port's own paths count
+        inp.batches += 1
+        self._deferred.append((t, batch))
+        self._core.activate()
+
+    def run(self, inp: InputPort, out: OutputPort) -> None:
+        """The operator's logic: forward what was deferred (nothing unless observed)."""
+        deferred = self._deferred
+        while deferred:
+            self._deferred = []
+            for t, batch in deferred:
+                self._forward(t, batch)
+            deferred = self._deferred
+
+    def _forward(self, t: Any, batch: Any) -> None:
+        try:
+            if self._inspect is not None:
+                self._inspect(t, batch)
+                out = batch
+            elif self._apply is not None:
+                out = self._apply(batch)
+            else:
+                out = batch
+        except OperatorError:
+            raise
+        except Exception as exc:
+            core = self._core
+            raise operator_failure(exc, core.name, core.address) from exc
+        n = len(out)
+        if n != len(batch):
+            self._produced.update(t, n - len(batch))
+            self._core.activate()
+        if n:
+            port = self._out
+            if type(port) is not OutputPort:  # observed: counted as ``forward`` counts
+                port.records += n
+                port.batches += 1
+            consumers = port.tee.consumers
+            if len(consumers) == 1:
+                consumers[0](t, out)
+            else:
+                port.tee.push(t, out)
+
+
+def inline_operator(frame: FrameType) -> tuple[str, tuple[int, ...]] | None:
+    """If ``frame`` is the delivery of an operator that forwards inline: its name and
+    address; else ``None`` (for describing, from another thread, what a worker is busy with)."""
+    return InlinePush.running(frame)
