@@ -121,11 +121,7 @@ class InlinePush:
             if type(port) is not OutputPort:  # observed: counted as ``forward`` counts
                 port.records += n
                 port.batches += 1
-            consumers = port.tee.consumers
-            if len(consumers) == 1:
-                consumers[0](t, out)
-            else:
-                port.tee.push(t, out)
+            port.tee.push(t, out)  # not ``forward``: the scope counted these records already
 
 
 def inline_operator(frame: FrameType) -> tuple[str, tuple[int, ...]] | None:

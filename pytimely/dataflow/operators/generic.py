@@ -300,8 +300,9 @@ def forward_batches(
     them, or maps them record for record (a :class:`BatchTransform` with ``inline = True``)
     runs inside the call of the operator that sends to it, up to :data:`INLINE_CHAIN` in a
     row, when that operator sends within its own invocations (not an input handle or a scope
-    input, see :mod:`pytimely.dataflow.inline`): no queue, no scheduling, no counts of its own (its scope counts what is sent to it
-    as already at its consumers), about a microsecond and a half less per step it has data.
+    input, see :mod:`pytimely.dataflow.inline`): no queue, no scheduling, no counts of its
+    own (its scope counts what is sent to it as already at its consumers), about a
+    microsecond and a half less per step it has data.
     It is still an operator of the graph, with its name, address and frontier, and a failure
     of its function names it; once observed (statistics, the event log) it forwards in
     invocations of its own, so that they are timed and logged (docs/internals.md).
