@@ -406,7 +406,7 @@ def growth(args: argparse.Namespace, counts: list[int]) -> dict[str, Any]:
     }
     for _ in range(args.repeat):
         for n, stand_ins in sorted(configs):
-            results = run_beside(stand_ins, n, args) if stand_ins else run(n, args)
+            results = run_beside(stand_ins, n, args)
             for name in args.workloads:
                 per = results[name]
                 want = expected(name, args)

@@ -42,7 +42,7 @@ from typing import Any, TypeVar
 
 from .communication.allocator import Allocator, ThreadAllocator
 from .communication.timers import SPIN_S, precise_waits, spin_until
-from .dataflow.inline import inline_operator
+from .dataflow.inline import InlinePush
 from .dataflow.scope import Scope
 from .dataflow.services import WorkerServices
 from .errors import CommunicationError, GraphError, StuckError, WorkerFailure
@@ -829,7 +829,7 @@ def activity(frame: FrameType) -> str:
     where = None
     f: FrameType | None = frame
     while f is not None:
-        operator = inline_operator(f) or Subgraph.scheduling(f)
+        operator = InlinePush.running(f) or Subgraph.scheduling(f)
         if operator is not None:
             name, address = operator
             return f"running operator {name!r} at {address}"

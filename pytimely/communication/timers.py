@@ -87,6 +87,9 @@ def precise_waits() -> bool:
     return done
 
 
+_yield_cpu: Callable[[], object] = getattr(os, "sched_yield", lambda: time.sleep(0))
+
+
 def spin_until(deadline: float, ready: Callable[[], bool]) -> bool:
     """Poll ``ready()`` until it holds or ``time.monotonic()`` reaches ``deadline``; between
     polls yield the CPU (``sched_yield``, which releases the GIL for the threads that deliver
@@ -97,6 +100,3 @@ def spin_until(deadline: float, ready: Callable[[], bool]) -> bool:
             return False
         yield_cpu()
     return True
-
-
-_yield_cpu: Callable[[], object] = getattr(os, "sched_yield", lambda: time.sleep(0))

@@ -27,7 +27,7 @@ from .ports import InputPort, OutputPort
 if TYPE_CHECKING:
     from .operator import OperatorCore
 
-__all__ = ["INLINE_CHAIN", "InlinePush", "inline_operator"]
+__all__ = ["INLINE_CHAIN", "InlinePush"]
 
 #: At most this many operators forwarding inline in a row: each adds a few frames to the stack
 #: of the operator that sends into the chain; the next one is an ordinary operator again.
@@ -122,9 +122,3 @@ class InlinePush:
                 port.records += n
                 port.batches += 1
             port.tee.push(t, out)  # not ``forward``: the scope counted these records already
-
-
-def inline_operator(frame: FrameType) -> tuple[str, tuple[int, ...]] | None:
-    """If ``frame`` is the delivery of an operator that forwards inline: its name and
-    address; else ``None`` (for describing, from another thread, what a worker is busy with)."""
-    return InlinePush.running(frame)

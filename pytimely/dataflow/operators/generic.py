@@ -155,7 +155,8 @@ class OperatorBuilder:
             [i for _s, _p, _c, i in self._inputs],
         )
         worker = scope.worker
-        core.inline_depth = _inline_depth if _inline is not None else 0
+        if _inline is not None:
+            core.inline_depth = _inline_depth
         for index, (stream, pact, _c, _i) in enumerate(self._inputs):
             if _inline is not None:
                 push = _inline(core)
@@ -330,44 +331,22 @@ def forward_batches(
             made.append(InlinePush(core, apply, inspect))
             return made[0].push
 
+        def inline_ctor(caps: list[Capability], info: OperatorInfo) -> Callable[..., None]:
+            caps[0].drop()
+            return made[0].run  # forwards what waited while observed
+
         b = OperatorBuilder(name, stream.scope)
         b.new_input(stream, pact, interest=FrontierInterest.NEVER)
         b.new_output()
-        return b.build(
-            lambda caps, info: _dropping(caps[0], made[0].run), _inline=push_of, _inline_depth=depth
-        )[0]
-    return _forward_operator(stream, pact, name, transform, inspect)
-
-
-def _dropping(cap: Capability, logic: Callable[..., None]) -> Callable[..., None]:
-    """Drop the initial capability; run ``logic``."""
-    cap.drop()
-    return logic
-
-
-def _forward_logic(
-    transform: Callable[[Any], Any] | BatchTransform | None,
-    inspect: Callable[[Any, Any], Any] | None,
-) -> Callable[[InputPort, OutputPort], None]:
-    """The logic of a forwarding operator (what it runs when scheduled)."""
+        return b.build(inline_ctor, _inline=push_of, _inline_depth=depth)[0]
     if inspect is not None:
-        return _Inspect(inspect).run
-    if isinstance(transform, BatchTransform):
-        return transform.run
-    if transform is not None:
-        return _CallTransform(transform).run
-    return _forward_unchanged
-
-
-def _forward_operator(
-    stream: Stream,
-    pact: Pact,
-    name: str,
-    transform: Callable[[Any], Any] | BatchTransform | None,
-    inspect: Callable[[Any, Any], Any] | None,
-) -> Stream:
-    """:func:`forward_batches` as an ordinary operator."""
-    logic = _forward_logic(transform, inspect)
+        logic: Callable[[InputPort, OutputPort], None] = _Inspect(inspect).run
+    elif isinstance(transform, BatchTransform):
+        logic = transform.run
+    elif transform is not None:
+        logic = _CallTransform(transform).run
+    else:
+        logic = _forward_unchanged
 
     def ctor(cap: Capability, info: OperatorInfo) -> Callable[..., None]:
         cap.drop()
