@@ -534,3 +534,25 @@ def test_join_closure_equals_every_join_of_subsets(new, old, one_outer):
         new = {Product(1, t[1]) for t in new}
         old = {Product(1, t[1]) for t in old}
     assert join_closure(new, old) == _closure_by_subsets(new, old)
+
+
+# -- the trace's merges and a key's updates across batches ------------------------------------
+
+
+def test_a_merge_works_for_the_smaller_batch_and_leaves_untouched_keys_as_they_were():
+    """Merging copies the larger batch's index and merges the other's keys into it: a key that
+    no newer update met keeps its very list, and a key in both is compacted by the frontier."""
+    from pytimely.differential.trace import Batch, _Merge
+
+    old = Batch.from_updates([((k, "v"), 0, 1) for k in range(1_000)], 0)
+    new = Batch.from_updates([((1, "v"), 3, -1), ((2, "w"), 3, 1), ((5_000, "v"), 3, 1)], 3)
+    merge = _Merge(old, new, [5])
+    fuel, merged = merge.work(10)  # 10 units copy 160 of the 1,000 entries: not done
+    assert (fuel, merged) == (0, None)
+    while merged is None:
+        fuel, merged = merge.work(10)
+    assert merged.data[7] is old.data[7]  # untouched: the same list, its time not advanced
+    assert 1 not in merged.data  # inserted at 0, retracted at 3: consolidated away at 5
+    assert merged.data[2] == [("v", 5, 1), ("w", 5, 1)]  # met by a new update: compacted
+    assert merged.data[5_000] is new.data[5_000]
+    assert merged.size == 1_000 - 1 + 2

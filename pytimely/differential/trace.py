@@ -12,9 +12,11 @@ many operators can look them up without each keeping a copy.  This module holds 
   ``O(log n)`` times.  Merging is *amortized*: a merge in progress advances by a bounded
   amount of work (fuel, counted in updates) each time a batch is inserted, so no single step
   pays for a large merge; until it ends, readers see its two inputs.
-* merging also *compacts*: each update's time is advanced by the trace's compaction frontier
-  (:func:`~.lattice.advance_by`) and updates that became equal are added up, so a trace over
-  a long history shrinks to roughly one update per live ``(key, val)``.
+* merging also *compacts*: where both batches hold a key, its updates' times are advanced by
+  the trace's compaction frontier (:func:`~.lattice.advance_by`) and updates that became
+  equal are added up, so a trace over a long history shrinks to roughly one update per live
+  ``(key, val)``.  A key only one batch holds keeps its list as it is (see :class:`_Merge`):
+  a merge costs Python work for the smaller batch's keys only.
 
 Sharing.  Every reader holds a :class:`TraceHandle`.  A handle names the times its reader
 will still ask about (its *logical* frontier: it may ask for accumulations at times in the
@@ -34,6 +36,7 @@ merge would stall the worker for it).
 from __future__ import annotations
 
 from collections.abc import Callable
+from itertools import islice
 from typing import Any
 
 from .lattice import TimeMemo, advance_by, less_equal, meet, meet_frontiers
@@ -43,6 +46,8 @@ __all__ = ["Batch", "Trace", "TraceHandle"]
 #: Merge work (in updates) done per update inserted, and at least this much per insertion.
 EFFORT_PER_UPDATE = 4
 MIN_EFFORT = 256
+#: Entries of a merge's larger batch copied (by one C call per chunk) per unit of fuel.
+COPY_PER_FUEL = 16
 
 
 class Batch:
@@ -185,13 +190,43 @@ def _consolidate_few(updates: list[tuple[Any, int, int]], f: int) -> list[tuple[
 
 
 class _Merge:
-    """Two adjacent batches being merged, a few keys per unit of fuel; reads see both."""
+    """Two adjacent batches being merged, a bounded amount of work per unit of fuel; reads
+    see both until it ends.
 
-    __slots__ = ("a", "b", "keys", "pos", "data", "compact", "seq_lo", "seq_hi", "size")
+    The batch with more keys is the *base*: its index is copied whole, in chunks at C speed
+    (:data:`COPY_PER_FUEL` entries per unit of fuel).  Then each key of the other batch is
+    merged in Python: a key the base lacks takes the other batch's list as it is (lists are
+    immutable); a key in both gets the two lists concatenated (older first) and compacted by
+    ``since``.  So a merge costs Python work for the smaller batch's keys only, and a key
+    that no new update touched keeps its list, not advanced: its updates were consolidated
+    when it was last touched, advancing alone changes no answer at a time in the future of
+    ``since``, and the key is compacted again the next time an update meets it.
+    """
+
+    __slots__ = (
+        "a",
+        "b",
+        "base",
+        "copying",
+        "other",
+        "keys",
+        "pos",
+        "data",
+        "compact",
+        "seq_lo",
+        "seq_hi",
+        "size",
+        "base_is_a",
+    )
 
     def __init__(self, a: Batch, b: Batch, since: list[Any]) -> None:
         self.a, self.b = a, b
-        self.keys = list(a.data.keys() | b.data.keys())
+        self.base_is_a = len(a.data) >= len(b.data)
+        base, other = (a, b) if self.base_is_a else (b, a)
+        self.base = base.data
+        self.copying: Any = iter(base.data.items())
+        self.other = other.data
+        self.keys = list(other.data)
         self.pos = 0
         self.data: dict[Any, list[tuple[Any, Any, int]]] = {}
         self.compact = _Compactor(since)
@@ -201,40 +236,38 @@ class _Merge:
     def parts(self) -> list[Batch]:
         return [self.a, self.b]
 
+    def _copy(self, fuel: int) -> int:
+        """Copy the base's entries while fuel lasts; the fuel left (the copy is done when
+        ``copying`` is ``None``)."""
+        data = self.data
+        chunk = max(fuel, 1) * COPY_PER_FUEL
+        before = len(data)
+        data.update(islice(self.copying, chunk))
+        copied = len(data) - before
+        if copied < chunk:
+            self.copying = None
+        return fuel - (copied + COPY_PER_FUEL - 1) // COPY_PER_FUEL
+
     def _work(self, pos: int, fuel: int) -> tuple[int, int]:
-        """Merge keys from ``pos`` until ``fuel`` updates are spent; the next position and the
-        fuel left.  For ``int`` times and a one-time frontier ``f`` (advancing is ``max``) the
-        commonest keys are merged inline: a key in one batch with one update (its list is
-        shared when its time stands: batches are immutable), or in both with one update each."""
+        """Merge the other batch's keys from ``pos`` until ``fuel`` updates are spent; the next
+        position and the fuel left.  For ``int`` times and a one-time frontier ``f``
+        (advancing is ``max``) a key with one update on each side is merged inline."""
         keys, data, compact_ = self.keys, self.data, self.compact
         f = compact_.floor
-        # Other times (a loop's ``Product``): a key with one update in one batch takes its
-        # advanced time from the compactor's memo, inline (one dict lookup, no call).
-        advance = compact_.advance if compact_.since else None
-        known = advance.known.get if advance is not None else None
-        da, db = self.a.data, self.b.data
+        base, other = self.base, self.other
+        older_first = not self.base_is_a
         n = len(keys)
         while pos < n and fuel > 0:
             key = keys[pos]
             pos += 1
-            la = da.get(key)
-            lb = db.get(key)
-            if la is None or lb is None:
-                updates = lb if la is None else la
-                if len(updates) == 1:
-                    fuel -= 1
-                    v, t, x = updates[0]
-                    if f is not None:
-                        data[key] = updates if t >= f else [(v, f, x)]
-                    elif known is None:  # nothing to advance by
-                        data[key] = updates
-                    else:
-                        a = known(t)
-                        if a is None:
-                            a = advance(t)  # type: ignore[misc]
-                        data[key] = updates if a == t else [(v, a, x)]
-                    continue
-            elif f is not None and len(la) == 1 and len(lb) == 1:
+            lo = other[key]
+            lb = base.get(key)
+            if lb is None:
+                fuel -= 1
+                data[key] = lo
+                continue
+            la, lb = (lo, lb) if older_first else (lb, lo)
+            if f is not None and len(la) == 1 and len(lb) == 1:
                 fuel -= 2
                 va, ta, xa = la[0]
                 vb, tb, xb = lb[0]
@@ -246,20 +279,27 @@ class _Merge:
                     x = xa + xb
                     if x:
                         data[key] = [(va, ta, x)]
+                    else:
+                        del data[key]
                 else:
                     data[key] = [(va, ta, xa), (vb, tb, xb)]
                 continue
-            else:
-                updates = la + lb
+            updates = la + lb
             fuel -= len(updates)
             merged = compact_(updates)
             if merged:
                 data[key] = merged
+            else:
+                del data[key]
         return pos, fuel
 
     def work(self, fuel: int) -> tuple[int, Batch | None]:
-        """Merge keys until ``fuel`` updates are spent; the fuel left and, once every key is
-        merged, the merged batch."""
+        """Merge until ``fuel`` is spent; the fuel left and, once every key is merged, the
+        merged batch."""
+        if self.copying is not None:
+            fuel = self._copy(fuel)
+            if self.copying is not None:
+                return 0, None
         self.pos, fuel = self._work(self.pos, fuel)
         if self.pos < len(self.keys):
             return fuel, None
