@@ -1,8 +1,9 @@
 """The optional compiled extension, ``pytimely._speedups``, and the switch that turns it off.
 
 The extension (``pytimely/_speedups.c``) holds the exchange's fast paths (splitting a batch by
-memoized routes, the records codec of :mod:`pytimely.communication.codec`) and the clock of
-observed operators (:mod:`pytimely.dataflow.invocation`).  It is built at
+memoized routes, the records codec of :mod:`pytimely.communication.codec`), the clock of
+observed operators (:mod:`pytimely.dataflow.invocation`), the drains of progress counts and the
+lookup of a key's updates across a differential trace's batches.  It is built at
 install time when a C compiler is there and is optional: without it, or with
 ``PYTIMELY_PURE_PYTHON=1`` in the environment (read at import), pytimely runs the pure-Python
 equivalents, which give the same results and read what the compiled path writes.

@@ -1963,6 +1963,62 @@ drain_located_into(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_
     Py_RETURN_NONE;
 }
 
+/* ---- differential dataflow: a key's updates across a trace's batches --------------------- */
+
+/* updates_of(key, datas): the compiled form of pytimely.differential.reduce._updates_of.
+ * datas is a list of dicts (batches' indexes, oldest first) mapping a key to its list of
+ * updates.  The result is () when no batch has the key, the batch's own list when one has
+ * (not a copy: the caller must not change it), and a new list, the lists concatenated in
+ * order, when several have. */
+static PyObject *
+updates_of(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2 || !PyList_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "updates_of(key, datas): datas must be a list");
+        return NULL;
+    }
+    PyObject *key = args[0], *datas = args[1];
+    PyObject *found = NULL; /* borrowed */
+    PyObject *joined = NULL; /* owned */
+    Py_ssize_t n = PyList_GET_SIZE(datas);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *d = PyList_GET_ITEM(datas, i);
+        if (!PyDict_CheckExact(d)) {
+            Py_XDECREF(joined);
+            PyErr_SetString(PyExc_TypeError, "updates_of(key, datas): datas holds a non-dict");
+            return NULL;
+        }
+        PyObject *updates = PyDict_GetItemWithError(d, key); /* borrowed */
+        if (updates == NULL) {
+            if (PyErr_Occurred()) {
+                Py_XDECREF(joined);
+                return NULL;
+            }
+            continue;
+        }
+        if (found == NULL) {
+            found = updates;
+        } else if (joined == NULL) {
+            joined = PySequence_Concat(found, updates);
+            if (joined == NULL)
+                return NULL;
+        } else {
+            PyObject *more = PySequence_InPlaceConcat(joined, updates);
+            if (more == NULL) {
+                Py_DECREF(joined);
+                return NULL;
+            }
+            Py_DECREF(joined);
+            joined = more;
+        }
+    }
+    if (joined != NULL)
+        return joined;
+    if (found != NULL)
+        return Py_NewRef(found);
+    return PyTuple_New(0);
+}
+
 /* ---- module ----------------------------------------------------------------------------- */
 
 static PyMethodDef methods[] = {
@@ -1973,6 +2029,8 @@ static PyMethodDef methods[] = {
      "drain_at_into(batch, into, loc, weight): ChangeBatch.drain_at_into, compiled."},
     {"drain_located_into", (PyCFunction)(void (*)(void))drain_located_into, METH_FASTCALL,
      "drain_located_into(batch, into, locations): ChangeBatch.drain_located_into, compiled."},
+    {"updates_of", (PyCFunction)(void (*)(void))updates_of, METH_FASTCALL,
+     "updates_of(key, datas): pytimely.differential.reduce._updates_of, compiled."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -539,6 +539,32 @@ def test_join_closure_equals_every_join_of_subsets(new, old, one_outer):
 # -- the trace's merges and a key's updates across batches ------------------------------------
 
 
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(
+    st.lists(
+        st.dictionaries(st.integers(0, 4), st.lists(st.integers(), min_size=1, max_size=3)),
+        max_size=5,
+    ),
+    st.integers(0, 5),
+)
+def test_compiled_updates_of_equals_the_python_lookup(datas, key):
+    from pytimely import _native
+    from pytimely.differential.reduce import _updates_of
+
+    compiled = _native.speedups
+    if compiled is None:
+        pytest.skip("the compiled extension is not built")
+    got, want = compiled.updates_of(key, datas), _updates_of(key, datas)
+    assert list(got) == list(want)
+    owners = [d[key] for d in datas if key in d]
+    if len(owners) == 1:
+        assert got is owners[0]  # one batch has the key: its own list, not a copy
+    elif not owners:
+        assert got == ()
+    with pytest.raises(TypeError):
+        compiled.updates_of(key, tuple(datas))
+
+
 def test_a_merge_works_for_the_smaller_batch_and_leaves_untouched_keys_as_they_were():
     """Merging copies the larger batch's index and merges the other's keys into it: a key that
     no newer update met keeps its very list, and a key in both is compacted by the frontier."""

@@ -182,7 +182,8 @@ ALLOWED = {
         "tools",
     },
     "capture": {"base", "native", "communication", "dataflow", "operators"},
-    "differential": {"base", "progress", "dataflow", "operators", "running"},
+    # native: the compiled lookup of a key's updates across a trace's batches
+    "differential": {"base", "native", "progress", "dataflow", "operators", "running"},
     # Sources, sinks and checkpoints: jobs run on the worker, state through the dataflow's
     # snapshot registry, checkpoint parts in the capture file format.
     "io": {"base", "native", "progress", "dataflow", "operators", "runtime", "capture"},

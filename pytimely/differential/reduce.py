@@ -30,6 +30,7 @@ import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from .. import _native
 from ..dataflow.capability import CapabilitySet
 from ..dataflow.pacts import Pipeline
 from ..order import Product
@@ -148,6 +149,9 @@ def reduce_arrangement(arranged: Arrangement, logic: Logic, name: str = "Reduce"
     def ctor(cap: Any, info: Any) -> Callable[..., None]:
         caps = CapabilitySet([cap])
         pending: dict[Any, set[Any]] = {}
+        # Partially ordered times: the keys pending at each time (few distinct times, many
+        # keys: which are ready is told once per time, not once per key).
+        waiting: dict[Any, set[Any]] = {}
         seen: list[Any] = [None]
 
         def run(inp: Any, out: Any) -> None:
@@ -194,6 +198,7 @@ def reduce_arrangement(arranged: Arrangement, logic: Logic, name: str = "Reduce"
                     # and collapses most of it.
                     advance = TimeMemo(lambda t: advance_by(t, before)) if before else None
                     hist = [b.data for b in history]
+                    _updates_of = _reader()
                     for key, times in fresh.items():
                         p = pending.setdefault(key, set())
                         ins = gathered[key] = _updates_of(key, hist)
@@ -203,26 +208,40 @@ def reduce_arrangement(arranged: Arrangement, logic: Logic, name: str = "Reduce"
                         if advance is not None:
                             old = {advance(t) for t in old}
                         old |= p
-                        p |= join_closure(times, old)
+                        for t in join_closure(times, old) - p:
+                            p.add(t)
+                            keys = waiting.get(t)
+                            if keys is None:
+                                waiting[t] = {key}
+                            else:
+                                keys.add(key)
 
             # Which pending times has the frontier passed?
             ready: dict[Any, list[Any]] = {}
-            passed = TimeMemo(lambda t: not in_future(frontier, t)) if bound is None else None
-            for key, times in pending.items():
-                if passed is None:
+            if int_times:
+                for key, times in pending.items():
                     # (all of a key's times ready: the common case, one C call to tell)
                     done = list(times) if max(times) < bound else [t for t in times if t < bound]
-                else:
-                    done = [t for t in times if passed(t)]
-                if done:
-                    ready[key] = done
+                    if done:
+                        ready[key] = done
+            else:
+                for t in [t for t in waiting if not in_future(frontier, t)]:
+                    for key in waiting.pop(t):
+                        done = ready.get(key)
+                        if done is None:
+                            ready[key] = [t]
+                        else:
+                            done.append(t)
             if ready:
                 corrections = _evaluate(ready, pending, inner, gathered)
                 _emit(corrections, out)
                 out_handle.acknowledge(out_trace.seq)
 
             if pending:
-                caps.downgrade(minimal(t for times in pending.values() for t in times))
+                if int_times:
+                    caps.downgrade([min(min(p) for p in pending.values())])
+                else:
+                    caps.downgrade(minimal(waiting))
             elif caps:
                 caps.drop()
             out_trace.advance_upper(meet_frontiers([frontier, [c.time for c in caps]]))
@@ -244,6 +263,7 @@ def reduce_arrangement(arranged: Arrangement, logic: Logic, name: str = "Reduce"
             gathered: dict[Any, Any],
         ) -> list[tuple[tuple[Any, Any], Any, int]]:
             in_data = [b.data for b in in_trace.batches(in_handle.acked)]
+            _updates_of = _reader()
             out_data = [b.data for b in out_trace.batches()]
             corrections: list[tuple[tuple[Any, Any], Any, int]] = []
             for key, times in ready.items():
@@ -348,6 +368,13 @@ def reduce_arrangement(arranged: Arrangement, logic: Logic, name: str = "Reduce"
 
 def _time_of(u: tuple[Any, Any, int]) -> Any:
     return u[1]
+
+
+def _reader() -> Callable[[Any, list[dict[Any, Any]]], Any]:
+    """:func:`_updates_of`, compiled when the extension is there (looked up at each call, so
+    that a test can switch paths)."""
+    compiled = _native.speedups
+    return _updates_of if compiled is None else compiled.updates_of
 
 
 def _updates_of(key: Any, data: list[dict[Any, Any]]) -> Any:
