@@ -359,11 +359,14 @@ class Collection:
         if totally_ordered(self):
             return threshold_total(self, f, name=name)
 
+        from .reduce import reduce_arrangement
+
         def logic(key: Any, vals: list[tuple[Any, int]]) -> list[tuple[Any, int]]:
             n = f(vals[0][1])
             return [((), n)] if n else []
 
-        return self.arrange_by_self().reduce(logic, name=name).as_collection(lambda k, _v: k)
+        counted = reduce_arrangement(self.arrange_by_self(), logic, name=name, counts=f)
+        return counted.as_collection(lambda k, _v: k)
 
     def min(self) -> Collection:
         """Per key of ``(key, val)`` records, ``(key, least val)``.

@@ -125,8 +125,17 @@ def _difference(desired: list[tuple[Any, int]], current: dict[Any, int]) -> list
     return [(v, c) for v, c in diff.items() if c]
 
 
-def reduce_arrangement(arranged: Arrangement, logic: Logic, name: str = "Reduce") -> Arrangement:
+def reduce_arrangement(
+    arranged: Arrangement,
+    logic: Logic,
+    name: str = "Reduce",
+    counts: Callable[[int], int] | None = None,
+) -> Arrangement:
     """The arrangement of ``logic`` applied per key to ``arranged`` (see the module).
+
+    ``counts`` tells that ``arranged`` is by self (every value ``()``) and that ``logic`` is
+    ``[((), counts(n))]`` of the key's count ``n`` (nothing where that is 0): a threshold, which
+    loops then evaluate by adding up diffs, without building the values' list.
 
     >>> import pytimely.differential as dd
     >>> def f(c):
@@ -300,6 +309,9 @@ def reduce_arrangement(arranged: Arrangement, logic: Logic, name: str = "Reduce"
                         continue
                     _sweep(key, times, list(ins), list(outs), corrections)
                     continue
+                if counts is not None:
+                    _count_changes(key, times, ins, outs, counts, corrections)
+                    continue
                 outs = list(outs)  # grows with this key's corrections
                 for t in times:
                     present = _present(_accumulate(ins, t))
@@ -364,6 +376,51 @@ def reduce_arrangement(arranged: Arrangement, logic: Logic, name: str = "Reduce"
 
     stream = arranged.stream.unary_frontier(Pipeline, name, ctor, interest=FrontierInterest.ALWAYS)
     return Arrangement(stream, out_trace)
+
+
+def _count_changes(
+    key: Any,
+    times: list[Any],
+    ins: Any,
+    outs: Any,
+    f: Callable[[int], int],
+    corrections: list[tuple[tuple[Any, Any], Any, int]],
+) -> None:
+    """A threshold's corrections for ``key`` at ``times`` (sorted, extending the partial order):
+    the input at ``t`` is the count of the key's updates at or before ``t``; the output there
+    should hold ``((), f(count))`` (nothing for a zero count).  Its updates so far are ``outs``.
+
+    >>> from pytimely import Product as P
+    >>> fixes = []
+    >>> ins = [((), P(0, 1), 1), ((), P(0, 2), 1)]
+    >>> _count_changes("k", [P(0, 1), P(0, 2)], ins, [], lambda n: min(n, 1), fixes)
+    >>> fixes
+    [(('k', ()), (0, 1), 1)]
+    """
+    outs = list(outs)  # grows with the key's corrections
+    for t in times:
+        have = want = 0
+        if type(t) is Product and type(t[0]) is int and type(t[1]) is int:
+            # A loop's time: every time of the scope has this shape; compare inline.
+            t0, t1 = t
+            for _v, (u0, u1), d in ins:
+                if u0 <= t0 and u1 <= t1:
+                    want += d
+            for _v, (u0, u1), d in outs:
+                if u0 <= t0 and u1 <= t1:
+                    have += d
+        else:
+            for _v, u, d in ins:
+                if less_equal(u, t):
+                    want += d
+            for _v, u, d in outs:
+                if less_equal(u, t):
+                    have += d
+        if want:
+            want = f(want)
+        if want != have:
+            outs.append(((), t, want - have))
+            corrections.append(((key, ()), t, want - have))
 
 
 def _time_of(u: tuple[Any, Any, int]) -> Any:
