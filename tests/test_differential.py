@@ -536,6 +536,36 @@ def test_join_closure_equals_every_join_of_subsets(new, old, one_outer):
     assert join_closure(new, old) == _closure_by_subsets(new, old)
 
 
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(
+    st.sets(LOOP_TIMES, min_size=1, max_size=2),
+    st.sets(LOOP_TIMES, min_size=1, max_size=4),
+    st.lists(LOOP_TIMES, max_size=5),
+    st.sets(LOOP_TIMES, max_size=3),
+)
+def test_the_one_pass_chain_closure_equals_the_general_one(before, new, history, pending):
+    """A reduce's closure of a key's new times with its history advanced by the frontier it
+    saw last, by the one-pass chain path where that applies, equals the general path."""
+    from pytimely.differential.lattice import advance_by, in_future, minimal
+    from pytimely.differential.reduce import _ChainTimes, join_closure
+
+    before = minimal(before)
+    # What a reduce sees: new and pending times in the future of the last frontier.
+    new = {t for t in new if in_future(before, t)}
+    pending = {t for t in pending if in_future(before, t)}
+    if not new:
+        return
+    ins = [((), u, 1) for u in history]
+    closed = _ChainTimes(before).closure(new, ins, pending)
+    old = {advance_by(u, before) for u in history} | pending
+    general = join_closure(new, old) - pending
+    if closed is not None:
+        assert closed == general
+    else:  # the general path only where some time lies off the least outer time of before
+        e = min(f[0] for f in before)
+        assert any(t[0] != e for t in new | pending) or any(u[0] > e for u in history)
+
+
 # -- the trace's merges and a key's updates across batches ------------------------------------
 
 

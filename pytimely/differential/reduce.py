@@ -98,6 +98,74 @@ def _chain_closure(new: set[Any], old: set[Any]) -> set[Any] | None:
     return closed
 
 
+class _ChainTimes:
+    """:func:`join_closure` of a key's new times with its history advanced by the frontier
+    ``before``, in one pass, where ``before`` holds loop times ``Product(outer, round)`` of
+    ``int`` s and every time involved lies at its least outer time ``e`` once advanced: a chain,
+    whose joins are its latest times.  (A time ``(u0, u1)`` with ``u0 <= e`` advances to
+    ``(e, max(u1, least round of before))``.)  :meth:`closure` gives the times not yet
+    pending, or ``None`` where the times are not of that shape (the caller takes the general
+    path).
+
+    >>> from pytimely import Product as P
+    >>> chain = _ChainTimes([P(1, 2)])
+    >>> history = [((), P(0, 1), 1), ((), P(1, 5), 1), ((), P(0, 7), -1)]
+    >>> sorted(chain.closure({P(1, 4)}, history, {P(1, 7)}))
+    [(1, 4), (1, 5)]
+    >>> chain.closure({P(2, 4)}, history, set()) is None  # another outer time
+    True
+    >>> sorted(_ChainTimes([P(1, 2), P(2, 0)]).closure({P(1, 4)}, history, set()))
+    [(1, 4), (1, 5), (1, 7)]
+    """
+
+    __slots__ = ("outer", "floor", "made")
+
+    def __init__(self, before: list[Any] | None) -> None:
+        self.outer: int | None = None
+        self.floor = 0
+        self.made: dict[int, Product] = {}
+        if not before:
+            return
+        for b in before:
+            if type(b) is not Product or type(b[0]) is not int or type(b[1]) is not int:
+                return
+        self.outer = min(b[0] for b in before)
+        self.floor = min(b[1] for b in before)
+
+    def closure(self, times: set[Any], ins: Any, pending: set[Any]) -> set[Any] | None:
+        e = self.outer
+        if e is None:
+            return None
+        least = None
+        for t in times:
+            if type(t) is not Product or t[0] != e or type(t[1]) is not int:
+                return None
+            if least is None or t[1] < least:
+                least = t[1]
+        for t in pending:
+            if t[0] != e:
+                return None
+        floor = self.floor
+        rounds = set()
+        for _v, u, _d in ins:
+            u0, u1 = u
+            if u0 > e:
+                return None
+            if u1 < floor:
+                u1 = floor
+            if u1 >= least:
+                rounds.add(u1)
+        closed = set(times)
+        made = self.made
+        for r in rounds:
+            t = made.get(r)
+            if t is None:
+                t = made[r] = Product(e, r)
+            closed.add(t)
+        closed -= pending
+        return closed
+
+
 def _accumulate(updates: list[tuple[Any, Any, int]], t: Any) -> dict[Any, int]:
     acc: dict[Any, int] = {}
     get = acc.get
@@ -208,16 +276,21 @@ def reduce_arrangement(
                     advance = TimeMemo(lambda t: advance_by(t, before)) if before else None
                     hist = [b.data for b in history]
                     _updates_of = _reader()
+                    # A loop's rounds at one outer time: see _chain_times.
+                    chain = _ChainTimes(before) if inner is None else None
                     for key, times in fresh.items():
                         p = pending.setdefault(key, set())
                         ins = gathered[key] = _updates_of(key, hist)
-                        old = {u[1] for u in ins}
-                        if inner is not None:
-                            old = {inner(t) for t in old}
-                        if advance is not None:
-                            old = {advance(t) for t in old}
-                        old |= p
-                        for t in join_closure(times, old) - p:
+                        closed = chain.closure(times, ins, p) if chain is not None else None
+                        if closed is None:
+                            old = {u[1] for u in ins}
+                            if inner is not None:
+                                old = {inner(t) for t in old}
+                            if advance is not None:
+                                old = {advance(t) for t in old}
+                            old |= p
+                            closed = join_closure(times, old) - p
+                        for t in closed:
                             p.add(t)
                             keys = waiting.get(t)
                             if keys is None:
