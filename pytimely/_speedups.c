@@ -2019,6 +2019,211 @@ updates_of(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
     return PyTuple_New(0);
 }
 
+/* merge_keys(keys, pos, fuel, other, base, data, older_first, floor, known, advance): the
+ * compiled form of pytimely.differential.trace._Merge._work, with the same results.
+ *
+ * For each key of the list keys from pos while fuel > 0: other[key] is the key's list in the
+ * batch being merged into data (a copy of base's index).  A key base lacks takes that list as
+ * it is (fuel 1).  A key in both gets the two lists, the older first (older_first: other's),
+ * compacted (fuel: their length): every update (v, t, d) has its time advanced -- to
+ * max(t, floor) when floor is an int, to known[t] (advance(t) on a miss, which fills known)
+ * when known is a dict, not at all when both are None -- and updates equal in (v, advanced
+ * time) are added up, in the order of their first occurrence, zero sums dropped; data[key]
+ * becomes the result, or is deleted when nothing is left.  An update whose time did not move
+ * and that met no other is kept as the very same tuple.  Returns (pos, fuel). */
+
+typedef struct {
+    PyObject *v, *t, *d; /* owned */
+    PyObject *orig;      /* borrowed: the update's tuple while it is unchanged, else NULL */
+} MergedUpdate;
+
+static PyObject *
+advanced_time(PyObject *t, PyObject *floor, PyObject *known, PyObject *advance)
+{
+    if (floor != Py_None) {
+        int ge = PyObject_RichCompareBool(t, floor, Py_GE);
+        if (ge < 0)
+            return NULL;
+        return Py_NewRef(ge ? t : floor);
+    }
+    if (known == Py_None)
+        return Py_NewRef(t);
+    PyObject *a = PyDict_GetItemWithError(known, t); /* borrowed */
+    if (a != NULL)
+        return Py_NewRef(a);
+    if (PyErr_Occurred())
+        return NULL;
+    return PyObject_CallOneArg(advance, t);
+}
+
+static void
+clear_merged(MergedUpdate *out, Py_ssize_t n)
+{
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_DECREF(out[i].v);
+        Py_DECREF(out[i].t);
+        Py_DECREF(out[i].d);
+    }
+}
+
+/* Add the updates of list src into out[0 .. *n): returns 0, or -1 with an exception. */
+static int
+merge_updates(PyObject *src, MergedUpdate *out, Py_ssize_t *n, PyObject *floor, PyObject *known,
+              PyObject *advance)
+{
+    Py_ssize_t len = PyList_GET_SIZE(src);
+    for (Py_ssize_t i = 0; i < len; i++) {
+        PyObject *u = PyList_GET_ITEM(src, i);
+        if (!PyTuple_CheckExact(u) || PyTuple_GET_SIZE(u) != 3) {
+            PyErr_SetString(PyExc_TypeError, "merge_keys: an update is not a (val, time, diff)");
+            return -1;
+        }
+        PyObject *v = PyTuple_GET_ITEM(u, 0), *t = PyTuple_GET_ITEM(u, 1);
+        PyObject *d = PyTuple_GET_ITEM(u, 2);
+        PyObject *a = advanced_time(t, floor, known, advance);
+        if (a == NULL)
+            return -1;
+        Py_ssize_t j = 0;
+        for (; j < *n; j++) {
+            int same = out[j].t == a ? 1 : PyObject_RichCompareBool(out[j].t, a, Py_EQ);
+            if (same > 0)
+                same = out[j].v == v ? 1 : PyObject_RichCompareBool(out[j].v, v, Py_EQ);
+            if (same < 0) {
+                Py_DECREF(a);
+                return -1;
+            }
+            if (same)
+                break;
+        }
+        if (j < *n) {
+            PyObject *sum = PyNumber_Add(out[j].d, d);
+            Py_DECREF(a);
+            if (sum == NULL)
+                return -1;
+            Py_SETREF(out[j].d, sum);
+            out[j].orig = NULL;
+        } else {
+            out[j].v = Py_NewRef(v);
+            out[j].t = a;
+            out[j].d = Py_NewRef(d);
+            out[j].orig = a == t ? u : NULL;
+            (*n)++;
+        }
+    }
+    return 0;
+}
+
+/* The compacted list of la + lb (both lists), or None when every update cancelled. */
+static PyObject *
+compact_pair(PyObject *la, PyObject *lb, PyObject *floor, PyObject *known, PyObject *advance)
+{
+    Py_ssize_t total = PyList_GET_SIZE(la) + PyList_GET_SIZE(lb);
+    MergedUpdate small[16];
+    MergedUpdate *out = total <= 16 ? small : PyMem_New(MergedUpdate, total);
+    if (out == NULL)
+        return PyErr_NoMemory();
+    Py_ssize_t n = 0;
+    PyObject *result = NULL;
+    if (merge_updates(la, out, &n, floor, known, advance) < 0 ||
+        merge_updates(lb, out, &n, floor, known, advance) < 0)
+        goto done;
+    Py_ssize_t live = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int truth = PyObject_IsTrue(out[i].d);
+        if (truth < 0)
+            goto done;
+        if (!truth) {
+            Py_CLEAR(out[i].d);
+            out[i].d = Py_NewRef(Py_None); /* marks a dropped update */
+        } else {
+            live++;
+        }
+    }
+    if (live == 0) {
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    result = PyList_New(live);
+    if (result == NULL)
+        goto done;
+    Py_ssize_t k = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (out[i].d == Py_None)
+            continue;
+        PyObject *u = out[i].orig != NULL ? Py_NewRef(out[i].orig)
+                                          : PyTuple_Pack(3, out[i].v, out[i].t, out[i].d);
+        if (u == NULL) {
+            Py_CLEAR(result);
+            goto done;
+        }
+        PyList_SET_ITEM(result, k++, u);
+    }
+done:
+    clear_merged(out, n);
+    if (out != small)
+        PyMem_Free(out);
+    return result;
+}
+
+static PyObject *
+merge_keys(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 10) {
+        PyErr_SetString(PyExc_TypeError, "merge_keys takes 10 arguments");
+        return NULL;
+    }
+    PyObject *keys = args[0], *other = args[3], *base = args[4], *data = args[5];
+    PyObject *floor = args[7], *known = args[8], *advance = args[9];
+    if (!PyList_Check(keys) || !PyDict_Check(other) || !PyDict_Check(base) ||
+        !PyDict_Check(data) || (known != Py_None && !PyDict_Check(known))) {
+        PyErr_SetString(PyExc_TypeError, "merge_keys: keys must be a list, the indexes dicts");
+        return NULL;
+    }
+    Py_ssize_t pos = PyLong_AsSsize_t(args[1]);
+    Py_ssize_t fuel = PyLong_AsSsize_t(args[2]);
+    int older_first = PyObject_IsTrue(args[6]);
+    if ((pos == -1 || fuel == -1 || older_first < 0) && PyErr_Occurred())
+        return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(keys);
+    while (pos < n && fuel > 0) {
+        PyObject *key = PyList_GET_ITEM(keys, pos);
+        pos++;
+        PyObject *lo = PyDict_GetItemWithError(other, key); /* borrowed */
+        if (lo == NULL) {
+            if (!PyErr_Occurred())
+                PyErr_SetObject(PyExc_KeyError, key);
+            return NULL;
+        }
+        PyObject *lb = PyDict_GetItemWithError(base, key); /* borrowed */
+        if (lb == NULL) {
+            if (PyErr_Occurred())
+                return NULL;
+            fuel -= 1;
+            if (PyDict_SetItem(data, key, lo) < 0)
+                return NULL;
+            continue;
+        }
+        if (!PyList_Check(lo) || !PyList_Check(lb)) {
+            PyErr_SetString(PyExc_TypeError, "merge_keys: a key's updates are not a list");
+            return NULL;
+        }
+        PyObject *first = older_first ? lo : lb, *second = older_first ? lb : lo;
+        Py_INCREF(first);
+        Py_INCREF(second);
+        fuel -= PyList_GET_SIZE(first) + PyList_GET_SIZE(second);
+        PyObject *merged = compact_pair(first, second, floor, known, advance);
+        Py_DECREF(first);
+        Py_DECREF(second);
+        if (merged == NULL)
+            return NULL;
+        int rc = merged == Py_None ? PyDict_DelItem(data, key) : PyDict_SetItem(data, key, merged);
+        Py_DECREF(merged);
+        if (rc < 0)
+            return NULL;
+    }
+    return Py_BuildValue("(nn)", pos, fuel);
+}
+
 /* ---- module ----------------------------------------------------------------------------- */
 
 static PyMethodDef methods[] = {
@@ -2029,6 +2234,9 @@ static PyMethodDef methods[] = {
      "drain_at_into(batch, into, loc, weight): ChangeBatch.drain_at_into, compiled."},
     {"drain_located_into", (PyCFunction)(void (*)(void))drain_located_into, METH_FASTCALL,
      "drain_located_into(batch, into, locations): ChangeBatch.drain_located_into, compiled."},
+    {"merge_keys", (PyCFunction)(void (*)(void))merge_keys, METH_FASTCALL,
+     "merge_keys(keys, pos, fuel, other, base, data, older_first, floor, known, advance): "
+     "pytimely.differential.trace._Merge._work, compiled."},
     {"updates_of", (PyCFunction)(void (*)(void))updates_of, METH_FASTCALL,
      "updates_of(key, datas): pytimely.differential.reduce._updates_of, compiled."},
     {NULL, NULL, 0, NULL},

@@ -612,3 +612,54 @@ def test_a_merge_works_for_the_smaller_batch_and_leaves_untouched_keys_as_they_w
     assert merged.data[2] == [("v", 5, 1), ("w", 5, 1)]  # met by a new update: compacted
     assert merged.data[5_000] is new.data[5_000]
     assert merged.size == 1_000 - 1 + 2
+
+
+UPDATE_LISTS = st.lists(
+    st.tuples(st.sampled_from(["v", "w", ()]), st.integers(0, 6), st.integers(-2, 2).filter(bool)),
+    min_size=1,
+    max_size=6,
+)
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(
+    st.dictionaries(st.integers(0, 6), UPDATE_LISTS, max_size=6),
+    st.dictionaries(st.integers(0, 6), UPDATE_LISTS, max_size=6),
+    st.sampled_from(["none", "int", "product"]),
+    st.integers(0, 4),
+    st.integers(1, 8),
+)
+def test_compiled_merge_equals_the_python_merge(a, b, since_kind, f, fuel):
+    """The compiled merge of two batches' keys gives what the Python one gives, step by step
+    (the same positions and fuel, the same merged index), for every kind of compaction."""
+    from pytimely import _native
+    from pytimely.differential.trace import Batch, _Merge
+
+    compiled = _native.speedups
+    if compiled is None:
+        pytest.skip("the compiled extension is not built")
+    if since_kind == "product":
+        a = {k: [(v, Product(t % 2, t), d) for v, t, d in ups] for k, ups in a.items()}
+        b = {k: [(v, Product(t % 2, t), d) for v, t, d in ups] for k, ups in b.items()}
+    since = {"none": [], "int": [f], "product": [Product(1, f), Product(2, 0)]}[since_kind]
+    minimum = Product(0, 0) if since_kind == "product" else 0
+    runs = []
+    for use_compiled in (False, True):
+        ba, bb = Batch(dict(a), minimum), Batch(dict(b), minimum)
+        merge = _Merge(ba, bb, since)
+        steps = []
+        _native.speedups = compiled if use_compiled else None
+        try:
+            done = None
+            while done is None:
+                left, done = merge.work(fuel)
+                steps.append((merge.pos, left))
+        finally:
+            _native.speedups = compiled
+        runs.append((steps, done.data, done.size))
+    (steps_py, data_py, size_py), (steps_c, data_c, size_c) = runs
+    assert steps_c == steps_py
+    assert size_c == size_py
+    assert {k: sorted(map(repr, v)) for k, v in data_c.items()} == {
+        k: sorted(map(repr, v)) for k, v in data_py.items()
+    }

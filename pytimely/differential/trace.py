@@ -39,6 +39,7 @@ from collections.abc import Callable
 from itertools import islice
 from typing import Any
 
+from .. import _native
 from .lattice import TimeMemo, advance_by, less_equal, meet, meet_frontiers
 
 __all__ = ["Batch", "Trace", "TraceHandle"]
@@ -304,7 +305,24 @@ class _Merge:
             fuel = self._copy(fuel)
             if self.copying is not None:
                 return 0, None
-        self.pos, fuel = self._work(self.pos, fuel)
+        compiled = _native.speedups
+        if compiled is None:
+            self.pos, fuel = self._work(self.pos, fuel)
+        else:
+            c = self.compact
+            since = bool(c.since)
+            self.pos, fuel = compiled.merge_keys(
+                self.keys,
+                self.pos,
+                fuel,
+                self.other,
+                self.base,
+                self.data,
+                not self.base_is_a,
+                c.floor,
+                c.advance.known if since and c.floor is None else None,
+                c.advance,
+            )
         if self.pos < len(self.keys):
             return fuel, None
         batch = Batch(self.data, meet(self.a.time, self.b.time))
