@@ -2030,7 +2030,8 @@ updates_of(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
  * when known is a dict, not at all when both are None -- and updates equal in (v, advanced
  * time) are added up, in the order of their first occurrence, zero sums dropped; data[key]
  * becomes the result, or is deleted when nothing is left.  An update whose time did not move
- * and that met no other is kept as the very same tuple.  Returns (pos, fuel). */
+ * and that met no other is kept as the very same tuple.  Returns (pos, fuel, dropped): dropped
+ * counts the updates the consolidation removed. */
 
 typedef struct {
     PyObject *v, *t, *d; /* owned */
@@ -2184,7 +2185,7 @@ merge_keys(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
     int older_first = PyObject_IsTrue(args[6]);
     if ((pos == -1 || fuel == -1 || older_first < 0) && PyErr_Occurred())
         return NULL;
-    Py_ssize_t n = PyList_GET_SIZE(keys);
+    Py_ssize_t n = PyList_GET_SIZE(keys), dropped = 0;
     while (pos < n && fuel > 0) {
         PyObject *key = PyList_GET_ITEM(keys, pos);
         pos++;
@@ -2210,18 +2211,20 @@ merge_keys(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
         PyObject *first = older_first ? lo : lb, *second = older_first ? lb : lo;
         Py_INCREF(first);
         Py_INCREF(second);
-        fuel -= PyList_GET_SIZE(first) + PyList_GET_SIZE(second);
+        Py_ssize_t both = PyList_GET_SIZE(first) + PyList_GET_SIZE(second);
+        fuel -= both;
         PyObject *merged = compact_pair(first, second, floor, known, advance);
         Py_DECREF(first);
         Py_DECREF(second);
         if (merged == NULL)
             return NULL;
+        dropped += both - (merged == Py_None ? 0 : PyList_GET_SIZE(merged));
         int rc = merged == Py_None ? PyDict_DelItem(data, key) : PyDict_SetItem(data, key, merged);
         Py_DECREF(merged);
         if (rc < 0)
             return NULL;
     }
-    return Py_BuildValue("(nn)", pos, fuel);
+    return Py_BuildValue("(nnn)", pos, fuel, dropped);
 }
 
 /* ---- module ----------------------------------------------------------------------------- */

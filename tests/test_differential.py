@@ -595,16 +595,24 @@ def test_compiled_updates_of_equals_the_python_lookup(datas, key):
         compiled.updates_of(key, tuple(datas))
 
 
-def test_a_merge_works_for_the_smaller_batch_and_leaves_untouched_keys_as_they_were():
-    """Merging copies the larger batch's index and merges the other's keys into it: a key that
-    no newer update met keeps its very list, and a key in both is compacted by the frontier."""
+@pytest.mark.parametrize("at_once", [True, False])
+def test_a_merge_works_for_the_smaller_batch_and_leaves_untouched_keys_as_they_were(
+    at_once, monkeypatch
+):
+    """Merging copies the larger batch's index (at once, or by chunks when it is large) and
+    merges the other's keys into it: a key that no newer update met keeps its very list, and
+    a key in both is compacted by the frontier."""
+    from pytimely.differential import trace
     from pytimely.differential.trace import Batch, _Merge
 
+    if not at_once:
+        monkeypatch.setattr(trace, "COPY_AT_ONCE", 100)
     old = Batch.from_updates([((k, "v"), 0, 1) for k in range(1_000)], 0)
     new = Batch.from_updates([((1, "v"), 3, -1), ((2, "w"), 3, 1), ((5_000, "v"), 3, 1)], 3)
     merge = _Merge(old, new, [5])
-    fuel, merged = merge.work(10)  # 10 units copy 160 of the 1,000 entries: not done
-    assert (fuel, merged) == (0, None)
+    fuel, merged = merge.work(10)  # at once: 62 units spent; by chunks: 160 entries copied
+    assert merged is None
+    assert len(merge.data) == (1_000 if at_once else 160)
     while merged is None:
         fuel, merged = merge.work(10)
     assert merged.data[7] is old.data[7]  # untouched: the same list, its time not advanced
@@ -659,7 +667,7 @@ def test_compiled_merge_equals_the_python_merge(a, b, since_kind, f, fuel):
         runs.append((steps, done.data, done.size))
     (steps_py, data_py, size_py), (steps_c, data_c, size_c) = runs
     assert steps_c == steps_py
-    assert size_c == size_py
+    assert size_c == size_py == sum(map(len, data_py.values()))  # counted as it merged
     assert {k: sorted(map(repr, v)) for k, v in data_c.items()} == {
         k: sorted(map(repr, v)) for k, v in data_py.items()
     }

@@ -53,6 +53,8 @@ MERGE_RATIO_TOTAL = 2
 MERGE_RATIO_PARTIAL = 4
 #: Entries of a merge's larger batch copied (by one C call per chunk) per unit of fuel.
 COPY_PER_FUEL = 16
+#: Indexes up to this many keys are copied at once (about a millisecond), larger by chunks.
+COPY_AT_ONCE = 1 << 16
 
 
 class Batch:
@@ -68,12 +70,14 @@ class Batch:
 
     __slots__ = ("data", "time", "seq_lo", "seq_hi", "size")
 
-    def __init__(self, data: dict[Any, list[tuple[Any, Any, int]]], time: Any) -> None:
+    def __init__(
+        self, data: dict[Any, list[tuple[Any, Any, int]]], time: Any, size: int | None = None
+    ) -> None:
         self.data = data
         self.time = time
         self.seq_lo = 0
         self.seq_hi = 0
-        self.size = sum(map(len, data.values()))
+        self.size = sum(map(len, data.values())) if size is None else size
 
     @classmethod
     def from_updates(cls, updates: list[tuple[Any, Any, int]], time: Any) -> Batch:
@@ -243,8 +247,13 @@ class _Merge:
 
     def _copy(self, fuel: int) -> int:
         """Copy the base's entries while fuel lasts; the fuel left (the copy is done when
-        ``copying`` is ``None``)."""
+        ``copying`` is ``None``).  An index of up to :data:`COPY_AT_ONCE` keys is copied by
+        one call (``dict.copy`` clones the table: twice the speed of copying by chunks)."""
         data = self.data
+        if not data and len(self.base) <= COPY_AT_ONCE:
+            self.data = self.base.copy()
+            self.copying = None
+            return fuel - len(self.base) // COPY_PER_FUEL
         chunk = max(fuel, 1) * COPY_PER_FUEL
         before = len(data)
         data.update(islice(self.copying, chunk))
@@ -262,6 +271,7 @@ class _Merge:
         base, other = self.base, self.other
         older_first = not self.base_is_a
         n = len(keys)
+        size = self.size
         while pos < n and fuel > 0:
             key = keys[pos]
             pos += 1
@@ -282,6 +292,7 @@ class _Merge:
                     tb = f
                 if ta == tb and va == vb:
                     x = xa + xb
+                    size -= 1 if x else 2
                     if x:
                         data[key] = [(va, ta, x)]
                     else:
@@ -292,10 +303,12 @@ class _Merge:
             updates = la + lb
             fuel -= len(updates)
             merged = compact_(updates)
+            size -= len(updates) - len(merged)
             if merged:
                 data[key] = merged
             else:
                 del data[key]
+        self.size = size
         return pos, fuel
 
     def work(self, fuel: int) -> tuple[int, Batch | None]:
@@ -311,7 +324,7 @@ class _Merge:
         else:
             c = self.compact
             since = bool(c.since)
-            self.pos, fuel = compiled.merge_keys(
+            self.pos, fuel, dropped = compiled.merge_keys(
                 self.keys,
                 self.pos,
                 fuel,
@@ -323,9 +336,10 @@ class _Merge:
                 c.advance.known if since and c.floor is None else None,
                 c.advance,
             )
+            self.size -= dropped
         if self.pos < len(self.keys):
             return fuel, None
-        batch = Batch(self.data, meet(self.a.time, self.b.time))
+        batch = Batch(self.data, meet(self.a.time, self.b.time), self.size)
         batch.seq_lo, batch.seq_hi = self.seq_lo, self.seq_hi
         return max(fuel, 0), batch
 
