@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from ..dataflow.pacts import Pipeline
 from ..progress.operate import FrontierInterest
 from .collection import Collection
-from .lattice import join
+from .lattice import TimeMemo, join
 
 if TYPE_CHECKING:
     from .arrange import Arrangement
@@ -65,15 +65,19 @@ def join_arrangements(
         out: list[tuple[Any, Any, int]] = []
         extend = out.extend
         mine, theirs = (map2, map1) if swap else (map1, map2)
+        # An entered trace's times are mapped once per distinct time (a batch's matches share
+        # a few times; the mapping is two Python calls).
+        mine = TimeMemo(mine) if mine is not None else None
+        theirs = TimeMemo(theirs) if theirs is not None else None
         for key, ups in batch.data.items():
             if mine is not None:
-                ups = [(v, mine(t), d) for v, t, d in ups]
+                ups = _mapped(ups, mine)
             for other in others:
                 matches = other.data.get(key)
                 if not matches:
                     continue
                 if theirs is not None:
-                    matches = [(v, theirs(t), d) for v, t, d in matches]
+                    matches = _mapped(matches, theirs)
                 if flat:
                     for v1, t1, d1 in ups:
                         for v2, t2, d2 in matches:
@@ -125,3 +129,19 @@ def join_arrangements(
 
 def _same(frontier: list[Any]) -> list[Any]:
     return frontier
+
+
+def _mapped(updates: list[tuple[Any, Any, int]], memo: TimeMemo) -> list[tuple[Any, Any, int]]:
+    """``updates`` with their times mapped by ``memo`` (its answers looked up inline).
+
+    >>> _mapped([("v", 1, 1), ("w", 1, -1)], TimeMemo(lambda t: t * 10))
+    [('v', 10, 1), ('w', 10, -1)]
+    """
+    known = memo.known
+    out = []
+    for v, t, d in updates:
+        m = known.get(t)
+        if m is None:
+            m = memo(t)
+        out.append((v, m, d))
+    return out
