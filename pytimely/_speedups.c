@@ -2227,6 +2227,106 @@ merge_keys(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
     return Py_BuildValue("(nnn)", pos, fuel, dropped);
 }
 
+/* index_updates(updates, time): the compiled core of pytimely.differential.trace.Batch
+ * .from_updates, with the same result.  updates is a list of ((key, val), t, diff); when every
+ * t equals time they are added up by (key, val), else by ((key, val), t).  Returns
+ * (data, size): data maps each key to its list of (val, t, diff) with nonzero sums, in the
+ * order of first occurrence; size counts them.  None when an update is not a tuple of a
+ * (key, val) tuple, a time and a diff (the caller takes the Python path). */
+static PyObject *
+index_updates(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2 || !PyList_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "index_updates(updates, time): updates must be a list");
+        return NULL;
+    }
+    PyObject *updates = args[0], *time = args[1];
+    Py_ssize_t n = PyList_GET_SIZE(updates);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *u = PyList_GET_ITEM(updates, i);
+        if (!PyTuple_CheckExact(u) || PyTuple_GET_SIZE(u) != 3 ||
+            !PyTuple_Check(PyTuple_GET_ITEM(u, 0)) || PyTuple_GET_SIZE(PyTuple_GET_ITEM(u, 0)) != 2)
+            Py_RETURN_NONE; /* another shape: the Python path unpacks what it can */
+    }
+    int one_time = 1;
+    for (Py_ssize_t i = 0; i < n && one_time; i++) {
+        PyObject *t = PyTuple_GET_ITEM(PyList_GET_ITEM(updates, i), 1);
+        if (t != time) {
+            int eq = PyObject_RichCompareBool(t, time, Py_EQ);
+            if (eq < 0)
+                return NULL;
+            one_time = eq;
+        }
+    }
+    PyObject *acc = PyDict_New(); /* (key, val) or ((key, val), t) -> diff */
+    PyObject *data = NULL, *result = NULL;
+    if (acc == NULL)
+        return NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *u = PyList_GET_ITEM(updates, i);
+        PyObject *d = PyTuple_GET_ITEM(u, 2);
+        PyObject *k = one_time ? Py_NewRef(PyTuple_GET_ITEM(u, 0))
+                               : PyTuple_Pack(2, PyTuple_GET_ITEM(u, 0), PyTuple_GET_ITEM(u, 1));
+        if (k == NULL)
+            goto done;
+        PyObject *old = PyDict_GetItemWithError(acc, k); /* borrowed */
+        int rc;
+        if (old == NULL) {
+            rc = PyErr_Occurred() ? -1 : PyDict_SetItem(acc, k, d);
+        } else {
+            PyObject *sum = PyNumber_Add(old, d);
+            rc = sum == NULL ? -1 : PyDict_SetItem(acc, k, sum);
+            Py_XDECREF(sum);
+        }
+        Py_DECREF(k);
+        if (rc < 0)
+            goto done;
+    }
+    data = PyDict_New();
+    if (data == NULL)
+        goto done;
+    Py_ssize_t pos = 0, size = 0;
+    PyObject *k, *d;
+    while (PyDict_Next(acc, &pos, &k, &d)) {
+        int truth = PyObject_IsTrue(d);
+        if (truth < 0)
+            goto done;
+        if (!truth)
+            continue;
+        PyObject *kv = one_time ? k : PyTuple_GET_ITEM(k, 0);
+        PyObject *t = one_time ? time : PyTuple_GET_ITEM(k, 1);
+        PyObject *key = PyTuple_GET_ITEM(kv, 0), *val = PyTuple_GET_ITEM(kv, 1);
+        PyObject *entry = PyTuple_Pack(3, val, t, d);
+        if (entry == NULL)
+            goto done;
+        PyObject *list = PyDict_GetItemWithError(data, key); /* borrowed */
+        int rc;
+        if (list != NULL) {
+            rc = PyList_Append(list, entry);
+        } else if (PyErr_Occurred()) {
+            rc = -1;
+        } else {
+            PyObject *fresh = PyList_New(1);
+            if (fresh == NULL) {
+                rc = -1;
+            } else {
+                PyList_SET_ITEM(fresh, 0, Py_NewRef(entry));
+                rc = PyDict_SetItem(data, key, fresh);
+                Py_DECREF(fresh);
+            }
+        }
+        Py_DECREF(entry);
+        if (rc < 0)
+            goto done;
+        size++;
+    }
+    result = Py_BuildValue("(On)", data, size);
+done:
+    Py_DECREF(acc);
+    Py_XDECREF(data);
+    return result;
+}
+
 /* ---- module ----------------------------------------------------------------------------- */
 
 static PyMethodDef methods[] = {
@@ -2240,6 +2340,8 @@ static PyMethodDef methods[] = {
     {"merge_keys", (PyCFunction)(void (*)(void))merge_keys, METH_FASTCALL,
      "merge_keys(keys, pos, fuel, other, base, data, older_first, floor, known, advance): "
      "pytimely.differential.trace._Merge._work, compiled."},
+    {"index_updates", (PyCFunction)(void (*)(void))index_updates, METH_FASTCALL,
+     "index_updates(updates, time): the index and size of Batch.from_updates, compiled."},
     {"updates_of", (PyCFunction)(void (*)(void))updates_of, METH_FASTCALL,
      "updates_of(key, datas): pytimely.differential.reduce._updates_of, compiled."},
     {NULL, NULL, 0, NULL},

@@ -671,3 +671,37 @@ def test_compiled_merge_equals_the_python_merge(a, b, since_kind, f, fuel):
     assert {k: sorted(map(repr, v)) for k, v in data_c.items()} == {
         k: sorted(map(repr, v)) for k, v in data_py.items()
     }
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(
+    st.lists(
+        st.tuples(
+            st.tuples(st.sampled_from(["a", "b", 1]), st.sampled_from([(), "v", 2])),
+            st.sampled_from([0, 1, Product(0, 1)]),
+            st.integers(-2, 2).filter(bool),
+        ),
+        max_size=10,
+    ),
+    st.sampled_from([0, 1, Product(0, 1)]),
+    st.booleans(),
+)
+def test_compiled_index_equals_the_python_index(updates, time, one_time):
+    """Sealing a batch indexes the same updates, with the same size, by either path; updates
+    of another shape than tuples take the Python path."""
+    from pytimely import _native
+    from pytimely.differential.trace import Batch
+
+    compiled = _native.speedups
+    if compiled is None:
+        pytest.skip("the compiled extension is not built")
+    if one_time:
+        updates = [(kv, time, d) for kv, _t, d in updates]
+    data, size = compiled.index_updates(updates, time)
+    want = Batch.index(updates, time)
+    assert data == want
+    assert size == sum(map(len, want.values())) == Batch.from_updates(updates, time).size
+    listed = [[kv, t, d] for kv, t, d in updates]  # updates as lists: the Python path
+    if listed:
+        assert compiled.index_updates(listed, time) is None
+        assert Batch.from_updates(listed, time).data == want

@@ -81,7 +81,25 @@ class Batch:
 
     @classmethod
     def from_updates(cls, updates: list[tuple[Any, Any, int]], time: Any) -> Batch:
-        """A batch of ``((key, val), time, diff)`` updates, consolidated."""
+        """A batch of ``((key, val), time, diff)`` updates, consolidated (indexed by compiled
+        code when the extension is built; :meth:`index` is the reference)."""
+        compiled = _native.speedups
+        if compiled is not None and type(updates) is list:
+            indexed = compiled.index_updates(updates, time)
+            if indexed is not None:
+                return cls(indexed[0], time, indexed[1])
+        return cls(cls.index(updates, time), time)
+
+    @staticmethod
+    def index(
+        updates: list[tuple[Any, Any, int]], time: Any
+    ) -> dict[Any, list[tuple[Any, Any, int]]]:
+        """``key -> [(val, time, diff)]`` of ``((key, val), time, diff)`` updates, equal
+        ``(key, val, time)`` added up and zero sums dropped, in the order of first occurrence.
+
+        >>> Batch.index([(("a", 1), 0, 1), (("b", 2), 0, 1), (("a", 1), 0, -1)], 0)
+        {'b': [(2, 0, 1)]}
+        """
         sums: Any
         if updates and all(u[1] == time for u in updates):
             # One time (an epoch's updates, all at the batch's time): consolidate by record.
@@ -105,7 +123,7 @@ class Batch:
                     data[k] = [(v, t, d)]
                 else:
                     entry.append((v, t, d))
-        return cls(data, time)
+        return data
 
     def __len__(self) -> int:
         return self.size
