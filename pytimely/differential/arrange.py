@@ -302,10 +302,14 @@ def arrange(
                     else:
                         rest = []
                 else:
-                    ready, rest = [], []
-                    waits = TimeMemo(lambda t: in_future(frontier, t))
-                    for u in pending:
-                        (rest if waits(u[1]) else ready).append(u)
+                    # Partially ordered times: ask the frontier once per distinct time.
+                    times = {u[1] for u in pending}
+                    later = {t for t in times if in_future(frontier, t)}
+                    if not later:
+                        ready, rest = pending[:], []
+                    else:
+                        ready = [u for u in pending if u[1] not in later]
+                        rest = [u for u in pending if u[1] in later]
                 if ready:
                     held = list(caps)
                     if len(held) == 1:
