@@ -2327,6 +2327,150 @@ done:
     return result;
 }
 
+/* count_changes(key, times, ins, outs, f, corrections, product): the compiled form of
+ * pytimely.differential.reduce._count_changes for a loop's times, with the same result.
+ * Every time (of times, and of the (val, time, diff) updates ins and outs) must be a
+ * product (the Product type) of two ints, every diff an int, all within 64 bits; otherwise
+ * nothing is done and None is returned (the caller takes the Python path), as when f returns
+ * anything but such an int.  Returns outs with the corrections added (a new list); appends
+ * ((key, ()), t, diff) to corrections. */
+
+typedef struct {
+    long long t0, t1, d;
+} CountedUpdate;
+
+/* The two ints of a product time, or -1 (no exception) when t is not one. */
+static int
+product_ints(PyObject *t, PyObject *product, long long *t0, long long *t1)
+{
+    if ((PyObject *)Py_TYPE(t) != product || PyTuple_GET_SIZE(t) != 2)
+        return -1;
+    PyObject *a = PyTuple_GET_ITEM(t, 0), *b = PyTuple_GET_ITEM(t, 1);
+    if (!PyLong_CheckExact(a) || !PyLong_CheckExact(b))
+        return -1;
+    int oa, ob;
+    *t0 = PyLong_AsLongLongAndOverflow(a, &oa);
+    *t1 = PyLong_AsLongLongAndOverflow(b, &ob);
+    return oa || ob ? -1 : 0;
+}
+
+/* updates (a list or a tuple of (val, time, diff)) into out; -1 (no exception) on another
+ * shape. */
+static int
+counted_updates(PyObject *updates, PyObject *product, CountedUpdate *out)
+{
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(updates);
+    PyObject **items = PySequence_Fast_ITEMS(updates);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *u = items[i];
+        if (!PyTuple_CheckExact(u) || PyTuple_GET_SIZE(u) != 3 ||
+            product_ints(PyTuple_GET_ITEM(u, 1), product, &out[i].t0, &out[i].t1) < 0 ||
+            !PyLong_CheckExact(PyTuple_GET_ITEM(u, 2)))
+            return -1;
+        int overflow;
+        out[i].d = PyLong_AsLongLongAndOverflow(PyTuple_GET_ITEM(u, 2), &overflow);
+        if (overflow)
+            return -1;
+    }
+    return 0;
+}
+
+static PyObject *
+count_changes(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 7) {
+        PyErr_SetString(PyExc_TypeError, "count_changes takes 7 arguments");
+        return NULL;
+    }
+    PyObject *key = args[0], *times = args[1], *ins = args[2], *outs = args[3];
+    PyObject *f = args[4], *corrections = args[5], *product = args[6];
+    if (!PyList_Check(times) || !(PyList_Check(ins) || PyTuple_Check(ins)) ||
+        !(PyList_Check(outs) || PyTuple_Check(outs)) || !PyList_Check(corrections))
+        Py_RETURN_NONE;
+    Py_ssize_t n_times = PyList_GET_SIZE(times);
+    Py_ssize_t n_in = PySequence_Fast_GET_SIZE(ins), n_out = PySequence_Fast_GET_SIZE(outs);
+    CountedUpdate *in_ = PyMem_New(CountedUpdate, n_in + 1);
+    CountedUpdate *out_ = PyMem_New(CountedUpdate, n_out + n_times + 1);
+    PyObject *result = NULL, *empty = NULL, *tag = NULL;
+    if (in_ == NULL || out_ == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < n_times; i++) {
+        long long t0, t1;
+        if (product_ints(PyList_GET_ITEM(times, i), product, &t0, &t1) < 0) {
+            result = Py_NewRef(Py_None);
+            goto done;
+        }
+    }
+    if (counted_updates(ins, product, in_) < 0 || counted_updates(outs, product, out_) < 0) {
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    Py_ssize_t first_fix = PyList_GET_SIZE(corrections);
+    result = PySequence_List(outs);
+    empty = PyTuple_New(0);
+    tag = empty == NULL ? NULL : PyTuple_Pack(2, key, empty);
+    if (result == NULL || tag == NULL)
+        goto fail;
+    for (Py_ssize_t i = 0; i < n_times; i++) {
+        PyObject *t = PyList_GET_ITEM(times, i);
+        long long t0, t1, want = 0, have = 0;
+        product_ints(t, product, &t0, &t1);
+        for (Py_ssize_t j = 0; j < n_in; j++)
+            if (in_[j].t0 <= t0 && in_[j].t1 <= t1)
+                want += in_[j].d;
+        for (Py_ssize_t j = 0; j < n_out; j++)
+            if (out_[j].t0 <= t0 && out_[j].t1 <= t1)
+                have += out_[j].d;
+        if (want) {
+            PyObject *count = PyLong_FromLongLong(want);
+            PyObject *got = count == NULL ? NULL : PyObject_CallOneArg(f, count);
+            Py_XDECREF(count);
+            if (got == NULL)
+                goto fail;
+            int overflow = 0;
+            want = PyLong_Check(got) ? PyLong_AsLongLongAndOverflow(got, &overflow) : 0;
+            int other = !PyLong_Check(got) || overflow;
+            Py_DECREF(got);
+            if (other) { /* not a 64-bit int: undo, and let the Python path count */
+                if (PyList_SetSlice(corrections, first_fix, PyList_GET_SIZE(corrections), NULL) < 0)
+                    goto fail;
+                Py_SETREF(result, Py_NewRef(Py_None));
+                goto done;
+            }
+        }
+        if (want == have)
+            continue;
+        PyObject *delta = PyLong_FromLongLong(want - have);
+        if (delta == NULL)
+            goto fail;
+        PyObject *fix_out = PyTuple_Pack(3, empty, t, delta);
+        PyObject *fix = PyTuple_Pack(3, tag, t, delta);
+        Py_DECREF(delta);
+        int rc = fix_out == NULL || fix == NULL ? -1
+                 : PyList_Append(result, fix_out) < 0 ? -1
+                                                      : PyList_Append(corrections, fix);
+        Py_XDECREF(fix_out);
+        Py_XDECREF(fix);
+        if (rc < 0)
+            goto fail;
+        out_[n_out].t0 = t0;
+        out_[n_out].t1 = t1;
+        out_[n_out].d = want - have;
+        n_out++;
+    }
+    goto done;
+fail:
+    Py_CLEAR(result);
+done:
+    Py_XDECREF(empty);
+    Py_XDECREF(tag);
+    PyMem_Free(in_);
+    PyMem_Free(out_);
+    return result;
+}
+
 /* ---- module ----------------------------------------------------------------------------- */
 
 static PyMethodDef methods[] = {
@@ -2342,6 +2486,9 @@ static PyMethodDef methods[] = {
      "pytimely.differential.trace._Merge._work, compiled."},
     {"index_updates", (PyCFunction)(void (*)(void))index_updates, METH_FASTCALL,
      "index_updates(updates, time): the index and size of Batch.from_updates, compiled."},
+    {"count_changes", (PyCFunction)(void (*)(void))count_changes, METH_FASTCALL,
+     "count_changes(key, times, ins, outs, f, corrections, product): "
+     "pytimely.differential.reduce._count_changes for loop times, compiled."},
     {"updates_of", (PyCFunction)(void (*)(void))updates_of, METH_FASTCALL,
      "updates_of(key, datas): pytimely.differential.reduce._updates_of, compiled."},
     {NULL, NULL, 0, NULL},

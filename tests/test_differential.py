@@ -705,3 +705,42 @@ def test_compiled_index_equals_the_python_index(updates, time, one_time):
     if listed:
         assert compiled.index_updates(listed, time) is None
         assert Batch.from_updates(listed, time).data == want
+
+
+COUNTED = st.lists(st.tuples(st.just(()), LOOP_TIMES, st.integers(-2, 2).filter(bool)), max_size=6)
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(
+    st.lists(LOOP_TIMES, min_size=1, max_size=4, unique=True),
+    COUNTED,
+    COUNTED,
+    st.sampled_from(["distinct", "minus_one", "float"]),
+    st.booleans(),
+)
+def test_compiled_count_changes_equal_the_python_ones(times, ins, outs, kind, as_tuple):
+    """A threshold's corrections at a loop's times are the same by either path; a function
+    that returns anything but an int leaves the compiled path without a trace."""
+    from pytimely import _native
+    from pytimely.differential.reduce import _count_changes
+
+    compiled = _native.speedups
+    if compiled is None:
+        pytest.skip("the compiled extension is not built")
+    f = {
+        "distinct": lambda n: 1 if n > 0 else 0,
+        "minus_one": lambda n: n - 1,
+        "float": lambda n: n / 2,
+    }[kind]
+    times = sorted(times)
+    if as_tuple:
+        outs = tuple(outs)
+    want_fixes: list = [("earlier",)]
+    want = _count_changes("k", times, ins, outs, f, want_fixes)
+    got_fixes: list = [("earlier",)]
+    got = compiled.count_changes("k", times, ins, outs, f, got_fixes, Product)
+    if got is None:  # handed back untouched
+        assert kind == "float" and got_fixes == [("earlier",)]
+        return
+    assert (got, got_fixes) == (want, want_fixes)
+    assert compiled.count_changes("k", [(0, 1)], ins, outs, f, [], Product) is None  # tuple time

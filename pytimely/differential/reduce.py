@@ -346,6 +346,7 @@ def reduce_arrangement(
         ) -> list[tuple[tuple[Any, Any], Any, int]]:
             in_data = [b.data for b in in_trace.batches(in_handle.acked)]
             _updates_of = _reader()
+            compiled = _native.speedups if counts is not None else None
             out_data = [b.data for b in out_trace.batches()]
             corrections: list[tuple[tuple[Any, Any], Any, int]] = []
             for key, times in ready.items():
@@ -383,7 +384,11 @@ def reduce_arrangement(
                     _sweep(key, times, list(ins), list(outs), corrections)
                     continue
                 if counts is not None:
-                    _count_changes(key, times, ins, outs, counts, corrections)
+                    if compiled is None or (
+                        compiled.count_changes(key, times, ins, outs, counts, corrections, Product)
+                        is None
+                    ):
+                        _count_changes(key, times, ins, outs, counts, corrections)
                     continue
                 outs = list(outs)  # grows with this key's corrections
                 for t in times:
@@ -458,15 +463,18 @@ def _count_changes(
     outs: Any,
     f: Callable[[int], int],
     corrections: list[tuple[tuple[Any, Any], Any, int]],
-) -> None:
+) -> list[tuple[Any, Any, int]]:
     """A threshold's corrections for ``key`` at ``times`` (sorted, extending the partial order):
     the input at ``t`` is the count of the key's updates at or before ``t``; the output there
-    should hold ``((), f(count))`` (nothing for a zero count).  Its updates so far are ``outs``.
+    should hold ``((), f(count))`` (nothing for a zero count).  Its updates so far are ``outs``;
+    returns them with the corrections added (a new list), as the compiled form
+    (``_speedups.count_changes``) does.
 
     >>> from pytimely import Product as P
     >>> fixes = []
     >>> ins = [((), P(0, 1), 1), ((), P(0, 2), 1)]
     >>> _count_changes("k", [P(0, 1), P(0, 2)], ins, [], lambda n: min(n, 1), fixes)
+    [((), (0, 1), 1)]
     >>> fixes
     [(('k', ()), (0, 1), 1)]
     """
@@ -494,6 +502,7 @@ def _count_changes(
         if want != have:
             outs.append(((), t, want - have))
             corrections.append(((key, ()), t, want - have))
+    return outs
 
 
 def _time_of(u: tuple[Any, Any, int]) -> Any:
