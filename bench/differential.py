@@ -19,7 +19,7 @@ end against a plain-Python computation from scratch:
   and each round's latency (from its first update fed to its answer complete), p50/p90/max.
 
 Each pytimely run is a child process of its own (a clean heap and its own peak RSS, from
-``resource.getrusage``); wall and CPU (``time.process_time`` of the run's process, every
+``VmHWM`` in ``/proc/self/status``); wall and CPU (``time.process_time`` of the run's process, every
 thread of it) cover the measured part only.  The figures are medians over ``--repeat`` runs.
 
 ``--pathway PYTHON`` (a Python with Pathway installed, e.g. a scratch ``/tmp/pw``) also runs the
@@ -39,7 +39,6 @@ import json
 import os
 import pickle
 import random
-import resource
 import statistics
 import subprocess
 import sys
@@ -48,7 +47,8 @@ import time
 from typing import Any
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-
+sys.path.insert(0, HERE)
+from differential_pathway import _peak_rss_mb, _rss_mb  # noqa: E402 (standalone helpers)
 
 # -- the workloads and their answers from scratch ----------------------------------------------
 
@@ -140,15 +140,6 @@ def reach_from_scratch(rounds: list, roots: list[int]) -> list[int]:
 
 
 # -- pytimely's side (in a child process) -------------------------------------------------------
-
-
-def _rss_mb() -> float:
-    """This process' resident set now (MB), from ``/proc`` (0 where there is none)."""
-    try:
-        with open("/proc/self/statm") as f:
-            return round(int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20, 1)
-    except OSError:  # pragma: no cover - not Linux
-        return 0.0
 
 
 def pytimely_count(work: dict, via: str = "count") -> dict:
@@ -289,7 +280,7 @@ def _child(run: str, path: str) -> None:
     else:
         result = pytimely_count(work, "reduce" if run == "count_reduce" else "count")
     result["system"] = "pytimely"
-    result["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+    result["peak_rss_mb"] = _peak_rss_mb()
     sys.stdout.write(json.dumps(result) + "\n")
     sys.stdout.flush()
     os._exit(0)
@@ -494,7 +485,8 @@ NOTES = [
     " complete (pytimely: the probe; Pathway: on_time_end at a time whose output holds the"
     " round's marker row). initial_s is round 0: loading the graph and the roots.",
     "cpu_s: time.process_time of the run's process (all its threads) over the measured part;"
-    " peak_rss_mb: ru_maxrss of that process, rss_before_mb its RSS with the workload loaded"
+    " peak_rss_mb: VmHWM of that process (its own peak, not its parent's), rss_before_mb its"
+    " RSS with the workload loaded"
     " (the pickled updates, the same for both) before the dataflow is fed.",
     "count: pytimely counts with count(), which over int times keeps a running count per key"
     " (no arrangement); pytimely_reduce, in the same run, with the reduce over arranged keys"
