@@ -359,13 +359,16 @@ class Collection:
         if totally_ordered(self):
             return threshold_total(self, f, name=name)
 
+        from .arrange import arrange
         from .reduce import reduce_arrangement
 
         def logic(key: Any, vals: list[tuple[Any, int]]) -> list[tuple[Any, int]]:
             n = f(vals[0][1])
             return [((), n)] if n else []
 
-        counted = reduce_arrangement(self.arrange_by_self(), logic, name=name, counts=f)
+        # The records arranged for this operator alone: no trace (see reduce_arrangement).
+        arranged = arrange(self, by_self=True, name=f"{name}Arrange", keep=False)
+        counted = reduce_arrangement(arranged, logic, name=name, counts=f)
         return counted.as_collection(lambda k, _v: k)
 
     def min(self) -> Collection:

@@ -22,6 +22,10 @@ that frontier's future, where compaction changes no accumulation.
 
 For ``int`` times a key's ready times are evaluated in one sweep over its updates sorted by
 time; for other times each ready time sums the updates at or before it.
+
+An input arrangement made for the reduce alone (``keep=False``: what ``distinct`` and
+``threshold`` do inside loops) is held as a private index per side (:class:`_History`), not
+as traces: nobody else reads them, so they need no immutable batches and no merges.
 """
 
 from __future__ import annotations
@@ -44,7 +48,7 @@ from .lattice import (
     meet_frontiers,
     minimal,
 )
-from .trace import MIN_EFFORT, Batch, Trace
+from .trace import MIN_EFFORT, Batch, Trace, compactor
 
 if TYPE_CHECKING:
     from .arrange import Arrangement
@@ -216,12 +220,21 @@ def reduce_arrangement(
     scope = arranged.scope
     minimum = scope.domain.minimum()
     int_times = type(minimum) is int
-    in_trace = arranged._trace()
     time_in = arranged.time_in  # set when the arrangement was entered from a parent scope
     frontier_out = arranged.frontier_out
-    in_handle = in_trace.handle(reads=True)
-    out_trace = Trace(name, minimum)
-    out_handle = out_trace.handle(reads=True)
+    # An arrangement that keeps no trace (``keep=False``: made for this operator alone) is
+    # held here as one mutable index per side, key -> its updates: nobody else reads it, so
+    # it needs neither immutable batches nor merges, and a key's history is one lookup.
+    private = arranged.trace is None
+    if private:
+        in_trace = out_trace = None
+        hist_in = _History()
+        hist_out = _History()
+    else:
+        in_trace = arranged._trace()
+        in_handle = in_trace.handle(reads=True)
+        out_trace = Trace(name, minimum)
+        out_handle = out_trace.handle(reads=True)
 
     def ctor(cap: Any, info: Any) -> Callable[..., None]:
         caps = CapabilitySet([cap])
@@ -250,7 +263,10 @@ def reduce_arrangement(
                             fresh[key] = times
                         else:
                             got |= times
-                    in_handle.acknowledge(b.seq_hi)
+                    if private:
+                        hist_in.extend(b.data)
+                    else:
+                        in_handle.acknowledge(b.seq_hi)
             bound = inp.frontier.int_bound() if int_times else None
             if bound is not None:
                 frontier = [] if bound == math.inf else [bound]
@@ -259,6 +275,9 @@ def reduce_arrangement(
             if not fresh and frontier == seen[0]:
                 return
             before, seen[0] = seen[0], frontier
+            if private and fresh and before is not None:
+                # Every time evaluated from here on is in the future of ``before``.
+                hist_in.compact_grown(fresh, before)
 
             if fresh:
                 if int_times:
@@ -269,12 +288,12 @@ def reduce_arrangement(
                         else:
                             p |= times
                 else:
-                    history = in_trace.batches(in_handle.acked)
+                    history = () if private else in_trace.batches(in_handle.acked)
                     # Every new and pending time is in the future of the frontier seen last
                     # time, where advancing the history by it changes no join with them --
                     # and collapses most of it.
                     advance = TimeMemo(lambda t: advance_by(t, before)) if before else None
-                    hist = [b.data for b in history]
+                    hist = [hist_in.index] if private else [b.data for b in history]
                     _updates_of = _reader()
                     # A loop's rounds at one outer time: see _chain_times.
                     chain = _ChainTimes(before) if inner is None else None
@@ -317,7 +336,11 @@ def reduce_arrangement(
             if ready:
                 corrections = _evaluate(ready, pending, inner, gathered)
                 _emit(corrections, out)
-                out_handle.acknowledge(out_trace.seq)
+                if private:
+                    if before is not None:
+                        hist_out.compact_grown(ready, before)
+                else:
+                    out_handle.acknowledge(out_trace.seq)
 
             if pending:
                 if int_times:
@@ -326,6 +349,11 @@ def reduce_arrangement(
                     caps.downgrade(minimal(waiting))
             elif caps:
                 caps.drop()
+            if private:
+                if not frontier and not pending:
+                    hist_in.clear()
+                    hist_out.clear()
+                return
             out_trace.advance_upper(meet_frontiers([frontier, [c.time for c in caps]]))
             if not frontier and not pending:
                 # Finished: nothing more will be read, so hold nothing back for others.
@@ -344,10 +372,14 @@ def reduce_arrangement(
             inner: TimeMemo | None,
             gathered: dict[Any, Any],
         ) -> list[tuple[tuple[Any, Any], Any, int]]:
-            in_data = [b.data for b in in_trace.batches(in_handle.acked)]
+            if private:
+                in_data = [hist_in.index]
+                out_data = [hist_out.index]
+            else:
+                in_data = [b.data for b in in_trace.batches(in_handle.acked)]
+                out_data = [b.data for b in out_trace.batches()]
             _updates_of = _reader()
             compiled = _native.speedups if counts is not None else None
-            out_data = [b.data for b in out_trace.batches()]
             corrections: list[tuple[tuple[Any, Any], Any, int]] = []
             for key, times in ready.items():
                 left = pending[key]
@@ -447,7 +479,10 @@ def reduce_arrangement(
             for c, updates in groups:
                 b = Batch.from_updates(updates, c.time)
                 if b.size:
-                    out_trace.insert(b)
+                    if private:
+                        hist_out.extend(b.data)
+                    else:
+                        out_trace.insert(b)
                     out.give_batch(c, [b])
 
         return run
@@ -503,6 +538,60 @@ def _count_changes(
             outs.append(((), t, want - have))
             corrections.append(((key, ()), t, want - have))
     return outs
+
+
+class _History:
+    """A reduce's private index of one side, ``index[key] = [(val, time, diff)]``, grown by
+    batches and compacted key by key: a key's list is advanced by the frontier and
+    consolidated once it has doubled since it was last (from 4 updates on), so it stays within
+    twice what compaction leaves.  Readers take a key's list for the length of one invocation,
+    during which nothing is added.
+
+    >>> h = _History()
+    >>> h.extend({"k": [("v", t, 1) for t in range(8)]})
+    >>> h.compact_grown(["k"], [5]); h.index["k"]
+    [('v', 5, 6), ('v', 6, 1), ('v', 7, 1)]
+    """
+
+    __slots__ = ("index", "limits")
+
+    def __init__(self) -> None:
+        self.index: dict[Any, list[tuple[Any, Any, int]]] = {}
+        self.limits: dict[Any, int] = {}
+
+    def extend(self, data: dict[Any, list[tuple[Any, Any, int]]]) -> None:
+        """Add a batch's updates (its lists are copied, never shared)."""
+        index = self.index
+        get = index.get
+        for key, updates in data.items():
+            have = get(key)
+            if have is None:
+                index[key] = list(updates)
+            else:
+                have.extend(updates)
+
+    def compact_grown(self, keys: Any, frontier: list[Any]) -> None:
+        """Compact by ``frontier`` the lists of ``keys`` that have doubled since last time."""
+        index, limits = self.index, self.limits
+        by_frontier = None
+        for key in keys:
+            have = index.get(key)
+            if have is None or len(have) < limits.get(key, 4):
+                continue
+            if by_frontier is None:
+                by_frontier = compactor(frontier)
+            kept = by_frontier(have)
+            if kept:
+                index[key] = kept
+                limits[key] = max(4, 2 * len(kept))
+            else:
+                del index[key]
+                limits.pop(key, None)
+
+    def clear(self) -> None:
+        """Forget everything (the operator has finished)."""
+        self.index.clear()
+        self.limits.clear()
 
 
 def _time_of(u: tuple[Any, Any, int]) -> Any:

@@ -146,6 +146,19 @@ def compact(
     return _Compactor(since or [])(updates)
 
 
+def compactor(
+    since: list[Any],
+) -> Callable[[list[tuple[Any, Any, int]]], list[tuple[Any, Any, int]]]:
+    """:func:`compact` by ``since`` for many lists: the advanced form of each distinct time is
+    computed once for all of them.
+
+    >>> by5 = compactor([5])
+    >>> by5([("x", 1, 1), ("x", 3, 1)]), by5([("y", 2, 1), ("y", 6, 1)])
+    ([('x', 5, 2)], [('y', 5, 1), ('y', 6, 1)])
+    """
+    return _Compactor(since)
+
+
 class _Compactor:
     """Compaction by one frontier ``since``, called on many lists of ``(val, time, diff)``:
     each time is advanced (:func:`~.lattice.advance_by`) then equal ``(val, time)`` are added
