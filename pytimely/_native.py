@@ -2,8 +2,9 @@
 
 The extension (``pytimely/_speedups.c``) holds the exchange's fast paths (splitting a batch by
 memoized routes, the records codec of :mod:`pytimely.communication.codec`), the clock of
-observed operators (:mod:`pytimely.dataflow.invocation`), the drains of progress counts and the
-lookup of a key's updates across a differential trace's batches.  It is built at
+observed operators (:mod:`pytimely.dataflow.invocation`), the drains of progress counts and
+differential dataflow's inner loops (a key's updates across a trace's batches, a merge's keys,
+a batch's index, a threshold's counts).  It is built at
 install time when a C compiler is there and is optional: without it, or with
 ``PYTIMELY_PURE_PYTHON=1`` in the environment (read at import), pytimely runs the pure-Python
 equivalents, which give the same results and read what the compiled path writes.

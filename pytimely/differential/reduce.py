@@ -288,14 +288,16 @@ def reduce_arrangement(
                         else:
                             p |= times
                 else:
-                    history = () if private else in_trace.batches(in_handle.acked)
                     # Every new and pending time is in the future of the frontier seen last
                     # time, where advancing the history by it changes no join with them --
                     # and collapses most of it.
                     advance = TimeMemo(lambda t: advance_by(t, before)) if before else None
-                    hist = [hist_in.index] if private else [b.data for b in history]
+                    if private:
+                        hist = [hist_in.index]
+                    else:
+                        hist = [b.data for b in in_trace.batches(in_handle.acked)]
                     _updates_of = _reader()
-                    # A loop's rounds at one outer time: see _chain_times.
+                    # A loop's rounds at one outer time: see _ChainTimes.
                     chain = _ChainTimes(before) if inner is None else None
                     for key, times in fresh.items():
                         p = pending.setdefault(key, set())

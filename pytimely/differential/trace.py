@@ -233,14 +233,15 @@ class _Merge:
     """Two adjacent batches being merged, a bounded amount of work per unit of fuel; reads
     see both until it ends.
 
-    The batch with more keys is the *base*: its index is copied whole, in chunks at C speed
-    (:data:`COPY_PER_FUEL` entries per unit of fuel).  Then each key of the other batch is
-    merged in Python: a key the base lacks takes the other batch's list as it is (lists are
-    immutable); a key in both gets the two lists concatenated (older first) and compacted by
-    ``since``.  So a merge costs Python work for the smaller batch's keys only, and a key
-    that no new update touched keeps its list, not advanced: its updates were consolidated
-    when it was last touched, advancing alone changes no answer at a time in the future of
-    ``since``, and the key is compacted again the next time an update meets it.
+    The batch with more keys is the *base*: its index is copied whole (at once up to
+    :data:`COPY_AT_ONCE` keys, else in chunks of :data:`COPY_PER_FUEL` entries per unit of
+    fuel).  Then each key of the other batch is merged (by ``_speedups.merge_keys`` when the
+    extension is built, else by :meth:`_work`): a key the base lacks takes the other batch's
+    list as it is (lists are immutable); a key in both gets the two lists concatenated (older
+    first) and compacted by ``since``.  So a merge works key by key through the smaller batch
+    only, and a key that no new update touched keeps its list, not advanced: its updates were
+    consolidated when it was last touched, advancing alone changes no answer at a time in the
+    future of ``since``, and the key is compacted again the next time an update meets it.
     """
 
     __slots__ = (
