@@ -110,7 +110,10 @@ def test_a_failed_kafka_job_restarts_from_the_checkpoints_offsets(kafka_broker, 
     # A partition whose reader had delivered nothing by that checkpoint is None (read again
     # from the beginning): on a busy machine one worker's consumer may start late.
     assert set(offsets) == {"0", "1"}
-    assert all(o is None or 0 < o < 2000 for o in offsets.values()), offsets
+    # Partition 0 holds the even clicks and may be read to its end (2000) before the failure;
+    # partition 1's reader never got past the failing click 1:3001, its 1501st record.
+    assert offsets["0"] is None or 0 < offsets["0"] <= 2000, offsets
+    assert offsets["1"] is None or 0 < offsets["1"] <= 1500, offsets
     reports = pt.execute(
         io.job(_build(kafka_broker, topic, out), checkpoint=ck, **SMALL_EPOCHS), workers=1
     )
