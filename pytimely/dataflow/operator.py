@@ -106,6 +106,7 @@ class OperatorCore:
         "clock",
         "_record_capabilities",
         "inline_depth",
+        "_identity_paths",
     )
 
     local = True
@@ -128,6 +129,15 @@ class OperatorCore:
         # No frontier batches: the scope binds our inputs to its tracker (``bind_frontiers``).
         self.shared = SharedProgress(inputs, outputs, frontier_copies=False)
         self.summary_rows = summary_rows
+        # The (input, output) pairs joined by the identity summary, where a message's own
+        # capability may send: checked on every send with a CapabilityRef, so computed once.
+        identity = scope.domain.identity()
+        self._identity_paths = frozenset(
+            (i, o)
+            for i, row in enumerate(summary_rows)
+            for o, summaries in enumerate(row)
+            if any(s == identity for s in summaries)
+        )
         self._interest = interest
         self.input_ports = [InputPort(self, i) for i in range(inputs)]
         self.output_ports = [OutputPort(self, o) for o in range(outputs)]
@@ -175,8 +185,7 @@ class OperatorCore:
     def identity_reaches(self, i: int, o: int) -> bool:
         """Input ``i`` reaches output ``o`` with the identity summary (so a message's own
         capability is valid there)."""
-        identity = self.scope.domain.identity()
-        return any(s == identity for s in self.summary_rows[i][o])
+        return (i, o) in self._identity_paths
 
     # -- Operate --------------------------------------------------------------------------
 
