@@ -40,15 +40,16 @@ def test_maps_and_inspects_on_a_pipeline_run_inline_in_chains_of_at_most_eight()
     assert depths == [0, 0, *chain, 0, *chain, 0, 1, 2, 3, 0]
 
 
-def test_nothing_right_behind_an_input_or_a_scope_input_runs_inline():
-    """An input handle's records arrive in its caller's ``send``, a scope input's wherever the
-    parent's sender is: an operator there must not run the user's function."""
-    depths = []
+def test_a_map_behind_an_input_handle_runs_inline_but_not_behind_a_scope_input():
+    """An input handle's records leave in its caller's ``send``: a ``map`` there runs inline,
+    within ``send`` (the handle's operator is woken and drains the counts with its capability
+    moves).  A scope input's records arrive wherever the parent's sender is: nothing inline."""
+    depths, calls = [], []
 
     def build(scope):
         inp, s = scope.new_input()
         depths.append(scope.inline_depth(s.source))
-        first = s.map(lambda x: x)
+        first = s.map(lambda x: calls.append(x) or x)
         depths.append(scope.inline_depth(first.source))
 
         def inner(region):
@@ -56,15 +57,71 @@ def test_nothing_right_behind_an_input_or_a_scope_input_runs_inline():
             depths.append(region.inline_depth(entered.source))
             return entered.leave()
 
-        return inp, scope.region(inner).capture()
+        return inp, scope.region(inner).capture(), first.capture()
 
     worker = pt.Worker()
-    inp, cap = worker.dataflow(build)
+    inp, cap, mapped = worker.dataflow(build)
     inp.send_batch([1, 2])
+    assert calls == [1, 2]  # ran within send_batch, before any step
+    inp.advance_to(1)
+    inp.send_batch([3])
     inp.close()
     worker.run()
-    assert depths == [-1, 0, 0]
-    assert cap.extract() == [(0, [1, 2])]
+    assert depths == [0, 1, 0]
+    assert cap.extract() == [(0, [1, 2]), (1, [3])]
+    assert mapped.extract() == [(0, [1, 2]), (1, [3])]
+
+
+def test_a_failing_map_behind_an_input_handle_raises_from_send_naming_the_map():
+    worker = pt.Worker()
+
+    def build(scope):
+        inp, s = scope.new_input()
+        return inp, s.map(lambda x: 1 // x, name="Invert").probe()
+
+    inp, probe = worker.dataflow(build)
+    inp.send_batch([1, 2])
+    with pytest.raises(OperatorError) as info:
+        inp.send_batch([0])
+    assert info.value.operator == "Invert"
+    assert isinstance(info.value.__cause__, ZeroDivisionError)
+
+
+@pytest.mark.parametrize("claimed", [2, 5])
+def test_an_input_fed_from_inside_another_operator_keeps_its_counts_with_an_inline_map(claimed):
+    """A handle fed from an operator's logic, possibly after the handle's operator has run in
+    the same pass, with batches whose length and iteration disagree (so the inline map's own
+    count changes too): every record is still counted once, at its time."""
+
+    def work(worker):
+        def build(scope):
+            inp, s = scope.new_input()
+            clock_in, clock = scope.new_input()
+            totals = []
+            for mapped in (s.map(lambda x: (x, 1)), s.map_batch(lambda b: b).map(lambda x: (x, 1))):
+                counts = mapped.aggregate(lambda _k, v, acc: acc + v, lambda k, acc: (k, acc))
+                totals.append((counts.capture(), counts.probe()))
+
+            def feed(t, batch):  # runs in an ordinary operator's invocation, within a step
+                for x in batch:
+                    inp.send_batch(_Stretchy([x, x, x], claimed))
+                inp.advance_to(t + 1)
+
+            clock.map_batch(lambda b: b).inspect_batch(feed)
+            return inp, clock_in, totals
+
+        inp, clock_in, totals = worker.dataflow(build)
+        for t in range(3):
+            clock_in.send_batch([t])
+            clock_in.advance_to(t + 1)
+            worker.step_while(lambda: any(p.less_than(t + 1) for _c, p in totals), timeout=20)
+        clock_in.close()
+        inp.close()
+        worker.run()
+        return [c.extract() for c, _p in totals]
+
+    direct, behind = pt.execute(work)[0]
+    assert direct == behind == [(0, [(0, 3)]), (1, [(1, 3)]), (2, [(2, 3)])]
 
 
 def _count_job(worker, rounds, per_round):
@@ -208,7 +265,7 @@ def test_a_failing_inline_map_is_named_not_the_operator_that_sent_to_it():
         return 1 // (x - 2)
 
     def build(scope):
-        fine = scope.to_stream([1, 2]).map(lambda x: x, name="Fine")  # after an input: ordinary
+        fine = scope.to_stream([1, 2]).map_batch(lambda b: b, name="Fine")  # ordinary
         return fine.map(bad, name="Bad").probe()  # inline
 
     with pytest.raises(OperatorError) as info:

@@ -8,10 +8,12 @@ what is sent to such an operator as already at its consumers (``Operate.forwards
 ``_count_past_inline`` in :mod:`pytimely.progress.subgraph`), which is where it is once the
 sender's invocation ends and its counts are drained.
 
-Only operators whose sends happen within their own invocations may feed an inline operator:
-not those driven from outside their logic (input handles, feedback, replay: ``inline_depth``
--1) nor a scope's inputs, whose records come from wherever the parent's sender is.  At most
-:data:`INLINE_CHAIN` run in a row.
+Operators whose sends happen within their own invocations may feed an inline operator, and so
+may an input handle: its operator is woken by every push and drains what the handle sent with
+its capability moves, so a ``map`` behind it runs within the caller's ``send`` (a failure of
+its function is raised there, naming the ``map``).  Not operators otherwise driven from outside
+their logic (feedback, replay: ``inline_depth`` -1) nor a scope's inputs, whose records come
+from wherever the parent's sender is.  At most :data:`INLINE_CHAIN` run in a row.
 """
 
 from __future__ import annotations

@@ -99,9 +99,9 @@ class Scope:
     def inline_depth(self, source: tuple[int, int]) -> int:
         """How many operators forwarding inline end at ``source`` (``(operator index, output
         port)``; see :mod:`pytimely.dataflow.inline`): its operator's ``inline_depth`` (0 for
-        an ordinary operator or a nested scope), or -1 where what ``source`` sends may arrive
-        outside any operator's invocation (a scope input, an input handle), which nothing
-        inline may follow."""
+        an ordinary operator, an input handle's or a nested scope), or -1 where what ``source``
+        sends may arrive outside any operator's invocation without its operator being woken (a
+        scope input, a feedback), which nothing inline may follow."""
         node = source[0]
         if not node:
             return -1

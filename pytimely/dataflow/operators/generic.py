@@ -203,8 +203,8 @@ class OperatorBuilder:
         if interest is None:
             interest = [FrontierInterest.NEVER] * inputs
         core = OperatorCore(scope, name, inputs, outputs, summary, interest)
-        # Driven from outside its logic: what it sends may arrive outside any invocation (in
-        # the caller of an input handle's ``send``), so nothing downstream runs inline.
+        # Driven from outside its logic: what it sends may arrive outside any invocation, so
+        # nothing downstream runs inline (an input handle lifts this: ``new_input``).
         core.inline_depth = -1
         scope.install_child(core.index, core)
         return core
@@ -300,10 +300,10 @@ def forward_batches(
     **Inline.**  On a ``Pipeline``, an operator that passes batches on unchanged, inspects
     them, or maps them record for record (a :class:`BatchTransform` with ``inline = True``)
     runs inside the call of the operator that sends to it, up to :data:`INLINE_CHAIN` in a
-    row, when that operator sends within its own invocations (not an input handle or a scope
-    input, see :mod:`pytimely.dataflow.inline`): no queue, no scheduling, no counts of its
-    own (its scope counts what is sent to it as already at its consumers), about a
-    microsecond and a half less per step it has data.
+    row, when that operator sends within its own invocations or is an input handle's (not a
+    scope input or a feedback, see :mod:`pytimely.dataflow.inline`): no queue, no
+    scheduling, no counts of its own (its scope counts what is sent to it as already at its
+    consumers), about a microsecond and a half less per step it has data.
     It is still an operator of the graph, with its name, address and frontier, and a failure
     of its function names it; once observed (statistics, the event log) it forwards in
     invocations of its own, so that they are timed and logged (docs/internals.md).

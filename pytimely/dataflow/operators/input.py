@@ -269,6 +269,10 @@ def _check_time(domain: Any, t: Any, where: str) -> None:
 def new_input(scope: Scope, name: str = "Input") -> tuple[InputHandle, Stream]:
     """An input operator in ``scope``: its handle and stream (:meth:`Scope.new_input`)."""
     core = OperatorBuilder.raw(scope, name)  # no logic: the handle does the sending
+    # A ``map`` or ``inspect`` behind the handle runs inline, within ``send``: the handle
+    # activates this operator on every push, and the scope drains what it sent (counted at the
+    # inline operators' consumers) with the capability moves, in one report.
+    core.inline_depth = 0
     handle = InputHandle(core)
     scope.worker.track_input(handle)
     return handle, scope.stream((core.index, 0), core.output_ports[0].tee)
