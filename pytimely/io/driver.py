@@ -17,6 +17,8 @@ records and :func:`write` sends a stream to a sink.  Then each worker, epoch aft
    writes its part of the checkpoint at ``T``: its readers' offsets, what it staged, and its
    stateful operators' state.  The worker that completes the set of parts commits the
    checkpoint and publishes every part's staged output (:mod:`pytimely.io.checkpoint`).
+   Nobody reads on before every worker has written its part: records read at ``T`` and sent
+   to a worker still draining would otherwise enter its state before its snapshot.
 
 When every source is exhausted (every reader, and every growing source says it will not
 grow) the job drains and ends with a last checkpoint (at the epoch it started from plus
@@ -272,6 +274,11 @@ class _Job:
         # of it (see _build).
         self.reading_done: Any = None
         self.all_done: Any = None
+        # With a checkpoint: an input advanced to ``T`` once this worker has written its part
+        # of the checkpoint at ``T``, and a probe of it: nobody reads past ``T`` before every
+        # worker's state is cut there (see _checkpoint).
+        self.cut: Any = None
+        self.all_cut: Any = None
         self.building = _Building(worker.index, worker.peers, f"{uuid.uuid4().hex[:12]}")
 
     # -- start ---------------------------------------------------------------------------------
@@ -362,13 +369,16 @@ class _Job:
     # -- epochs --------------------------------------------------------------------------------
 
     def _build(self, scope: Any) -> None:
-        """The user's ``build``, and (with a checkpoint) an input of its own that a worker
-        closes once it has nothing more to read: its probe tells every worker when all of
-        them are done (the input feeds nothing else, so it holds no other frontier)."""
+        """The user's ``build``, and (with a checkpoint) two inputs of its own, each feeding
+        nothing but a probe (so they hold no other frontier): one a worker closes once it has
+        nothing more to read, whose probe tells every worker when all of them are done, and
+        one it advances past each checkpoint it has written its part of."""
         self.build(scope)
         if self.store is not None:
             self.reading_done, done = scope.new_input()
             self.all_done = done.probe()
+            self.cut, cut = scope.new_input()
+            self.all_cut = cut.probe()
 
     def _everyone_done(self) -> bool:
         """This worker has nothing more to read: say so, and whether every worker has."""
@@ -425,6 +435,8 @@ class _Job:
                     reading.handle.advance_to(epoch)
         for reading in readings:
             reading.handle.close()
+        if self.cut is not None:
+            self.cut.close()
         worker.run()
         self._checkpoint(final, drained=True)
         for w in self.building.writings:
@@ -578,3 +590,10 @@ class _Job:
                 descriptions.clear()
             self._release(offsets)
             _log.info("worker %d committed the checkpoint at epoch %d", worker.index, epoch)
+        if not drained:
+            # The cut is consistent only if no worker reads at ``epoch`` (and sends what it
+            # read on) before every worker has taken its state at ``epoch``: a worker still
+            # draining would apply those records before its snapshot, or hold them stashed,
+            # and a restart from this checkpoint would apply them twice.
+            self.cut.advance_to(epoch)
+            worker.step_while(lambda: self.all_cut.less_than(epoch), timeout=self.timeout)
