@@ -19,6 +19,12 @@ def _thawed():
     gc.unfreeze()
 
 
+def _in_step(stream):
+    """``stream`` behind an ordinary operator, so that a ``map`` on it runs within a step (a
+    ``map`` right behind an input handle runs inline, within ``send``)."""
+    return stream.map_batch(lambda batch: batch)
+
+
 def _chain(length: int):
     def build(scope):
         inp, stream = scope.new_input()
@@ -105,7 +111,7 @@ def test_a_completed_dataflows_operator_state_is_freed_at_once() -> None:
             state[x] = x  # the logic holds the state
             return x
 
-        return inp, stream.map(remember).probe()
+        return inp, _in_step(stream).map(remember).probe()
 
     for _ in range(3):
         inp, probe = worker.dataflow(build)
@@ -123,7 +129,7 @@ def _collector_seen_by_an_operator(worker: pt.Worker) -> list[bool]:
 
     def build(scope):
         inp, stream = scope.new_input()
-        stream.map(lambda x: seen.append(gc.isenabled()) or x).probe()
+        _in_step(stream).map(lambda x: seen.append(gc.isenabled()) or x).probe()
         return inp
 
     inp = worker.dataflow(build)
@@ -169,7 +175,7 @@ def test_cyclic_garbage_of_a_step_is_collected_after_it() -> None:
 
     def build(scope):
         inp, stream = scope.new_input()
-        stream.map(make_cycle).probe()
+        _in_step(stream).map(make_cycle).probe()
         return inp
 
     inp = worker.dataflow(build)
@@ -210,7 +216,7 @@ def _state_builder(per_step: int, cycles: bool):
 
     def build(scope):
         inp, stream = scope.new_input()
-        return inp, stream.map(keep).probe()
+        return inp, _in_step(stream).map(keep).probe()
 
     return build, refs
 
