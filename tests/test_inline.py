@@ -302,6 +302,30 @@ def test_an_observed_inline_map_counts_each_delivery_as_an_invocation_of_its_own
     assert times["invocations"] >= 4 and times["time_total_s"] > 0
 
 
+def test_a_probe_behind_an_operator_drops_batches_inline_and_runs_when_its_frontier_moves():
+    worker = pt.Worker()
+    worker.enable_statistics()
+
+    def build(scope):
+        inp, s = scope.new_input()
+        return inp, s.map_batch(lambda b: b).probe(name="Watch")
+
+    inp, probe = worker.dataflow(build)
+    for r in range(3):
+        for _ in range(20):
+            inp.send_batch([r])
+            worker.step()
+        assert probe.less_equal(r) and not probe.less_than(r)
+        inp.advance_to(r + 1)
+        worker.step_while(lambda: probe.less_than(r + 1), timeout=20)
+    inp.close()
+    worker.run()
+    assert probe.done()
+    watch = {op["name"]: op for op in worker.statistics()["operators"]}["Watch"]
+    assert watch["records_in"] == 60 and watch["batches_in"] == 60  # taken, as counted
+    assert watch["invocations"] <= 8  # four frontier moves, not sixty batches
+
+
 class _Child:
     def __init__(self, inline):
         self.inline = inline

@@ -123,9 +123,10 @@ class Operate(Protocol):
         delivered to its input on to its output's consumers within the delivering call, at
         the batch's own time, as that many records (a ``map``; it then counts nothing itself,
         except the difference when a batch comes out with another number of records, in its
-        own ``produced`` batch, and asks to be scheduled so that the scope drains it).  The
-        scope counts records sent to such a child as already at the consumers of its output:
-        no pointstamp ever sits at its input."""
+        own ``produced`` batch, and asks to be scheduled so that the scope drains it), or
+        with one input and no output that drops every batch within the delivering call (a
+        probe).  The scope counts records sent to such a child as already at the consumers of
+        its output, if any: no pointstamp ever sits at its input."""
         ...
 
     def initial_internals(self) -> list[tuple[int, Any, int]]:

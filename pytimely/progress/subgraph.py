@@ -707,7 +707,8 @@ def _count_past_inline(
         passes through a feedback operator, which does not forward inline)."""
         done = expanded.get(node)
         if done is None:
-            done = expanded[node] = resolve(edge_targets[node][0])
+            ports = edge_targets[node]  # none: a sink that drops what it is handed (a probe)
+            done = expanded[node] = resolve(ports[0]) if ports else []
         return done
 
     def resolve(targets: list[tuple[int, int]]) -> list[tuple[int, int]]:

@@ -12,11 +12,13 @@ from typing import TYPE_CHECKING, Any
 
 from ...progress.antichain import Antichain, MutableAntichain, frontier_changes
 from ...progress.operate import FrontierInterest
+from ..inline import INLINE_CHAIN
 from ..pacts import Pipeline
-from .generic import sink
+from ..ports import InputPort
+from .generic import OperatorBuilder, sink
 
 if TYPE_CHECKING:
-    from ..ports import InputPort
+    from ..operator import OperatorCore
     from ..stream import Stream
 
 __all__ = ["ProbeHandle", "probe", "probe_with"]
@@ -51,8 +53,29 @@ class ProbeHandle:
         return f"ProbeHandle(frontier={sorted(self._frontier.frontier_list())!r})"
 
 
+class _Discard:
+    """The delivery point of a probe that runs inline: records handed to it are gone at once
+    (counted as taken, once the probe is observed).  Its scope counts them nowhere: an inline
+    operator's records are counted at its consumers, and a probe has none."""
+
+    __slots__ = ("_inp",)
+
+    def __init__(self, core: OperatorCore) -> None:
+        self._inp = core.input_ports[0]
+
+    def push(self, t: Any, batch: Any) -> None:
+        inp = self._inp
+        if type(inp) is not InputPort:  # observed: taken, as the port's own paths count
+            inp.records += len(batch)
+            inp.batches += 1
+
+
 def probe_with(stream: Stream, handle: ProbeHandle, name: str = "Probe") -> Stream:
     """Mirror ``stream``'s frontier into ``handle``; returns ``stream``.
+
+    Behind an operator whose ``map``s would run inline (see :mod:`pytimely.dataflow.inline`),
+    the probe runs inline too: what reaches it is dropped within the sender's call, and the
+    probe is scheduled only when its frontier moves, not for every batch.
 
     >>> import pytimely as pt
     >>> handle = pt.ProbeHandle()
@@ -74,7 +97,18 @@ def probe_with(stream: Stream, handle: ProbeHandle, name: str = "Probe") -> Stre
             mirror.update_iter(frontier_changes(shown, now))
             state["shown"] = tuple(now)
 
-    sink(stream, Pipeline, name, logic, interest=FrontierInterest.ALWAYS)
+    scope = stream.scope
+    upstream = scope.inline_depth(stream.source)
+    if 0 <= upstream < INLINE_CHAIN:
+        b = OperatorBuilder(name, scope)
+        b.new_input(stream, Pipeline, interest=FrontierInterest.ALWAYS)
+        b.build(
+            lambda caps, info: logic,
+            _inline=lambda core: _Discard(core).push,
+            _inline_depth=upstream + 1,
+        )
+    else:
+        sink(stream, Pipeline, name, logic, interest=FrontierInterest.ALWAYS)
     return stream
 
 
