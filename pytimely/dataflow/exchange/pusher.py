@@ -273,6 +273,13 @@ class Router:
         elif every_key:
             keys = self._keys(batch)
         else:
+            if batch:  # the first key alone, without a list or a set, when its type is known
+                try:
+                    kind = type(self.key(batch[0]))
+                except Exception:  # reported, with the record, by ``_keys`` below
+                    kind = None
+                if kind in self._routable:
+                    return
             keys = self._keys(batch[:1])
         kinds = set(map(type, keys))
         if kinds <= self._routable:
