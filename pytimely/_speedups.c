@@ -2471,6 +2471,55 @@ done:
     return result;
 }
 
+/* ---- the cyclic collector paused during steps ------------------------------------------- */
+
+/* pytimely.worker._pause_collector and _resume_collector without their lock: a C function runs
+ * whole under the GIL, so the count of pauses needs none.  pause_collector() returns False
+ * (nothing to resume) if the program had switched the collector off, else counts a pause and
+ * switches it off on the first.  resume_collector(long) ends a pause and switches the collector
+ * back on with the last one, unless ``long`` is true for the last one: it then returns True
+ * and leaves the pause counted, for the caller to freeze what the step left and call
+ * resume_collector(False) after (the collector stays off meanwhile, whatever other threads'
+ * steps do). */
+static Py_ssize_t collector_pauses = 0;
+
+static PyObject *
+pause_collector(PyObject *Py_UNUSED(module), PyObject *Py_UNUSED(noargs))
+{
+    if (collector_pauses == 0) {
+        if (!PyGC_IsEnabled())
+            Py_RETURN_FALSE;
+        PyGC_Disable();
+    }
+    collector_pauses++;
+    Py_RETURN_TRUE;
+}
+
+static PyObject *
+collector_paused(PyObject *Py_UNUSED(module), PyObject *Py_UNUSED(noargs))
+{
+    return PyBool_FromLong(collector_pauses > 0);
+}
+
+static PyObject *
+resume_collector(PyObject *Py_UNUSED(module), PyObject *is_long)
+{
+    if (collector_pauses <= 0) {
+        PyErr_SetString(PyExc_RuntimeError, "resume_collector: the collector is not paused");
+        return NULL;
+    }
+    if (collector_pauses == 1) {
+        int long_ = PyObject_IsTrue(is_long);
+        if (long_ < 0)
+            return NULL;
+        if (long_)
+            Py_RETURN_TRUE;
+        PyGC_Enable();
+    }
+    collector_pauses--;
+    Py_RETURN_FALSE;
+}
+
 /* ---- module ----------------------------------------------------------------------------- */
 
 static PyMethodDef methods[] = {
@@ -2491,6 +2540,13 @@ static PyMethodDef methods[] = {
      "pytimely.differential.reduce._count_changes for loop times, compiled."},
     {"updates_of", (PyCFunction)(void (*)(void))updates_of, METH_FASTCALL,
      "updates_of(key, datas): pytimely.differential.reduce._updates_of, compiled."},
+    {"pause_collector", pause_collector, METH_NOARGS,
+     "pause_collector(): pytimely.worker._pause_collector, compiled."},
+    {"collector_paused", collector_paused, METH_NOARGS,
+     "collector_paused(): whether a step holds a pause_collector()."},
+    {"resume_collector", resume_collector, METH_O,
+     "resume_collector(long): end a pause; True: the last pause, of a long step, is left for "
+     "the caller to freeze and end with resume_collector(False)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -41,6 +41,7 @@ from collections.abc import Callable, Iterator
 from types import FrameType
 from typing import Any, TypeVar
 
+from . import _native
 from .communication.allocator import Allocator, ThreadAllocator
 from .communication.timers import SPIN_S, precise_waits, spin_until
 from .dataflow.inline import InlinePush
@@ -141,6 +142,15 @@ def _resume_collector(step_seconds: float = 0.0) -> None:
             gc.enable()
 
 
+def _freeze_after_long_step(native: Any) -> None:
+    """The compiled ``resume_collector`` left the last pause, of a long step, to us: freeze
+    what the step left (the collector still paused), then end the pause."""
+    try:
+        _freeze_survivors()
+    finally:
+        native.resume_collector(False)
+
+
 def _freeze_survivors() -> None:
     """Freeze what the steps left; once the estimated growth since the last full collection
     reaches half of what that one left, count what is frozen, and collect everything if the
@@ -181,7 +191,10 @@ def _collect_frozen() -> None:
 
 def _collector_on() -> bool:
     """Whether the program runs with the cyclic collector (even if a step paused it)."""
-    return gc.isenabled() or _collector_pauses > 0
+    if gc.isenabled() or _collector_pauses > 0:
+        return True
+    native = _native.speedups
+    return native is not None and native.collector_paused()
 
 
 class Worker:
@@ -553,7 +566,12 @@ class Worker:
             dataflows = self._dataflows
             started = _time.monotonic()
             self._scheduling = True
-            paused = self._freeze_gc and _pause_collector()
+            # The pause of the collector, compiled when the extension is there (no lock).
+            native = _native.speedups if self._freeze_gc else None
+            if native is not None:
+                paused = native.pause_collector()
+            else:
+                paused = self._freeze_gc and _pause_collector()
             try:
                 for index in active:
                     subgraph = dataflows.get(index)
@@ -574,7 +592,10 @@ class Worker:
                 self._scheduling = False
                 elapsed = _time.monotonic() - started
                 if paused:
-                    _resume_collector(elapsed)
+                    if native is None:
+                        _resume_collector(elapsed)
+                    elif native.resume_collector(elapsed > LONG_STEP):
+                        _freeze_after_long_step(native)
             if elapsed > self.slow_step:
                 _log.warning(
                     "worker %d: slow step %d took %.3f s scheduling dataflows %s",

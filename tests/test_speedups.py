@@ -481,3 +481,28 @@ def test_equal_word_and_small_atom_records_decode_as_one_tuple_and_stay_right():
     # A record at the very end of a payload (its atom the last byte) decodes right too.
     for tail in (("end", None), ("end", 7)):
         assert codec.decode(codec.encode([tail]))[0] == tail
+
+
+@compiled_only
+def test_the_compiled_pause_of_the_collector_nests_and_leaves_a_long_steps_end_to_the_caller():
+    """``pause_collector``/``resume_collector`` count pauses as ``pytimely.worker``'s Python
+    pair does: the collector is off from the first pause to the last resume; the last resume
+    of a long step keeps the pause for the caller (who freezes, then resumes with False)."""
+    import gc
+
+    native = _native.speedups
+    assert gc.isenabled() and not native.collector_paused()
+    assert native.pause_collector() is True and not gc.isenabled()
+    assert native.pause_collector() is True  # a second worker thread's step
+    assert native.resume_collector(True) is False and not gc.isenabled()  # not the last
+    assert native.resume_collector(True) is True  # the last, of a long step: left to us
+    assert not gc.isenabled() and native.collector_paused()
+    assert native.resume_collector(False) is False
+    assert gc.isenabled() and not native.collector_paused()
+    with pytest.raises(RuntimeError, match="not paused"):
+        native.resume_collector(False)
+    gc.disable()  # a program that manages the collector itself: nothing to pause
+    try:
+        assert native.pause_collector() is False and not native.collector_paused()
+    finally:
+        gc.enable()
