@@ -54,7 +54,10 @@ class InputHandle:
     it and ``close`` drops it.  Invariant: ``time`` is the capability's time while open.
     """
 
-    __slots__ = ("_core", "_port", "_cap", "_time", "_buffer", "_closed", "_early", "_on_close")
+    __slots__ = (
+        "_core", "_port", "_cap", "_time", "_buffer", "_closed", "_early", "_on_close",
+        "_worker", "_who",
+    )  # fmt: skip
 
     def __init__(self, core: OperatorCore) -> None:
         self._core = core
@@ -65,6 +68,8 @@ class InputHandle:
         self._buffer: list[Any] = []
         self._closed = False
         self._on_close: list[Callable[[], None]] = []
+        self._worker = core.scope.worker
+        self._who = f"input {core.name!r}"  # for flow control's errors
         # Batches sent while the dataflow is still being built wait here: consumers attached
         # later must see them too.  Released when the scope is built (``_built``).
         self._early: list[tuple[Any, Any]] | None = []
@@ -84,7 +89,7 @@ class InputHandle:
             self._port.forward(t, batch)  # legal: at the time of the handle's capability
             self._core.activate()
             # Flow control: a peer slower than us makes us wait here, stepping.
-            self._core.scope.worker.wait_for_credit(f"input {self._core.name!r}")
+            self._worker.wait_for_credit(self._who)
 
     def on_close(self, callback: Callable[[], None]) -> None:
         """Call ``callback()`` when the handle is closed, before its capability is released
