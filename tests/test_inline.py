@@ -8,6 +8,8 @@ from __future__ import annotations
 import collections
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import pytimely as pt
 from pytimely.dataflow.inline import INLINE_CHAIN
@@ -346,3 +348,68 @@ def test_the_scope_counts_past_chains_of_inline_children_with_weights_multiplied
     assert targets[2] == [[(2, 1), (3, 1)]]
     assert targets[0] == [[(2, 2), (3, 2), (2, 2), (3, 1)]]
     assert targets[3] == [[]] and targets[4] == [[]]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.lists(st.tuples(st.sampled_from("abc"), st.integers(0, 3)), max_size=6),
+            st.integers(0, 2),  # how far the handle advances after this batch
+            st.booleans(),  # whether the worker steps after it
+        ),
+        max_size=8,
+    )
+)
+def test_an_inline_stateful_map_applies_each_key_in_time_order_as_the_scheduled_one(sends):
+    """On one worker, ``stateful_map`` behind an input runs inline; with ``stats`` it is an
+    ordinary operator.  Both must give each key its records in time order, arrival order
+    within a time, whatever the interleaving of sends, advances and steps."""
+
+    def run(inline: bool):
+        worker = pt.Worker()
+
+        def build(scope):
+            inp, s = scope.new_input()
+            stats = None if inline else pt.StateStats()
+            out = s.stateful_map(int, lambda c, i: (c + 1, (c + 1, i)), stats=stats)
+            return inp, scope.inline_depth(out.source), out.capture()
+
+        inp, depth, cap = worker.dataflow(build)
+        assert (depth > 0) == inline
+        n = 0
+        for records, advance, step in sends:
+            base = inp.time
+            batch = [(k, n + i) for i, (k, _dt) in enumerate(records)]
+            n += len(records)
+            if batch:
+                inp.send_batch(batch, times=[base + dt for _k, dt in records])
+            inp.advance_to(base + advance)
+            if step:
+                worker.step()
+        inp.close()
+        worker.run()
+        return cap.extract()
+
+    inline, scheduled = run(True), run(False)
+    # The model: per key, records ordered by (time, arrival); the k-th gets count k.
+    flat = []
+    n, now = 0, 0
+    for records, advance, _step in sends:
+        for i, (k, dt) in enumerate(records):
+            flat.append((now + dt, n + i, k))
+        n += len(records)
+        now += advance
+    expected: dict = collections.defaultdict(list)
+    per_key: collections.Counter = collections.Counter()
+    for t, i, k in sorted(flat):
+        per_key[k] += 1
+        expected[t].append((k, (per_key[k], i)))
+
+    def by_time(extracted):
+        got: dict = collections.defaultdict(list)
+        for t, batch in extracted:
+            got[t].extend(batch)
+        return {t: sorted(b) for t, b in got.items()}
+
+    assert by_time(inline) == by_time(scheduled) == {t: sorted(b) for t, b in expected.items()}

@@ -23,6 +23,11 @@ its current epoch), and for an out-of-order record, until every earlier time is 
 Output is sent at the record's own timestamp.  Interest is ``IF_CAPABILITY``: an operator that
 stashes nothing is not woken by frontier changes.
 
+On one worker, behind an operator whose ``map`` would run inline (see
+:mod:`pytimely.dataflow.inline`), ``stateful_map`` runs inline too (:class:`InlineInTimeOrder`):
+a batch it may apply at once is applied within the sender's call, and only a batch that must
+wait is stashed for an invocation of its own.
+
 Times follow their total order (``sorted``); integer times are the intended use.  With other
 times (the partially ordered ``Product`` times of iterative scopes) one token at the least
 time would not allow sending at every waiting time, and the operators hold one capability per
@@ -51,8 +56,11 @@ from ...naming import describe_function, operator_name
 from ...order import less_equal
 from ...progress.operate import FrontierInterest
 from .. import snapshot
+from ..capability import Capability
+from ..inline import INLINE_CHAIN
 from ..pacts import Exchange
-from .generic import unary_frontier
+from ..ports import InputPort, OutputPort
+from .generic import OperatorBuilder, unary_frontier
 from .tokens import LeastToken, tokens_for
 
 if TYPE_CHECKING:
@@ -290,6 +298,19 @@ class InTimeOrder:
             else:
                 entry.append(batch)
 
+    def stash(self, ref: Any, t: Any, batch: Any) -> None:
+        """Keep ``batch`` until every time before ``t`` is complete (``ref``, a capability or
+        message ref at or before ``t``, mints the token if need be)."""
+        entry = self.pending.get(t)
+        if entry is None:
+            tokens = self.tokens
+            if tokens is None:
+                tokens = self.tokens = tokens_for(t)
+            tokens.hold(ref, t)
+            self.pending[t] = [batch]
+        else:
+            entry.append(batch)
+
     def check_drained(self, op: str, name: str) -> None:
         """A snapshot is taken at a completed epoch, when no record can be waiting for an
         earlier time: stashed records mean the caller snapshots mid-epoch, which would lose
@@ -301,6 +322,107 @@ class InTimeOrder:
                 "completed epoch",
                 name,
             )
+
+
+class InlineInTimeOrder:
+    """The delivery point of a ``stateful_map`` that runs inline, on one worker (see the module
+    docstring): a batch the frontier lets through, with nothing earlier waiting, is applied
+    within the sender's call and its results handed to the consumers (where its scope counted
+    the records already, as for any inline operator); a batch that must wait leaves the
+    consumers' count for the stash (a ``-n`` in the operator's own ``produced`` batch) under a
+    capability at its time, and the operator asks to be scheduled, so that the scope drains
+    both in the same pass or the next, while the sender's token still holds the time.  Its
+    invocations apply what the frontier has released, as the scheduled operator does.
+
+    Once observed (statistics, the event log), deliveries wait for the operator's own
+    invocation, as an inline ``map``'s do (:class:`~pytimely.dataflow.inline.InlinePush`).
+
+    >>> import pytimely as pt
+    >>> def build(scope):
+    ...     inp, clicks = scope.new_input()
+    ...     counts = clicks.stateful_map(int, lambda n, _one: (n + 1, n + 1))
+    ...     return inp, scope.inline_depth(counts.source), counts.capture()
+    >>> worker = pt.Worker()
+    >>> inp, depth, cap = worker.dataflow(build)
+    >>> depth  # the first operator of an inline chain behind the input
+    1
+    >>> inp.send_batch([("ann", 1), ("ann", 1)])
+    >>> inp.close()
+    >>> worker.run()
+    >>> cap.extract()
+    [(0, [('ann', 1), ('ann', 2)])]
+    """
+
+    __slots__ = ("_core", "_inp", "_out", "_produced", "_deferred", "_waiting", "_results_of")
+
+    def __init__(self, core: Any) -> None:
+        self._core = core
+        self._inp = core.input_ports[0]
+        self._out = core.output_ports[0]
+        self._produced = core.shared.produceds[0]
+        self._deferred: list[tuple[Any, Any]] = []
+        self._waiting: InTimeOrder = InTimeOrder()
+        self._results_of: Callable[[Any, Any], list[Any]] = _unbound
+
+    def bind(self, waiting: InTimeOrder, results_of: Callable[[Any, Any], list[Any]]) -> None:
+        """The operator's stash and its function from ``(t, batch)`` to results (which
+        updates the state): set by its constructor, after the push was wired."""
+        self._waiting = waiting
+        self._results_of = results_of
+
+    def push(self, t: Any, batch: Any) -> None:
+        """Deliver ``(t, batch)`` now, or, once observed, at the next invocation."""
+        inp = self._inp
+        if type(inp) is InputPort:
+            self._deliver(t, batch)
+            return
+        inp.records += len(batch)  # observed: counted as the port's own paths count
+        inp.batches += 1
+        self._deferred.append((t, batch))
+        self._core.activate()
+
+    def _deliver(self, t: Any, batch: Any) -> None:
+        waiting = self._waiting
+        if not self._inp.frontier.less_than(t) and (not waiting.pending or t < waiting.first()):
+            results = self._results_of(t, batch)
+            n = len(results)
+            if n != len(batch):  # a batch whose length and iteration disagree
+                self._produced.update(t, n - len(batch))
+                self._core.activate()
+            if n:
+                out = self._out
+                if type(out) is not OutputPort:  # observed: counted as ``forward`` counts
+                    out.records += n
+                    out.batches += 1
+                out.tee.push(t, results)  # the scope counted these records already
+            return
+        n = len(batch)
+        if n:
+            self._produced.update(t, -n)  # not at the consumers yet: in the stash
+        cap = Capability(t, self._out)
+        waiting.stash(cap, t, batch)
+        cap.drop()
+        self._core.activate()
+
+    def run(self, apply: Callable[..., None]) -> Callable[[InputPort, OutputPort], None]:
+        """The operator's logic: apply what the frontier released (``apply(cap, t, batch,
+        out)`` sends with the stash's token), then what waited while observed."""
+        waiting = self._waiting
+
+        def logic(inp: InputPort, out: OutputPort) -> None:
+            waiting.apply_ready(inp.frontier, apply, out)
+            deferred = self._deferred
+            while deferred:
+                self._deferred = []
+                for t, batch in deferred:
+                    self._deliver(t, batch)
+                deferred = self._deferred
+
+        return logic
+
+
+def _unbound(t: Any, batch: Any) -> list[Any]:  # pragma: no cover - replaced before any data
+    raise AssertionError("InlineInTimeOrder used before its operator was constructed")
 
 
 def stateful_map(
@@ -360,7 +482,9 @@ def stateful_map(
             on_expire,
         )  # fmt: skip
 
-    def ctor(cap: Capability, info: OperatorInfo) -> Callable[[InputPort, OutputPort], None]:
+    def ctor(
+        cap: Capability, info: OperatorInfo, inline: InlineInTimeOrder | None = None
+    ) -> Callable[[InputPort, OutputPort], None]:
         cap.drop()  # hold nothing until a record must wait
         states: dict[Any, Any] = {}
         waiting = InTimeOrder()
@@ -374,7 +498,8 @@ def stateful_map(
         if restored:
             states.update(restored)
 
-        def apply(send: Capability | CapabilityRef, t: Any, batch: Any, out: OutputPort) -> None:
+        def results_of(t: Any, batch: Any) -> list[Any]:
+            """The outputs of ``batch``'s records, at ``t``, the state updated."""
             results: list[Any] = []
             emit = results.append
             get = states.get
@@ -399,7 +524,14 @@ def stateful_map(
                     emit((k, o))
             except Exception as exc:
                 raise failure(op, name, fn, key_of, pairs, r, t, exc, info.address) from exc
-            out.give_batch(send, results, t)
+            return results
+
+        def apply(send: Capability | CapabilityRef, t: Any, batch: Any, out: OutputPort) -> None:
+            out.give_batch(send, results_of(t, batch), t)
+
+        if inline is not None:
+            inline.bind(waiting, results_of)
+            return inline.run(apply)
 
         def logic(inp: InputPort, out: OutputPort) -> None:
             frontier = inp.frontier
@@ -410,8 +542,27 @@ def stateful_map(
 
         return logic
 
-    route = checked_key(key_of, pairs, op, name)
-    return unary_frontier(stream, Exchange(route), name, ctor, interest=_IF_CAP)
+    pact = Exchange(checked_key(key_of, pairs, op, name))
+    scope = stream.scope
+    # Inline on one worker only (elsewhere the exchange moves records), and not with ``stats``,
+    # which are recorded per invocation.
+    upstream = scope.inline_depth(stream.source) if scope.worker.peers == 1 else -1
+    if stats is None and 0 <= upstream < INLINE_CHAIN:
+        made: list[InlineInTimeOrder] = []
+
+        def push_of(core: Any) -> Callable[[Any, Any], None]:
+            made.append(InlineInTimeOrder(core))
+            return pact.connect(scope.worker, made[0].push, name)  # the key checks first
+
+        b = OperatorBuilder(name, scope)
+        b.new_input(stream, pact, interest=_IF_CAP)
+        b.new_output()
+        return b.build(
+            lambda caps, info: ctor(caps[0], info, made[0]),
+            _inline=push_of,
+            _inline_depth=upstream + 1,
+        )[0]
+    return unary_frontier(stream, pact, name, ctor, interest=_IF_CAP)
 
 
 def _expiring_stateful_map(
