@@ -331,7 +331,7 @@ class InlineInTimeOrder:
     the records already, as for any inline operator); a batch that must wait leaves the
     consumers' count for the stash (a ``-n`` in the operator's own ``produced`` batch) under a
     capability at its time, and the operator asks to be scheduled, so that the scope drains
-    both in the same pass or the next, while the sender's token still holds the time.  Its
+    both in the same pass or the next, while the sender's count (or token) holds the time.  Its
     invocations apply what the frontier has released, as the scheduled operator does.
 
     Once observed (statistics, the event log), deliveries wait for the operator's own
