@@ -29,40 +29,34 @@ from .ports import InputPort, OutputPort
 if TYPE_CHECKING:
     from .operator import OperatorCore
 
-__all__ = ["INLINE_CHAIN", "InlinePush"]
+__all__ = ["INLINE_CHAIN", "InlineDelivery", "InlinePush"]
 
 #: At most this many operators forwarding inline in a row: each adds a few frames to the stack
 #: of the operator that sends into the chain; the next one is an ordinary operator again.
 INLINE_CHAIN = 8
 
 
-class InlinePush:
-    """The delivery point of an operator that forwards inline: the batch is transformed (or
-    inspected) and handed to the operator's consumers within the sender's call.  The scope
-    counts what the sender sends here as already at those consumers
-    (``OperatorCore.forwards_inline``), so nothing is counted here unless the batch comes
-    out with another number of records: then the difference, in the operator's own
-    ``produced`` batch, and the operator asks to be scheduled so that the scope drains it in
-    the same pass.  A failure of the user's function names this operator, not the sender.
+class InlineDelivery:
+    """The delivery point of an operator that runs inline: ``push`` hands a batch to
+    :meth:`_deliver` within the sender's call or, once the operator is observed (statistics,
+    the event log), keeps it in ``_deferred`` for the operator's own invocation
+    (:meth:`_run_deferred`, from its logic), so that each is timed and logged as an invocation
+    of its own, in order.  The records are counted at the operator's consumers meanwhile, which
+    only holds their frontier back until they arrive: the safety of progress tracking asks that
+    a record be counted at or before where it is, at its time.  Subclasses say what delivering
+    is (:class:`InlinePush`; ``stateful_map``'s ``InlineInTimeOrder``).
 
-    Once the operator is observed (statistics, the event log), deliveries wait in
-    ``_deferred`` for the operator's own invocation (:meth:`run`, its logic), so that each is
-    timed and logged as an invocation of its own, in order.  The records are counted at the
-    consumers meanwhile, which only holds their frontier back until they arrive: the safety
-    of progress tracking asks that a record be counted at or before where it is, at its time.
+    >>> import pytimely as pt
+    >>> def build(scope):
+    ...     return scope.to_stream([1, 2]).map(lambda x: 10 * x).capture()  # an InlinePush
+    >>> pt.example(build).extract()
+    [(0, [10, 20])]
     """
 
-    __slots__ = ("_core", "_apply", "_inspect", "_inp", "_out", "_produced", "_deferred")
+    __slots__ = ("_core", "_inp", "_out", "_produced", "_deferred")
 
-    def __init__(
-        self,
-        core: OperatorCore,
-        apply: Callable[[Any], Any] | None,
-        inspect: Callable[[Any, Any], Any] | None,
-    ) -> None:
+    def __init__(self, core: OperatorCore) -> None:
         self._core = core
-        self._apply = apply
-        self._inspect = inspect
         self._inp = core.input_ports[0]
         self._out = core.output_ports[0]
         self._produced = core.shared.produceds[0]
@@ -72,35 +66,86 @@ class InlinePush:
     def running(frame: FrameType) -> tuple[str, tuple[int, ...]] | None:
         """If ``frame`` is an inline operator's delivery: its name and address (for
         describing, from another thread, what a worker is busy with)."""
-        if frame.f_code is not InlinePush.push.__code__:
+        if frame.f_code is not InlineDelivery.push.__code__:
             return None
         me = frame.f_locals.get("self")
         core = getattr(me, "_core", None)
         return None if core is None else (core.name, core.address)
 
     def push(self, t: Any, batch: Any) -> None:
-        """Deliver ``(t, batch)``: forward ``apply(batch)`` (or ``batch``, after
-        ``inspect(t, batch)``) to the consumers now, or, once observed, at the operator's
-        next invocation."""
+        """Deliver ``(t, batch)`` now or, once observed, at the operator's next invocation."""
         inp = self._inp
         if type(inp) is InputPort:
-            self._forward(t, batch)
+            self._deliver(t, batch)
             return
         inp.records += len(batch)  # observed: counted as the port's own paths count
         inp.batches += 1
         self._deferred.append((t, batch))
         self._core.activate()
 
-    def run(self, inp: InputPort, out: OutputPort) -> None:
-        """The operator's logic: forward what was deferred (nothing unless observed)."""
+    def _run_deferred(self) -> None:
+        """Deliver what waited while observed (nothing otherwise), in order."""
         deferred = self._deferred
         while deferred:
             self._deferred = []
             for t, batch in deferred:
-                self._forward(t, batch)
+                self._deliver(t, batch)
             deferred = self._deferred
 
-    def _forward(self, t: Any, batch: Any) -> None:
+    def _deliver(self, t: Any, batch: Any) -> None:
+        raise NotImplementedError
+
+    def _hand_on(self, t: Any, batch: Any, out: Any) -> None:
+        """Give ``out``, made of ``batch``, to the consumers, where the scope counted
+        ``len(batch)`` records already: a difference goes into the operator's own
+        ``produced`` batch, and the operator asks to be scheduled so that the scope drains it
+        in the same pass."""
+        n = len(out)
+        if n != len(batch):
+            self._produced.update(t, n - len(batch))
+            self._core.activate()
+        if n:
+            port = self._out
+            if type(port) is not OutputPort:  # observed: counted as ``forward`` counts
+                port.records += n
+                port.batches += 1
+            port.tee.push(t, out)  # not ``forward``: the scope counted these records already
+
+
+class InlinePush(InlineDelivery):
+    """The delivery point of an operator that forwards inline: the batch is transformed (or
+    inspected) and handed to the operator's consumers within the sender's call.  The scope
+    counts what the sender sends here as already at those consumers
+    (``OperatorCore.forwards_inline``), so nothing is counted here unless the batch comes
+    out with another number of records (:meth:`InlineDelivery._hand_on`).  A failure of the
+    user's function names this operator, not the sender.
+
+    >>> import pytimely as pt
+    >>> def build(scope):
+    ...     return scope.to_stream([1, 2]).inspect(print).capture()
+    >>> pt.example(build).extract()
+    1
+    2
+    [(0, [1, 2])]
+    """
+
+    __slots__ = ("_apply", "_inspect")
+
+    def __init__(
+        self,
+        core: OperatorCore,
+        apply: Callable[[Any], Any] | None,
+        inspect: Callable[[Any, Any], Any] | None,
+    ) -> None:
+        super().__init__(core)
+        self._apply = apply
+        self._inspect = inspect
+
+    def run(self, inp: InputPort, out: OutputPort) -> None:
+        """The operator's logic: forward what was deferred (nothing unless observed)."""
+        self._run_deferred()
+
+    def _deliver(self, t: Any, batch: Any) -> None:
         try:
             if self._inspect is not None:
                 self._inspect(t, batch)
@@ -114,6 +159,7 @@ class InlinePush:
         except Exception as exc:
             core = self._core
             raise operator_failure(exc, core.name, core.address) from exc
+        # ``_hand_on``, written out: a call per batch costs a chain of maps 5% of its time.
         n = len(out)
         if n != len(batch):
             self._produced.update(t, n - len(batch))

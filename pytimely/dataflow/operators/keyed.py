@@ -57,9 +57,8 @@ from ...order import less_equal
 from ...progress.operate import FrontierInterest
 from .. import snapshot
 from ..capability import Capability
-from ..inline import INLINE_CHAIN
+from ..inline import INLINE_CHAIN, InlineDelivery
 from ..pacts import Exchange
-from ..ports import InputPort, OutputPort
 from .generic import OperatorBuilder, unary_frontier
 from .tokens import LeastToken, tokens_for
 
@@ -288,15 +287,7 @@ class InTimeOrder:
             if not frontier.less_than(t) and (not pending or t < self.first()):
                 apply(ref, t, batch, out)
                 continue
-            entry = pending.get(t)
-            if entry is None:
-                tokens = self.tokens
-                if tokens is None:
-                    tokens = self.tokens = tokens_for(t)
-                tokens.hold(ref, t)
-                pending[t] = [batch]
-            else:
-                entry.append(batch)
+            self.stash(ref, t, batch)
 
     def stash(self, ref: Any, t: Any, batch: Any) -> None:
         """Keep ``batch`` until every time before ``t`` is complete (``ref``, a capability or
@@ -324,7 +315,7 @@ class InTimeOrder:
             )
 
 
-class InlineInTimeOrder:
+class InlineInTimeOrder(InlineDelivery):
     """The delivery point of a ``stateful_map`` that runs inline, on one worker (see the module
     docstring): a batch the frontier lets through, with nothing earlier waiting, is applied
     within the sender's call and its results handed to the consumers (where its scope counted
@@ -335,7 +326,7 @@ class InlineInTimeOrder:
     invocations apply what the frontier has released, as the scheduled operator does.
 
     Once observed (statistics, the event log), deliveries wait for the operator's own
-    invocation, as an inline ``map``'s do (:class:`~pytimely.dataflow.inline.InlinePush`).
+    invocation, as an inline ``map``'s do (:class:`~pytimely.dataflow.inline.InlineDelivery`).
 
     >>> import pytimely as pt
     >>> def build(scope):
@@ -353,14 +344,10 @@ class InlineInTimeOrder:
     [(0, [('ann', 1), ('ann', 2)])]
     """
 
-    __slots__ = ("_core", "_inp", "_out", "_produced", "_deferred", "_waiting", "_results_of")
+    __slots__ = ("_waiting", "_results_of")
 
     def __init__(self, core: Any) -> None:
-        self._core = core
-        self._inp = core.input_ports[0]
-        self._out = core.output_ports[0]
-        self._produced = core.shared.produceds[0]
-        self._deferred: list[tuple[Any, Any]] = []
+        super().__init__(core)
         self._waiting: InTimeOrder = InTimeOrder()
         self._results_of: Callable[[Any, Any], list[Any]] = _unbound
 
@@ -370,31 +357,10 @@ class InlineInTimeOrder:
         self._waiting = waiting
         self._results_of = results_of
 
-    def push(self, t: Any, batch: Any) -> None:
-        """Deliver ``(t, batch)`` now, or, once observed, at the next invocation."""
-        inp = self._inp
-        if type(inp) is InputPort:
-            self._deliver(t, batch)
-            return
-        inp.records += len(batch)  # observed: counted as the port's own paths count
-        inp.batches += 1
-        self._deferred.append((t, batch))
-        self._core.activate()
-
     def _deliver(self, t: Any, batch: Any) -> None:
         waiting = self._waiting
         if not self._inp.frontier.less_than(t) and (not waiting.pending or t < waiting.first()):
-            results = self._results_of(t, batch)
-            n = len(results)
-            if n != len(batch):  # a batch whose length and iteration disagree
-                self._produced.update(t, n - len(batch))
-                self._core.activate()
-            if n:
-                out = self._out
-                if type(out) is not OutputPort:  # observed: counted as ``forward`` counts
-                    out.records += n
-                    out.batches += 1
-                out.tee.push(t, results)  # the scope counted these records already
+            self._hand_on(t, batch, self._results_of(t, batch))
             return
         n = len(batch)
         if n:
@@ -411,12 +377,7 @@ class InlineInTimeOrder:
 
         def logic(inp: InputPort, out: OutputPort) -> None:
             waiting.apply_ready(inp.frontier, apply, out)
-            deferred = self._deferred
-            while deferred:
-                self._deferred = []
-                for t, batch in deferred:
-                    self._deliver(t, batch)
-                deferred = self._deferred
+            self._run_deferred()
 
         return logic
 
