@@ -1,7 +1,10 @@
 """Getting data into a dataflow: input handles, unordered inputs, and ``to_stream``.
 
 An :class:`InputHandle` owns the input operator's capability.  ``send`` buffers records at the
-handle's current time and pushes full batches straight into the downstream channels;
+handle's current time and pushes full batches straight into the downstream channels (operators
+that run inline behind the input -- a ``map``, an ``inspect``, a probe, on one worker a
+``stateful_map`` -- run there, within the call, in the caller's thread: feed a handle from the
+thread of its worker, as everything else of a worker);
 ``advance_to(t)`` promises that no more data at earlier times will come (the capability moves to
 ``t``, which is what lets frontiers advance); ``close()`` drops the capability altogether.
 
