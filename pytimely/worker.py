@@ -457,6 +457,11 @@ class Worker:
         """See :class:`WorkerServices`."""
         return self.allocator.congested() is not None
 
+    @property
+    def scheduling(self) -> bool:
+        """See :class:`WorkerServices`: whether this worker is inside a step right now."""
+        return self._scheduling
+
     def wait_for_credit(self, who: str) -> None:
         """See :class:`WorkerServices`.  Raises :class:`CommunicationError` naming the peer if
         its backlog did not shrink for ``flow_timeout`` seconds, and ``WorkerFailure`` if it

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import pytimely as pt
-from pytimely.dataflow.inline import INLINE_CHAIN
+from pytimely.dataflow.inline import INLINE_CHAIN, SEND_INLINE_MAX
 from pytimely.errors import OperatorError
 from pytimely.progress.subgraph import _count_past_inline
 
@@ -72,6 +72,40 @@ def test_a_map_behind_an_input_handle_runs_inline_but_not_behind_a_scope_input()
     assert depths == [0, 1, 0]
     assert cap.extract() == [(0, [1, 2]), (1, [3])]
     assert mapped.extract() == [(0, [1, 2]), (1, [3])]
+
+
+def test_a_large_batch_sent_outside_a_step_waits_for_the_maps_invocation():
+    """Within ``send`` only small batches go through inline chains: what a chain makes of a
+    large one would wait for the next step in a queue, exposed to the collector meanwhile.
+    A large batch waits for the map's own invocation (in the next step, collector paused),
+    counted at the map's consumers all the while."""
+    import gc
+
+    calls = []
+
+    def build(scope):
+        inp, s = scope.new_input()
+        doubled = s.map(lambda x: calls.append(gc.isenabled()) or 2 * x)
+        counts = doubled.map(lambda x: (x % 3, 1)).aggregate(
+            lambda _k, v, acc: acc + v, lambda k, acc: (k, acc)
+        )
+        return inp, counts.capture(), counts.probe()
+
+    worker = pt.Worker()
+    inp, cap, probe = worker.dataflow(build)
+    small, large = list(range(SEND_INLINE_MAX)), list(range(SEND_INLINE_MAX + 1))
+    inp.send_batch(small)
+    assert calls == [True] * len(small)  # at once, within send
+    inp.send_batch(large)
+    assert len(calls) == len(small)  # waits for the next step
+    worker.step()
+    assert calls[len(small) :] == [False] * len(large)  # in the step, collector paused
+    inp.advance_to(1)
+    worker.step_while(lambda: probe.less_than(1), timeout=20)
+    expected = collections.Counter((2 * x) % 3 for x in small + large)
+    assert sorted(cap.extract()[0][1]) == sorted(expected.items())
+    inp.close()
+    worker.run()
 
 
 def test_a_failing_map_behind_an_input_handle_raises_from_send_naming_the_map():

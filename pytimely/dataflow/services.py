@@ -80,6 +80,11 @@ class WorkerServices(Protocol):
         (:mod:`pytimely.communication.flow`): sources should hold back."""
         ...
 
+    @property
+    def scheduling(self) -> bool:
+        """Whether the worker is inside a step (running its dataflows' operators) now."""
+        ...
+
     def wait_for_credit(self, who: str) -> None:
         """For inputs fed from user code: step this worker until no peer is congested
         (returns at once when called from inside a step: operators never wait).  ``who``
