@@ -29,7 +29,7 @@ from .ports import InputPort, OutputPort
 if TYPE_CHECKING:
     from .operator import OperatorCore
 
-__all__ = ["INLINE_CHAIN", "SEND_INLINE_MAX", "InlineDelivery", "InlinePush"]
+__all__ = ["INLINE_CHAIN", "SEND_INLINE_MAX", "InlineDelivery", "InlinePush", "inline_depth_after"]
 
 #: At most this many operators forwarding inline in a row: each adds a few frames to the stack
 #: of the operator that sends into the chain; the next one is an ordinary operator again.
@@ -42,6 +42,23 @@ INLINE_CHAIN = 8
 #: 1,000 records per ``send`` spent 15% more).  Small batches, the latency-sensitive ones, go
 #: through at once.
 SEND_INLINE_MAX = 64
+
+
+def inline_depth_after(stream: Any) -> int | None:
+    """The place in its inline chain of an operator reading ``stream`` that would run
+    inline: the depth of ``stream``'s source plus one, or ``None`` where nothing inline may
+    follow (a scope input, a feedback) or the chain has :data:`INLINE_CHAIN` already.
+
+    >>> import pytimely as pt
+    >>> def build(scope):
+    ...     s = scope.to_stream([1])
+    ...     return inline_depth_after(s), inline_depth_after(s.map(lambda x: x)), s.capture()
+    >>> first, second, _ = pt.example(build)
+    >>> first, second
+    (1, 2)
+    """
+    depth = stream.scope.inline_depth(stream.source) + 1
+    return depth if 0 < depth <= INLINE_CHAIN else None
 
 
 class InlineDelivery:

@@ -130,14 +130,9 @@ class OperatorCore:
         self.shared = SharedProgress(inputs, outputs, frontier_copies=False)
         self.summary_rows = summary_rows
         # The (input, output) pairs joined by the identity summary, where a message's own
-        # capability may send: checked on every send with a CapabilityRef, so computed once.
-        identity = scope.domain.identity()
-        self._identity_paths = frozenset(
-            (i, o)
-            for i, row in enumerate(summary_rows)
-            for o, summaries in enumerate(row)
-            if any(s == identity for s in summaries)
-        )
+        # capability may send: checked on every send with a CapabilityRef, so computed once,
+        # at the first (not at construction: most of a million idle operators never send).
+        self._identity_paths: frozenset[tuple[int, int]] | None = None
         self._interest = interest
         self.input_ports = [InputPort(self, i) for i in range(inputs)]
         self.output_ports = [OutputPort(self, o) for o in range(outputs)]
@@ -185,7 +180,16 @@ class OperatorCore:
     def identity_reaches(self, i: int, o: int) -> bool:
         """Input ``i`` reaches output ``o`` with the identity summary (so a message's own
         capability is valid there)."""
-        return (i, o) in self._identity_paths
+        paths = self._identity_paths
+        if paths is None:
+            identity = self.scope.domain.identity()
+            paths = self._identity_paths = frozenset(
+                (i_, o_)
+                for i_, row in enumerate(self.summary_rows)
+                for o_, summaries in enumerate(row)
+                if any(s == identity for s in summaries)
+            )
+        return (i, o) in paths
 
     # -- Operate --------------------------------------------------------------------------
 

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...errors import GraphError
 from ...progress.operate import FrontierInterest
-from ..inline import INLINE_CHAIN, InlinePush
+from ..inline import InlinePush, inline_depth_after
 from ..operator import OperatorCore, OperatorInfo
 from ..pacts import Pact, Pipeline
 
@@ -321,9 +321,8 @@ def forward_batches(
     inline = pact is Pipeline and (
         inspect is not None or transform is None or getattr(transform, "inline", False)
     )
-    upstream = stream.scope.inline_depth(stream.source) if inline else -1
-    depth = upstream + 1
-    if upstream >= 0 and depth <= INLINE_CHAIN:
+    depth = inline_depth_after(stream) if inline else None
+    if depth is not None:
         apply = transform.apply if isinstance(transform, BatchTransform) else None
         made: list[InlinePush] = []
 

@@ -57,7 +57,7 @@ from ...order import less_equal
 from ...progress.operate import FrontierInterest
 from .. import snapshot
 from ..capability import Capability
-from ..inline import INLINE_CHAIN, InlineDelivery
+from ..inline import InlineDelivery, inline_depth_after
 from ..pacts import Exchange
 from .generic import OperatorBuilder, unary_frontier
 from .tokens import LeastToken, tokens_for
@@ -507,8 +507,8 @@ def stateful_map(
     scope = stream.scope
     # Inline on one worker only (elsewhere the exchange moves records), and not with ``stats``,
     # which are recorded per invocation.
-    upstream = scope.inline_depth(stream.source) if scope.worker.peers == 1 else -1
-    if stats is None and 0 <= upstream < INLINE_CHAIN:
+    depth = inline_depth_after(stream) if scope.worker.peers == 1 else None
+    if stats is None and depth is not None:
         made: list[InlineInTimeOrder] = []
 
         def push_of(core: Any) -> Callable[[Any, Any], None]:
@@ -521,7 +521,7 @@ def stateful_map(
         return b.build(
             lambda caps, info: ctor(caps[0], info, made[0]),
             _inline=push_of,
-            _inline_depth=upstream + 1,
+            _inline_depth=depth,
         )[0]
     return unary_frontier(stream, pact, name, ctor, interest=_IF_CAP)
 

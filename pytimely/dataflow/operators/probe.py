@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...progress.antichain import Antichain, MutableAntichain, frontier_changes
 from ...progress.operate import FrontierInterest
-from ..inline import INLINE_CHAIN
+from ..inline import inline_depth_after
 from ..pacts import Pipeline
 from ..ports import InputPort
 from .generic import OperatorBuilder, sink
@@ -97,15 +97,12 @@ def probe_with(stream: Stream, handle: ProbeHandle, name: str = "Probe") -> Stre
             mirror.update_iter(frontier_changes(shown, now))
             state["shown"] = tuple(now)
 
-    scope = stream.scope
-    upstream = scope.inline_depth(stream.source)
-    if 0 <= upstream < INLINE_CHAIN:
-        b = OperatorBuilder(name, scope)
+    depth = inline_depth_after(stream)
+    if depth is not None:
+        b = OperatorBuilder(name, stream.scope)
         b.new_input(stream, Pipeline, interest=FrontierInterest.ALWAYS)
         b.build(
-            lambda caps, info: logic,
-            _inline=lambda core: _Discard(core).push,
-            _inline_depth=upstream + 1,
+            lambda caps, info: logic, _inline=lambda core: _Discard(core).push, _inline_depth=depth
         )
     else:
         sink(stream, Pipeline, name, logic, interest=FrontierInterest.ALWAYS)
