@@ -2375,43 +2375,42 @@ counted_updates(PyObject *updates, PyObject *product, CountedUpdate *out)
     return 0;
 }
 
-static PyObject *
-count_changes(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+/* The corrections of count_changes for one key: appended to corrections (and to result, as
+ * (val, time, diff), unless result is NULL).  1: done; 0: the times, updates or f's answers
+ * are not of the compiled shape (nothing is left appended); -1: an exception. */
+static int
+count_core(PyObject *key, PyObject *times, PyObject *ins, PyObject *outs, PyObject *f,
+           PyObject *corrections, PyObject *product, PyObject *result)
 {
-    if (nargs != 7) {
-        PyErr_SetString(PyExc_TypeError, "count_changes takes 7 arguments");
-        return NULL;
-    }
-    PyObject *key = args[0], *times = args[1], *ins = args[2], *outs = args[3];
-    PyObject *f = args[4], *corrections = args[5], *product = args[6];
-    if (!PyList_Check(times) || !(PyList_Check(ins) || PyTuple_Check(ins)) ||
-        !(PyList_Check(outs) || PyTuple_Check(outs)) || !PyList_Check(corrections))
-        Py_RETURN_NONE;
     Py_ssize_t n_times = PyList_GET_SIZE(times);
     Py_ssize_t n_in = PySequence_Fast_GET_SIZE(ins), n_out = PySequence_Fast_GET_SIZE(outs);
-    CountedUpdate *in_ = PyMem_New(CountedUpdate, n_in + 1);
-    CountedUpdate *out_ = PyMem_New(CountedUpdate, n_out + n_times + 1);
-    PyObject *result = NULL, *empty = NULL, *tag = NULL;
+    Py_ssize_t first_fix = PyList_GET_SIZE(corrections);
+    Py_ssize_t first_out = result == NULL ? 0 : PyList_GET_SIZE(result);
+    CountedUpdate small_in[16], small_out[24];
+    CountedUpdate *in_ = n_in < 16 ? small_in : PyMem_New(CountedUpdate, n_in + 1);
+    CountedUpdate *out_ = n_out + n_times < 24 ? small_out
+                                                : PyMem_New(CountedUpdate, n_out + n_times + 1);
+    PyObject *empty = NULL, *tag = NULL;
+    int status = 1;
     if (in_ == NULL || out_ == NULL) {
         PyErr_NoMemory();
+        status = -1;
         goto done;
     }
     for (Py_ssize_t i = 0; i < n_times; i++) {
         long long t0, t1;
         if (product_ints(PyList_GET_ITEM(times, i), product, &t0, &t1) < 0) {
-            result = Py_NewRef(Py_None);
+            status = 0;
             goto done;
         }
     }
     if (counted_updates(ins, product, in_) < 0 || counted_updates(outs, product, out_) < 0) {
-        result = Py_NewRef(Py_None);
+        status = 0;
         goto done;
     }
-    Py_ssize_t first_fix = PyList_GET_SIZE(corrections);
-    result = PySequence_List(outs);
     empty = PyTuple_New(0);
     tag = empty == NULL ? NULL : PyTuple_Pack(2, key, empty);
-    if (result == NULL || tag == NULL)
+    if (tag == NULL)
         goto fail;
     for (Py_ssize_t i = 0; i < n_times; i++) {
         PyObject *t = PyList_GET_ITEM(times, i);
@@ -2434,10 +2433,8 @@ count_changes(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nar
             int other = !PyLong_Check(got) || overflow;
             Py_DECREF(got);
             if (other) { /* not a 64-bit int: undo, and let the Python path count */
-                if (PyList_SetSlice(corrections, first_fix, PyList_GET_SIZE(corrections), NULL) < 0)
-                    goto fail;
-                Py_SETREF(result, Py_NewRef(Py_None));
-                goto done;
+                status = 0;
+                goto undo;
             }
         }
         if (want == have)
@@ -2445,12 +2442,12 @@ count_changes(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nar
         PyObject *delta = PyLong_FromLongLong(want - have);
         if (delta == NULL)
             goto fail;
-        PyObject *fix_out = PyTuple_Pack(3, empty, t, delta);
+        PyObject *fix_out = result == NULL ? NULL : PyTuple_Pack(3, empty, t, delta);
         PyObject *fix = PyTuple_Pack(3, tag, t, delta);
         Py_DECREF(delta);
-        int rc = fix_out == NULL || fix == NULL ? -1
-                 : PyList_Append(result, fix_out) < 0 ? -1
-                                                      : PyList_Append(corrections, fix);
+        int rc = (result != NULL && fix_out == NULL) || fix == NULL ? -1
+                 : result != NULL && PyList_Append(result, fix_out) < 0 ? -1
+                                                                        : PyList_Append(corrections, fix);
         Py_XDECREF(fix_out);
         Py_XDECREF(fix);
         if (rc < 0)
@@ -2462,13 +2459,521 @@ count_changes(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nar
     }
     goto done;
 fail:
-    Py_CLEAR(result);
+    status = -1;
+undo:
+    if (PyList_SetSlice(corrections, first_fix, PyList_GET_SIZE(corrections), NULL) < 0 ||
+        (result != NULL &&
+         PyList_SetSlice(result, first_out, PyList_GET_SIZE(result), NULL) < 0))
+        status = -1;
 done:
     Py_XDECREF(empty);
     Py_XDECREF(tag);
-    PyMem_Free(in_);
-    PyMem_Free(out_);
-    return result;
+    if (in_ != small_in)
+        PyMem_Free(in_);
+    if (out_ != small_out)
+        PyMem_Free(out_);
+    return status;
+}
+
+static PyObject *
+count_changes(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 7) {
+        PyErr_SetString(PyExc_TypeError, "count_changes takes 7 arguments");
+        return NULL;
+    }
+    PyObject *key = args[0], *times = args[1], *ins = args[2], *outs = args[3];
+    PyObject *f = args[4], *corrections = args[5], *product = args[6];
+    if (!PyList_Check(times) || !(PyList_Check(ins) || PyTuple_Check(ins)) ||
+        !(PyList_Check(outs) || PyTuple_Check(outs)) || !PyList_Check(corrections))
+        Py_RETURN_NONE;
+    PyObject *result = PySequence_List(outs);
+    if (result == NULL)
+        return NULL;
+    int status = count_core(key, times, ins, outs, f, corrections, product, result);
+    if (status == 1)
+        return result;
+    Py_DECREF(result);
+    if (status < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+/* advance_product(frontier, product, fallback, t): pytimely.differential.lattice.advance_by
+ * (t, frontier) for a loop time, compiled: when t and every element of the tuple frontier
+ * (nonempty) are products of two ints, the coordinate-wise min over the frontier of the max
+ * with t (t itself when that is t); otherwise fallback(t). */
+static PyObject *
+advance_product(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 4 || !PyTuple_Check(args[0]) || !PyType_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "advance_product(frontier, product, fallback, t)");
+        return NULL;
+    }
+    PyObject *frontier = args[0], *product = args[1], *t = args[3];
+    Py_ssize_t n = PyTuple_GET_SIZE(frontier);
+    long long t0, t1, r0 = 0, r1 = 0;
+    if (n == 0 || product_ints(t, product, &t0, &t1) < 0)
+        return PyObject_CallOneArg(args[2], t);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        long long f0, f1;
+        if (product_ints(PyTuple_GET_ITEM(frontier, i), product, &f0, &f1) < 0)
+            return PyObject_CallOneArg(args[2], t);
+        long long j0 = t0 >= f0 ? t0 : f0, j1 = t1 >= f1 ? t1 : f1;
+        if (i == 0 || j0 < r0)
+            r0 = j0;
+        if (i == 0 || j1 < r1)
+            r1 = j1;
+    }
+    if (r0 == t0 && r1 == t1)
+        return Py_NewRef(t);
+    PyTypeObject *type = (PyTypeObject *)product;
+    PyObject *a = PyLong_FromLongLong(r0), *b = a == NULL ? NULL : PyLong_FromLongLong(r1);
+    PyObject *out = b == NULL ? NULL : type->tp_alloc(type, 2);
+    if (out == NULL) {
+        Py_XDECREF(a);
+        Py_XDECREF(b);
+        return NULL;
+    }
+    PyTuple_SET_ITEM(out, 0, a);
+    PyTuple_SET_ITEM(out, 1, b);
+    return out;
+}
+
+/* ---- a reduce's private histories (pytimely.differential.reduce) ------------------------ */
+
+/* history_extend(index, data): _History.extend: the updates of each key of the dict data
+ * appended to index[key], a new list for a key index lacks (data's lists are never shared). */
+static PyObject *
+history_extend(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2 || !PyDict_Check(args[0]) || !PyDict_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "history_extend(index, data): two dicts");
+        return NULL;
+    }
+    PyObject *index = args[0], *data = args[1], *key, *updates;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(data, &pos, &key, &updates)) {
+        PyObject *have = PyDict_GetItemWithError(index, key); /* borrowed */
+        if (have == NULL) {
+            if (PyErr_Occurred())
+                return NULL;
+            PyObject *copy = PySequence_List(updates);
+            if (copy == NULL)
+                return NULL;
+            int rc = PyDict_SetItem(index, key, copy);
+            Py_DECREF(copy);
+            if (rc < 0)
+                return NULL;
+        } else if (!PyList_Check(have) ||
+                   PyList_SetSlice(have, PY_SSIZE_T_MAX, PY_SSIZE_T_MAX, updates) < 0) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_TypeError, "history_extend: a key's updates are not a list");
+            return NULL;
+        }
+    }
+    Py_RETURN_NONE;
+}
+
+/* index_self(records, index, fresh): the records (x, t, diff) of the list records, each
+ * appended to index[x] as ((), t, diff) (a new list for a new x), its time added to fresh[x]
+ * (a new set for a new x): a threshold's input indexed by record as it arrives. */
+static PyObject *
+index_self(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3 || !PyList_Check(args[0]) || !PyDict_Check(args[1]) ||
+        !PyDict_Check(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "index_self(records, index, fresh): a list, two dicts");
+        return NULL;
+    }
+    PyObject *records = args[0], *index = args[1], *fresh = args[2];
+    PyObject *empty = PyTuple_New(0);
+    if (empty == NULL)
+        return NULL;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(records); i++) {
+        PyObject *r = PyList_GET_ITEM(records, i);
+        if (!PyTuple_Check(r) || PyTuple_GET_SIZE(r) != 3) {
+            PyErr_SetString(PyExc_TypeError, "index_self: a record is not a (data, time, diff)");
+            goto fail;
+        }
+        PyObject *x = PyTuple_GET_ITEM(r, 0), *t = PyTuple_GET_ITEM(r, 1);
+        PyObject *u = PyTuple_Pack(3, empty, t, PyTuple_GET_ITEM(r, 2));
+        if (u == NULL)
+            goto fail;
+        PyObject *have = PyDict_GetItemWithError(index, x); /* borrowed */
+        int rc;
+        if (have != NULL) {
+            rc = PyList_Append(have, u);
+        } else if (PyErr_Occurred()) {
+            rc = -1;
+        } else {
+            PyObject *list = PyList_New(1);
+            if (list == NULL) {
+                rc = -1;
+            } else {
+                PyList_SET_ITEM(list, 0, Py_NewRef(u));
+                rc = PyDict_SetItem(index, x, list);
+                Py_DECREF(list);
+            }
+        }
+        Py_DECREF(u);
+        if (rc < 0)
+            goto fail;
+        PyObject *times = PyDict_GetItemWithError(fresh, x); /* borrowed */
+        if (times != NULL) {
+            rc = PySet_Add(times, t);
+        } else if (PyErr_Occurred()) {
+            rc = -1;
+        } else {
+            PyObject *set = PySet_New(NULL);
+            rc = set == NULL || PySet_Add(set, t) < 0 ? -1 : PyDict_SetItem(fresh, x, set);
+            Py_XDECREF(set);
+        }
+        if (rc < 0)
+            goto fail;
+    }
+    Py_DECREF(empty);
+    Py_RETURN_NONE;
+fail:
+    Py_DECREF(empty);
+    return NULL;
+}
+
+/* history_compact(index, limits, keys, floor, known, advance): _History.compact_grown: each
+ * key of the iterable keys whose list in index holds at least limits.get(key, 4) updates is
+ * compacted (as merge_keys compacts: times advanced by floor, known or advance, equal
+ * (val, time) added up, zero sums dropped); its limit becomes max(4, twice what is left), or
+ * the key leaves both dicts when nothing is. */
+static PyObject *
+history_compact(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 6 || !PyDict_Check(args[0]) || !PyDict_Check(args[1]) ||
+        (args[4] != Py_None && !PyDict_Check(args[4]))) {
+        PyErr_SetString(PyExc_TypeError,
+                        "history_compact(index, limits, keys, floor, known, advance)");
+        return NULL;
+    }
+    PyObject *index = args[0], *limits = args[1];
+    PyObject *floor = args[3], *known = args[4], *advance = args[5];
+    PyObject *it = PyObject_GetIter(args[2]);
+    PyObject *none = PyList_New(0);
+    PyObject *key;
+    if (it == NULL || none == NULL)
+        goto fail;
+    while ((key = PyIter_Next(it)) != NULL) {
+        PyObject *have = PyDict_GetItemWithError(index, key); /* borrowed */
+        Py_ssize_t limit = 4;
+        int rc = 0;
+        if (have == NULL) {
+            Py_DECREF(key);
+            if (PyErr_Occurred())
+                goto fail;
+            continue;
+        }
+        PyObject *lim = PyDict_GetItemWithError(limits, key); /* borrowed */
+        if (lim != NULL)
+            limit = PyLong_AsSsize_t(lim);
+        if (PyErr_Occurred() || !PyList_Check(have)) {
+            Py_DECREF(key);
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_TypeError, "history_compact: a key's updates are not a list");
+            goto fail;
+        }
+        if (PyList_GET_SIZE(have) < limit) {
+            Py_DECREF(key);
+            continue;
+        }
+        Py_INCREF(have);
+        PyObject *kept = compact_pair(have, none, floor, known, advance);
+        Py_DECREF(have);
+        if (kept == NULL) {
+            Py_DECREF(key);
+            goto fail;
+        }
+        if (kept == Py_None) {
+            rc = PyDict_DelItem(index, key);
+            if (rc == 0 && lim != NULL)
+                rc = PyDict_DelItem(limits, key);
+        } else {
+            Py_ssize_t twice = 2 * PyList_GET_SIZE(kept);
+            PyObject *next = PyLong_FromSsize_t(twice > 4 ? twice : 4);
+            rc = next == NULL || PyDict_SetItem(index, key, kept) < 0 ? -1
+                                                                      : PyDict_SetItem(limits, key, next);
+            Py_XDECREF(next);
+        }
+        Py_DECREF(kept);
+        Py_DECREF(key);
+        if (rc < 0)
+            goto fail;
+    }
+    if (PyErr_Occurred())
+        goto fail;
+    Py_DECREF(it);
+    Py_DECREF(none);
+    Py_RETURN_NONE;
+fail:
+    Py_XDECREF(it);
+    Py_XDECREF(none);
+    return NULL;
+}
+
+/* Add t to the set pending and key to waiting[t] (a new set), unless pending has t. */
+static int
+pend(PyObject *key, PyObject *t, PyObject *pending, PyObject *waiting)
+{
+    int has = PySet_Contains(pending, t);
+    if (has != 0)
+        return has < 0 ? -1 : 0;
+    if (PySet_Add(pending, t) < 0)
+        return -1;
+    PyObject *keys = PyDict_GetItemWithError(waiting, t); /* borrowed */
+    if (keys != NULL)
+        return PySet_Add(keys, key);
+    if (PyErr_Occurred())
+        return -1;
+    keys = PySet_New(NULL);
+    int rc = keys == NULL || PySet_Add(keys, key) < 0 ? -1 : PyDict_SetItem(waiting, t, keys);
+    Py_XDECREF(keys);
+    return rc;
+}
+
+/* 1 when every time of the set times is product(outer, round) of ints (*least: the least
+ * round), 0 when one is not, -1 on an exception. */
+static int
+rounds_at(PyObject *times, PyObject *product, long long outer, long long *least)
+{
+    PyObject *it = PyObject_GetIter(times), *t;
+    if (it == NULL)
+        return -1;
+    int shaped = 1, first = 1;
+    while ((t = PyIter_Next(it)) != NULL) {
+        long long t0, t1;
+        if (product_ints(t, product, &t0, &t1) < 0 || t0 != outer)
+            shaped = 0;
+        else if (first || t1 < *least)
+            *least = t1;
+        first = 0;
+        Py_DECREF(t);
+        if (!shaped)
+            break;
+    }
+    Py_DECREF(it);
+    return PyErr_Occurred() ? -1 : shaped;
+}
+
+/* chain_pending(fresh, index, pending, waiting, outer, floor, made, product): for each key of
+ * fresh (key -> set of its new times), what pytimely.differential.reduce._ChainTimes.closure
+ * adds to its pending times: the new times, and the rounds of its history (index[key], times
+ * advanced: a round below floor to floor) at or after the least new round, as
+ * product(outer, round) (made caches them by round); each added to the set pending[key] (a new
+ * set for a new key) and to waiting[time] (a set of keys).  A key whose new times, pending
+ * times or history are not loop times at outer (ints; a history time's outer at most outer)
+ * is left untouched and listed in the result, for the caller's general path. */
+static PyObject *
+chain_pending(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 8 || !PyDict_Check(args[0]) || !PyDict_Check(args[1]) ||
+        !PyDict_Check(args[2]) || !PyDict_Check(args[3]) || !PyDict_Check(args[6])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "chain_pending(fresh, index, pending, waiting, outer, floor, made, product)");
+        return NULL;
+    }
+    PyObject *fresh = args[0], *index = args[1], *pending = args[2], *waiting = args[3];
+    PyObject *made = args[6], *product = args[7];
+    int overflow = 0;
+    long long outer = PyLong_AsLongLongAndOverflow(args[4], &overflow);
+    long long floor = overflow ? 0 : PyLong_AsLongLongAndOverflow(args[5], &overflow);
+    if (PyErr_Occurred())
+        return NULL;
+    PyObject *rest = PyList_New(0);
+    if (rest == NULL)
+        return NULL;
+    if (overflow) { /* every key to the general path */
+        PyObject *keys = PyDict_Keys(fresh);
+        Py_DECREF(rest);
+        return keys;
+    }
+    long long small[32];
+    long long *rounds = small;
+    Py_ssize_t cap = 32;
+    PyObject *key, *times;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(fresh, &pos, &key, &times)) {
+        long long t0, t1, least = 0;
+        int shaped = PyAnySet_Check(times) && PySet_GET_SIZE(times) > 0
+                         ? rounds_at(times, product, outer, &least)
+                         : 0;
+        if (shaped < 0)
+            goto fail;
+        PyObject *p = PyDict_GetItemWithError(pending, key); /* borrowed */
+        if (p == NULL && PyErr_Occurred())
+            goto fail;
+        if (shaped && p != NULL) {
+            long long ignored;
+            shaped = PyAnySet_Check(p) ? rounds_at(p, product, outer, &ignored) : 0;
+            if (shaped < 0)
+                goto fail;
+        }
+        PyObject *ins = PyDict_GetItemWithError(index, key); /* borrowed */
+        if (ins == NULL && PyErr_Occurred())
+            goto fail;
+        if (ins != NULL && !PyList_Check(ins))
+            shaped = 0;
+        Py_ssize_t n_rounds = 0;
+        Py_ssize_t n_in = ins == NULL ? 0 : PyList_GET_SIZE(ins);
+        if (shaped && n_in > cap) {
+            long long *more = PyMem_New(long long, n_in);
+            if (more == NULL) {
+                PyErr_NoMemory();
+                goto fail;
+            }
+            if (rounds != small)
+                PyMem_Free(rounds);
+            rounds = more;
+            cap = n_in;
+        }
+        for (Py_ssize_t i = 0; shaped && i < n_in; i++) {
+            PyObject *u = PyList_GET_ITEM(ins, i);
+            if (!PyTuple_CheckExact(u) || PyTuple_GET_SIZE(u) != 3 ||
+                product_ints(PyTuple_GET_ITEM(u, 1), product, &t0, &t1) < 0 || t0 > outer) {
+                shaped = 0;
+                break;
+            }
+            if (t1 < floor)
+                t1 = floor;
+            if (t1 >= least)
+                rounds[n_rounds++] = t1;
+        }
+        if (!shaped) {
+            if (PyList_Append(rest, key) < 0)
+                goto fail;
+            continue;
+        }
+        if (p == NULL) {
+            PyObject *fresh_set = PySet_New(NULL);
+            int rc = fresh_set == NULL ? -1 : PyDict_SetItem(pending, key, fresh_set);
+            Py_XDECREF(fresh_set);
+            if (rc < 0)
+                goto fail;
+            p = fresh_set; /* borrowed: pending holds it */
+        }
+        PyObject *it = PyObject_GetIter(times), *t;
+        if (it == NULL)
+            goto fail;
+        while ((t = PyIter_Next(it)) != NULL) {
+            int rc = pend(key, t, p, waiting);
+            Py_DECREF(t);
+            if (rc < 0) {
+                Py_DECREF(it);
+                goto fail;
+            }
+        }
+        Py_DECREF(it);
+        if (PyErr_Occurred())
+            goto fail;
+        for (Py_ssize_t i = 0; i < n_rounds; i++) {
+            PyObject *r = PyLong_FromLongLong(rounds[i]);
+            if (r == NULL)
+                goto fail;
+            PyObject *at = PyDict_GetItemWithError(made, r); /* borrowed */
+            if (at == NULL) {
+                PyObject *o = PyErr_Occurred() ? NULL : PyLong_FromLongLong(outer);
+                PyObject *fresh_t = o == NULL ? NULL : PyObject_CallFunctionObjArgs(product, o, r, NULL);
+                Py_XDECREF(o);
+                int rc = fresh_t == NULL ? -1 : PyDict_SetItem(made, r, fresh_t);
+                Py_XDECREF(fresh_t);
+                if (rc < 0) {
+                    Py_DECREF(r);
+                    goto fail;
+                }
+                at = fresh_t; /* borrowed: made holds it */
+            }
+            Py_DECREF(r);
+            if (pend(key, at, p, waiting) < 0)
+                goto fail;
+        }
+    }
+    if (rounds != small)
+        PyMem_Free(rounds);
+    return rest;
+fail:
+    if (rounds != small)
+        PyMem_Free(rounds);
+    Py_DECREF(rest);
+    return NULL;
+}
+
+/* threshold_ready(ready, pending, ins, outs, f, corrections, product): the threshold's
+ * evaluation in pytimely.differential.reduce over private histories, for every key of ready
+ * (key -> list of its pending times the frontier has passed): the list sorted, the key's
+ * corrections at those times appended to corrections (count_changes over ins.get(key) and
+ * outs.get(key)), the times removed from the set pending[key] (the key removed when none is
+ * left).  A key whose times or updates are not of count_changes' shape is left untouched and
+ * listed in the result. */
+static PyObject *
+threshold_ready(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 7 || !PyDict_Check(args[0]) || !PyDict_Check(args[1]) ||
+        !PyDict_Check(args[2]) || !PyDict_Check(args[3]) || !PyList_Check(args[5])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "threshold_ready(ready, pending, ins, outs, f, corrections, product)");
+        return NULL;
+    }
+    PyObject *ready = args[0], *pending = args[1], *in_index = args[2], *out_index = args[3];
+    PyObject *f = args[4], *corrections = args[5], *product = args[6];
+    PyObject *rest = PyList_New(0);
+    PyObject *none = PyTuple_New(0);
+    PyObject *key, *times;
+    Py_ssize_t pos = 0;
+    if (rest == NULL || none == NULL)
+        goto fail;
+    while (PyDict_Next(ready, &pos, &key, &times)) {
+        if (!PyList_Check(times) || PyList_Sort(times) < 0) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_TypeError, "threshold_ready: a key's times are not a list");
+            goto fail;
+        }
+        PyObject *ins = PyDict_GetItemWithError(in_index, key); /* borrowed */
+        PyObject *outs = ins == NULL && PyErr_Occurred() ? NULL
+                                                        : PyDict_GetItemWithError(out_index, key);
+        if (PyErr_Occurred())
+            goto fail;
+        if (ins == NULL)
+            ins = none;
+        if (outs == NULL)
+            outs = none;
+        int status = !(PyList_Check(ins) || PyTuple_Check(ins)) ||
+                             !(PyList_Check(outs) || PyTuple_Check(outs))
+                         ? 0
+                         : count_core(key, times, ins, outs, f, corrections, product, NULL);
+        if (status < 0)
+            goto fail;
+        if (status == 0) {
+            if (PyList_Append(rest, key) < 0)
+                goto fail;
+            continue;
+        }
+        PyObject *left = PyDict_GetItemWithError(pending, key); /* borrowed */
+        if (left == NULL || !PyAnySet_Check(left)) {
+            if (!PyErr_Occurred())
+                PyErr_SetObject(PyExc_KeyError, key);
+            goto fail;
+        }
+        if (PySet_GET_SIZE(left) == PyList_GET_SIZE(times)) {
+            if (PyDict_DelItem(pending, key) < 0)
+                goto fail;
+            continue;
+        }
+        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(times); i++)
+            if (PySet_Discard(left, PyList_GET_ITEM(times, i)) < 0)
+                goto fail;
+    }
+    Py_DECREF(none);
+    return rest;
+fail:
+    Py_XDECREF(rest);
+    Py_XDECREF(none);
+    return NULL;
 }
 
 /* ---- the cyclic collector paused during steps ------------------------------------------- */
@@ -2538,6 +3043,21 @@ static PyMethodDef methods[] = {
     {"count_changes", (PyCFunction)(void (*)(void))count_changes, METH_FASTCALL,
      "count_changes(key, times, ins, outs, f, corrections, product): "
      "pytimely.differential.reduce._count_changes for loop times, compiled."},
+    {"advance_product", (PyCFunction)(void (*)(void))advance_product, METH_FASTCALL,
+     "advance_product(frontier, product, fallback, t): advance_by for loop times, compiled."},
+    {"history_extend", (PyCFunction)(void (*)(void))history_extend, METH_FASTCALL,
+     "history_extend(index, data): pytimely.differential.reduce._History.extend, compiled."},
+    {"index_self", (PyCFunction)(void (*)(void))index_self, METH_FASTCALL,
+     "index_self(records, index, fresh): a threshold's records indexed as they arrive."},
+    {"history_compact", (PyCFunction)(void (*)(void))history_compact, METH_FASTCALL,
+     "history_compact(index, limits, keys, floor, known, advance): "
+     "pytimely.differential.reduce._History.compact_grown, compiled."},
+    {"chain_pending", (PyCFunction)(void (*)(void))chain_pending, METH_FASTCALL,
+     "chain_pending(fresh, index, pending, waiting, outer, floor, made, product): "
+     "the pending times of _ChainTimes.closure for many keys, compiled."},
+    {"threshold_ready", (PyCFunction)(void (*)(void))threshold_ready, METH_FASTCALL,
+     "threshold_ready(ready, pending, ins, outs, f, corrections, product): "
+     "a threshold's evaluation over private histories, compiled."},
     {"updates_of", (PyCFunction)(void (*)(void))updates_of, METH_FASTCALL,
      "updates_of(key, datas): pytimely.differential.reduce._updates_of, compiled."},
     {"pause_collector", pause_collector, METH_NOARGS,

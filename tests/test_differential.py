@@ -744,3 +744,191 @@ def test_compiled_count_changes_equal_the_python_ones(times, ins, outs, kind, as
         return
     assert (got, got_fixes) == (want, want_fixes)
     assert compiled.count_changes("k", [(0, 1)], ins, outs, f, [], Product) is None  # tuple time
+
+
+# -- a threshold's private histories, compiled and in Python -----------------------------------
+
+HISTORY = st.dictionaries(
+    st.integers(0, 5),
+    st.lists(st.tuples(st.just(()), LOOP_TIMES, st.integers(-2, 2).filter(bool)), max_size=9),
+    max_size=6,
+)
+
+
+def _compiled_or_skip() -> object:
+    from pytimely import _native
+
+    if _native.speedups is None:
+        pytest.skip("the compiled extension is not built")
+    return _native.speedups
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(
+    HISTORY,
+    st.lists(st.integers(0, 7), max_size=6),
+    st.sets(LOOP_TIMES, max_size=2),
+    st.dictionaries(st.integers(0, 5), st.integers(1, 9), max_size=3),
+)
+def test_compiled_history_compaction_equals_the_python_one(index, keys, frontier, limits):
+    """A private history's lists that have reached their limit are compacted by the frontier,
+    to the same updates and the same next limits, by either path (keys it lacks are skipped,
+    keys compacted to nothing leave it)."""
+    from pytimely import _native
+    from pytimely.differential.lattice import minimal
+    from pytimely.differential.reduce import _History
+
+    compiled = _compiled_or_skip()
+    frontier = minimal(frontier)
+    runs = []
+    for use_compiled in (False, True):
+        h = _History()
+        h.index = {k: list(v) for k, v in index.items() if v}
+        h.limits = {k: n for k, n in limits.items() if k in h.index}
+        _native.speedups = compiled if use_compiled else None
+        try:
+            h.compact_grown(keys, frontier)
+        finally:
+            _native.speedups = compiled
+        runs.append((h.index, h.limits))
+    assert runs[1] == runs[0]
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(
+    st.lists(st.tuples(st.integers(0, 4), LOOP_TIMES, st.integers(-2, 2)), max_size=12),
+    HISTORY,
+)
+def test_compiled_record_index_equals_the_python_one(records, index):
+    """A threshold's arriving records land in its history and its fresh times alike by either
+    path; a record of another shape is refused by the compiled one."""
+    from pytimely.differential.reduce import _index_self
+
+    compiled = _compiled_or_skip()
+    py_index, py_fresh = {k: list(v) for k, v in index.items()}, {}
+    c_index, c_fresh = {k: list(v) for k, v in index.items()}, {}
+    _index_self(records, py_index, py_fresh)
+    compiled.index_self(records, c_index, c_fresh)
+    assert (c_index, c_fresh) == (py_index, py_fresh)
+    with pytest.raises(TypeError):
+        compiled.index_self([[1, 2, 3]], {}, {})
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(
+    st.dictionaries(st.integers(0, 5), st.sets(LOOP_TIMES, min_size=1, max_size=3), max_size=5),
+    HISTORY,
+    st.dictionaries(st.integers(0, 5), st.sets(LOOP_TIMES, min_size=1, max_size=3), max_size=4),
+    st.sets(LOOP_TIMES, min_size=1, max_size=2),
+)
+def test_compiled_chain_pending_equals_the_python_closure(fresh, index, pending, before):
+    """The keys' pending times (and the keys waiting at each time) after the compiled chain
+    closure equal the Python one's; the keys it hands back are those whose times are not a
+    chain at one outer time, and it leaves them untouched."""
+    from pytimely.differential.lattice import minimal
+    from pytimely.differential.reduce import _ChainTimes
+
+    compiled = _compiled_or_skip()
+    before = minimal(before)
+    chain = _ChainTimes(before)
+    pending = {k: {t for t in ts if t not in fresh.get(k, ())} or ts for k, ts in pending.items()}
+    want_pending = {k: set(v) for k, v in pending.items()}
+    want_waiting: dict = {}
+    for k, ts in pending.items():
+        for t in ts:
+            want_waiting.setdefault(t, set()).add(k)
+    got_pending = {k: set(v) for k, v in pending.items()}
+    got_waiting = {t: set(ks) for t, ks in want_waiting.items()}
+    rest = compiled.chain_pending(
+        fresh, index, got_pending, got_waiting, chain.outer, chain.floor, {}, Product
+    )
+    for key, times in fresh.items():
+        p = want_pending.get(key, set())
+        closed = chain.closure(times, index.get(key, ()), p)
+        if closed is None:
+            assert key in rest
+            continue
+        assert key not in rest
+        want_pending[key] = p | closed
+        for t in closed:
+            want_waiting.setdefault(t, set()).add(key)
+    for key in rest:  # untouched, as the general path expects them
+        if key in pending:
+            assert got_pending[key] == pending[key]
+        else:
+            assert key not in got_pending
+    assert got_pending == {k: v for k, v in want_pending.items() if k in got_pending}
+    assert got_waiting == want_waiting
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(
+    st.dictionaries(st.integers(0, 4), st.sets(LOOP_TIMES, min_size=1, max_size=4), max_size=4),
+    HISTORY,
+    HISTORY,
+    st.sampled_from(["distinct", "minus_one", "float"]),
+    st.data(),
+)
+def test_compiled_threshold_evaluation_equals_the_python_one(pending, ins, outs, kind, data):
+    """A threshold's corrections at the keys' ready times, and the pending times left, are the
+    same by the compiled loop as key by key in Python; a key the compiled path does not take
+    (here: a function that answers a float) is handed back untouched."""
+    from pytimely.differential.reduce import _count_changes
+
+    compiled = _compiled_or_skip()
+    f = {
+        "distinct": lambda n: 1 if n > 0 else 0,
+        "minus_one": lambda n: n - 1,
+        "float": lambda n: n / 2,
+    }[kind]
+    ready = {
+        k: sorted(data.draw(st.sets(st.sampled_from(sorted(ts)), min_size=1)), reverse=True)
+        for k, ts in pending.items()
+    }
+    got_fixes: list = []
+    got_pending = {k: set(v) for k, v in pending.items()}
+    rest = compiled.threshold_ready(ready, got_pending, ins, outs, f, got_fixes, Product)
+    assert all(times == sorted(times) for times in ready.values())
+    want_fixes: list = []
+    want_pending = {k: set(v) for k, v in pending.items()}
+    for key, times in ready.items():
+        fixes: list = []
+        _count_changes(key, times, ins.get(key, ()), outs.get(key, ()), f, fixes)
+        if key in rest:  # handed back untouched: f answered a float
+            assert kind == "float" and got_pending[key] == pending[key]
+            continue
+        want_fixes += fixes
+        want_pending[key] -= set(times)
+        if not want_pending[key]:
+            del want_pending[key]
+    assert (got_fixes, got_pending) == (want_fixes, want_pending)
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(LOOP_TIMES, st.sets(LOOP_TIMES, min_size=1, max_size=3))
+def test_compiled_product_advance_equals_advance_by(t, frontier):
+    from pytimely.differential.lattice import advance_by, minimal
+
+    compiled = _compiled_or_skip()
+    frontier = minimal(frontier)
+    got = compiled.advance_product(tuple(frontier), Product, None, t)
+    assert got == advance_by(t, frontier) and type(got) is Product
+    nested = Product(Product(0, 1), 2)
+    assert compiled.advance_product(tuple(frontier), Product, lambda x: "fallback", nested) == (
+        "fallback"
+    )
+
+
+@settings(max_examples=40, deadline=None)
+@given(product_strategy(EDGES, inner_max=2))
+def test_reachability_by_the_python_paths_matches_the_model(rounds):
+    """The same loops with every compiled path switched off (what a machine without a C
+    compiler runs)."""
+    from pytimely import _native
+
+    compiled = _native.speedups
+    _native.speedups = None
+    try:
+        check_product("reach", rounds, inner_max=2)
+    finally:
+        _native.speedups = compiled

@@ -359,17 +359,10 @@ class Collection:
         if totally_ordered(self):
             return threshold_total(self, f, name=name)
 
-        from .arrange import arrange
-        from .reduce import reduce_arrangement
+        from .reduce import threshold_records
 
-        def logic(key: Any, vals: list[tuple[Any, int]]) -> list[tuple[Any, int]]:
-            n = f(vals[0][1])
-            return [((), n)] if n else []
-
-        # The records arranged for this operator alone: no trace (see reduce_arrangement).
-        arranged = arrange(self, by_self=True, name=f"{name}Arrange", keep=False)
-        counted = reduce_arrangement(arranged, logic, name=name, counts=f)
-        return counted.as_collection(lambda k, _v: k)
+        # The records indexed for this operator alone, as they arrive (no trace).
+        return threshold_records(self, f, name).as_collection(lambda k, _v: k)
 
     def min(self) -> Collection:
         """Per key of ``(key, val)`` records, ``(key, least val)``.

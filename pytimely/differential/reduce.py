@@ -23,9 +23,13 @@ that frontier's future, where compaction changes no accumulation.
 For ``int`` times a key's ready times are evaluated in one sweep over its updates sorted by
 time; for other times each ready time sums the updates at or before it.
 
-An input arrangement made for the reduce alone (``keep=False``: what ``distinct`` and
-``threshold`` do inside loops) is held as a private index per side (:class:`_History`), not
-as traces: nobody else reads them, so they need no immutable batches and no merges.
+An input arrangement made for the reduce alone (``keep=False``) is held as a private index
+per side (:class:`_History`), not as traces: nobody else reads them, so they need no
+immutable batches and no merges.  ``distinct`` and ``threshold`` inside loops go one step
+further (:func:`threshold_records`): no arrange operator at all, their records indexed into
+the private history as they arrive.  Over loop times their phases (indexing, the chain
+closure, the evaluation, the compaction) run in the compiled extension when it is built, key
+by key in Python otherwise, with the same results.
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import _native
 from ..dataflow.capability import CapabilitySet
-from ..dataflow.pacts import Pipeline
+from ..dataflow.pacts import Exchange, Pipeline
 from ..order import Product
 from ..progress.operate import FrontierInterest
 from .lattice import (
@@ -52,8 +56,9 @@ from .trace import MIN_EFFORT, Batch, Trace, compactor
 
 if TYPE_CHECKING:
     from .arrange import Arrangement
+    from .collection import Collection
 
-__all__ = ["reduce_arrangement", "join_closure"]
+__all__ = ["reduce_arrangement", "threshold_records", "join_closure"]
 
 Logic = Callable[[Any, list[tuple[Any, int]]], list[tuple[Any, int]]]
 
@@ -215,22 +220,90 @@ def reduce_arrangement(
     >>> dd.example([("a", 1), ("a", 2), ("b", 1)], lambda c: f(c).as_collection())
     [(('a', 2), 1), (('b', 1), 1)]
     """
+    return _reduce(arranged, None, logic, name, counts)
+
+
+def threshold_records(collection: Collection, f: Callable[[int], int], name: str) -> Arrangement:
+    """The arrangement of ``((record, ()), f(count))`` for every record of ``collection`` with
+    a nonzero count (nothing where ``f`` gives 0): :func:`reduce_arrangement` with ``counts=f``
+    of the records arranged by themselves for it alone, the arrange folded in.  The records
+    are exchanged by themselves and indexed into the reduce's private history as they arrive:
+    an update not yet complete sits there harmlessly, since every time evaluated is complete
+    and so is every time at or before it.  What ``distinct`` and ``threshold`` do in loops.
+
+    >>> import pytimely.differential as dd
+    >>> def f(c):
+    ...     inner = c.scope.iterative(
+    ...         lambda s: threshold_records(c.enter(s), lambda n: min(n, 2), "T")
+    ...         .as_collection(lambda k, _v: k).leave())
+    ...     return inner
+    >>> dd.example(["a", "b", "a", "a"], f)
+    [('a', 2), ('b', 1)]
+    """
+    return _reduce(None, collection, _threshold_logic(f), name, f)
+
+
+def _threshold_logic(f: Callable[[int], int]) -> Logic:
+    def logic(key: Any, vals: list[tuple[Any, int]]) -> list[tuple[Any, int]]:
+        n = f(vals[0][1])
+        return [((), n)] if n else []
+
+    return logic
+
+
+def _index_self(records: list, index: dict[Any, list], fresh: dict[Any, set[Any]]) -> None:
+    """Each record ``(x, t, diff)`` appended to ``index[x]`` as ``((), t, diff)``, its time added
+    to ``fresh[x]`` (the compiled form: ``_speedups.index_self``).
+
+    >>> index, fresh = {}, {}
+    >>> _index_self([("a", 1, 1), ("a", 2, -1)], index, fresh); index, fresh
+    ({'a': [((), 1, 1), ((), 2, -1)]}, {'a': {1, 2}})
+    """
+    for x, t, d in records:
+        u = ((), t, d)
+        have = index.get(x)
+        if have is None:
+            index[x] = [u]
+        else:
+            have.append(u)
+        times = fresh.get(x)
+        if times is None:
+            fresh[x] = {t}
+        else:
+            times.add(t)
+
+
+def _reduce(
+    arranged: Arrangement | None,
+    records: Collection | None,
+    logic: Logic,
+    name: str,
+    counts: Callable[[int], int] | None,
+) -> Arrangement:
+    """:func:`reduce_arrangement` of ``arranged``, or :func:`threshold_records` of ``records``."""
     from .arrange import Arrangement
 
-    scope = arranged.scope
+    if records is not None:
+        scope = records.scope
+        time_in = frontier_out = None
+        private = True
+    else:
+        assert arranged is not None
+        scope = arranged.scope
+        time_in = arranged.time_in  # set when the arrangement was entered from a parent scope
+        frontier_out = arranged.frontier_out
+        # An arrangement that keeps no trace (``keep=False``: made for this operator alone) is
+        # held here as one mutable index per side, key -> its updates: nobody else reads it,
+        # so it needs neither immutable batches nor merges, and a key's history is one lookup.
+        private = arranged.trace is None
     minimum = scope.domain.minimum()
     int_times = type(minimum) is int
-    time_in = arranged.time_in  # set when the arrangement was entered from a parent scope
-    frontier_out = arranged.frontier_out
-    # An arrangement that keeps no trace (``keep=False``: made for this operator alone) is
-    # held here as one mutable index per side, key -> its updates: nobody else reads it, so
-    # it needs neither immutable batches nor merges, and a key's history is one lookup.
-    private = arranged.trace is None
     if private:
         in_trace = out_trace = None
         hist_in = _History()
         hist_out = _History()
     else:
+        assert arranged is not None
         in_trace = arranged._trace()
         in_handle = in_trace.handle(reads=True)
         out_trace = Trace(name, minimum)
@@ -250,8 +323,14 @@ def reduce_arrangement(
             gathered: dict[Any, Any] = {}
             # This invocation's times of the input trace, in this scope (entered: mapped).
             inner = TimeMemo(time_in) if time_in is not None else None
+            compiled = _native.speedups
             for ref, batches in inp:
                 caps.insert(ref.retain())
+                if records is not None:  # (x, t, diff) records, not batches
+                    (_index_self if compiled is None else compiled.index_self)(
+                        batches, hist_in.index, fresh
+                    )
+                    continue
                 for b in batches:
                     for key, updates in b.data.items():
                         if inner is None:
@@ -299,7 +378,23 @@ def reduce_arrangement(
                     _updates_of = _reader()
                     # A loop's rounds at one outer time: see _ChainTimes.
                     chain = _ChainTimes(before) if inner is None else None
-                    for key, times in fresh.items():
+                    general: Any = fresh  # the keys taken one by one below
+                    chained = chain is not None and chain.outer is not None
+                    if private and compiled is not None and chained:
+                        # Every key whose times are a chain at one outer time, at once; the
+                        # others (listed) as below.
+                        general = compiled.chain_pending(
+                            fresh,
+                            hist_in.index,
+                            pending,
+                            waiting,
+                            chain.outer,
+                            chain.floor,
+                            chain.made,
+                            Product,
+                        )
+                    for key in general:
+                        times = fresh[key]
                         p = pending.setdefault(key, set())
                         ins = gathered[key] = _updates_of(key, hist)
                         closed = chain.closure(times, ins, p) if chain is not None else None
@@ -383,6 +478,13 @@ def reduce_arrangement(
             _updates_of = _reader()
             compiled = _native.speedups if counts is not None else None
             corrections: list[tuple[tuple[Any, Any], Any, int]] = []
+            if compiled is not None and private and inner is None and not int_times:
+                # A threshold over private histories: every key at once, but those (listed)
+                # whose times or updates the compiled path does not take.
+                rest = compiled.threshold_ready(
+                    ready, pending, hist_in.index, hist_out.index, counts, corrections, Product
+                )
+                ready = {key: ready[key] for key in rest}
             for key, times in ready.items():
                 left = pending[key]
                 if len(left) == len(times):  # every pending time of the key is ready
@@ -489,7 +591,13 @@ def reduce_arrangement(
 
         return run
 
-    stream = arranged.stream.unary_frontier(Pipeline, name, ctor, interest=FrontierInterest.ALWAYS)
+    if records is not None:
+        pact: Any = Exchange(_record_of)
+        stream = records.stream.unary_frontier(pact, name, ctor, interest=FrontierInterest.ALWAYS)
+    else:
+        stream = arranged.stream.unary_frontier(
+            Pipeline, name, ctor, interest=FrontierInterest.ALWAYS
+        )
     return Arrangement(stream, out_trace)
 
 
@@ -563,6 +671,10 @@ class _History:
 
     def extend(self, data: dict[Any, list[tuple[Any, Any, int]]]) -> None:
         """Add a batch's updates (its lists are copied, never shared)."""
+        compiled = _native.speedups
+        if compiled is not None:
+            compiled.history_extend(self.index, data)
+            return
         index = self.index
         get = index.get
         for key, updates in data.items():
@@ -575,6 +687,10 @@ class _History:
     def compact_grown(self, keys: Any, frontier: list[Any]) -> None:
         """Compact by ``frontier`` the lists of ``keys`` that have doubled since last time."""
         index, limits = self.index, self.limits
+        compiled = _native.speedups
+        if compiled is not None:
+            compiled.history_compact(index, limits, keys, *compactor(frontier).compiled_form())
+            return
         by_frontier = None
         for key in keys:
             have = index.get(key)
@@ -594,6 +710,10 @@ class _History:
         """Forget everything (the operator has finished)."""
         self.index.clear()
         self.limits.clear()
+
+
+def _record_of(u: tuple[Any, Any, int]) -> Any:
+    return u[0]
 
 
 def _time_of(u: tuple[Any, Any, int]) -> Any:

@@ -36,10 +36,12 @@ merge would stall the worker for it).
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from itertools import islice
 from typing import Any
 
 from .. import _native
+from ..order import Product
 from .lattice import TimeMemo, advance_by, less_equal, meet, meet_frontiers
 
 __all__ = ["Batch", "Trace", "TraceHandle"]
@@ -174,6 +176,24 @@ class _Compactor:
         # ``int`` times and a one-element frontier: advancing is ``max``, inline.
         self.floor = since[0] if len(since) == 1 and type(since[0]) is int else None
         self.advance = TimeMemo(lambda t: advance_by(t, since))
+
+    def compiled_form(self) -> tuple[Any, dict[Any, Any] | None, Callable[[Any], Any]]:
+        """``(floor, known, advance)``: this compaction as the compiled merges take it
+        (``_speedups.merge_keys``): times advanced to ``max(t, floor)`` when ``floor`` is an
+        ``int``, else by the memo ``advance`` whose answers ``known`` holds, and not at all
+        when both are ``None`` (an empty frontier).
+
+        >>> compactor([5]).compiled_form()[:2], compactor([]).compiled_form()[:2]
+        ((5, None), (None, None))
+        """
+        since, memo = self.since, self.advance
+        if not since or self.floor is not None:
+            return self.floor, None, memo
+        compiled = _native.speedups
+        if compiled is not None and all(type(f) is Product for f in since):
+            # Loop times advanced in C on a miss (a Python call for other shapes).
+            return None, memo.known, partial(compiled.advance_product, tuple(since), Product, memo)
+        return None, memo.known, memo
 
     def __call__(self, updates: list[tuple[Any, Any, int]]) -> list[tuple[Any, Any, int]]:
         since, f = self.since, self.floor
@@ -354,8 +374,6 @@ class _Merge:
         if compiled is None:
             self.pos, fuel = self._work(self.pos, fuel)
         else:
-            c = self.compact
-            since = bool(c.since)
             self.pos, fuel, dropped = compiled.merge_keys(
                 self.keys,
                 self.pos,
@@ -364,9 +382,7 @@ class _Merge:
                 self.base,
                 self.data,
                 not self.base_is_a,
-                c.floor,
-                c.advance.known if since and c.floor is None else None,
-                c.advance,
+                *self.compact.compiled_form(),
             )
             self.size -= dropped
         if self.pos < len(self.keys):
