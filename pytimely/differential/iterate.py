@@ -34,7 +34,20 @@ __all__ = ["Variable", "iterate"]
 
 
 def _next_round(batch: list[tuple[Any, Any, int]]) -> list[tuple[Any, Any, int]]:
-    return [(d, Product(t[0], t[1] + 1), r) for d, t, r in batch]
+    """The batch one round later.  A batch's records mostly share one time, and then share one
+    object for the next (fewer objects to build, and fewer for every later reader to visit).
+
+    >>> _next_round([("a", Product(0, 1), 1), ("b", Product(0, 1), -1)])
+    [('a', (0, 2), 1), ('b', (0, 2), -1)]
+    """
+    out = []
+    append = out.append
+    last = after = None
+    for d, t, r in batch:
+        if t != last:
+            last, after = t, Product(t[0], t[1] + 1)
+        append((d, after, r))
+    return out
 
 
 class Variable:

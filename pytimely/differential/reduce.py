@@ -432,10 +432,11 @@ def _reduce(
                             done.append(t)
             if ready:
                 corrections = _evaluate(ready, pending, inner, gathered)
-                _emit(corrections, out)
+                grown = _emit(corrections, out)
                 if private:
-                    if before is not None:
-                        hist_out.compact_grown(ready, before)
+                    if before is not None:  # the keys whose output history grew
+                        for data in grown:
+                            hist_out.compact_grown(data, before)
                 else:
                     out_handle.acknowledge(out_trace.seq)
 
@@ -564,9 +565,10 @@ def _reduce(
                     acc_out[v] = acc_out.get(v, 0) + d
                     corrections.append(((key, v), t, d))
 
-        def _emit(corrections: list[tuple[tuple[Any, Any], Any, int]], out: Any) -> None:
+        def _emit(corrections: list[tuple[tuple[Any, Any], Any, int]], out: Any) -> list[dict]:
+            """Send the corrections, batched under the tokens held; the batches' indexes."""
             if not corrections:
-                return
+                return []
             held = list(caps)
             if len(held) == 1:
                 groups = [(held[0], corrections)]
@@ -580,6 +582,7 @@ def _reduce(
                     else:  # pragma: no cover - a pending time always has a token below it
                         raise AssertionError(f"{name}: no token at or before {u[1]!r}")
                 groups = [(held[i], parts[i]) for i in sorted(parts)]
+            sent = []
             for c, updates in groups:
                 b = Batch.from_updates(updates, c.time)
                 if b.size:
@@ -588,6 +591,8 @@ def _reduce(
                     else:
                         out_trace.insert(b)
                     out.give_batch(c, [b])
+                    sent.append(b.data)
+            return sent
 
         return run
 
