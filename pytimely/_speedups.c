@@ -2375,6 +2375,47 @@ counted_updates(PyObject *updates, PyObject *product, CountedUpdate *out)
     return 0;
 }
 
+/* A packed history of a key (pytimely.differential.reduce._History, packed): a bytearray of
+ * an int64 header, the length at which the history is next compacted, then one
+ * CountedUpdate (t0, t1, diff) per update ((), Product(t0, t1), diff). */
+#define PACK_HEADER ((Py_ssize_t)sizeof(long long))
+
+static inline Py_ssize_t
+packed_len(PyObject *ba)
+{
+    return (PyByteArray_GET_SIZE(ba) - PACK_HEADER) / (Py_ssize_t)sizeof(CountedUpdate);
+}
+
+static inline CountedUpdate *
+packed_items(PyObject *ba)
+{
+    return (CountedUpdate *)(PyByteArray_AS_STRING(ba) + PACK_HEADER);
+}
+
+static inline long long *
+packed_limit(PyObject *ba)
+{
+    return (long long *)PyByteArray_AS_STRING(ba);
+}
+
+/* The number of updates of ins (a packed history, a list or a tuple). */
+static inline Py_ssize_t
+update_count(PyObject *ins)
+{
+    return PyByteArray_CheckExact(ins) ? packed_len(ins) : PySequence_Fast_GET_SIZE(ins);
+}
+
+/* ins (a packed history, a list or a tuple of (val, time, diff)) as counted updates into out;
+ * -1 (no exception) when a list's update is of another shape. */
+static int
+load_counted(PyObject *ins, PyObject *product, CountedUpdate *out)
+{
+    if (!PyByteArray_CheckExact(ins))
+        return counted_updates(ins, product, out);
+    memcpy(out, packed_items(ins), packed_len(ins) * sizeof(CountedUpdate));
+    return 0;
+}
+
 /* The corrections of count_changes for one key: appended to corrections (and to result, as
  * (val, time, diff), unless result is NULL).  1: done; 0: the times, updates or f's answers
  * are not of the compiled shape (nothing is left appended); -1: an exception. */
@@ -2383,7 +2424,7 @@ count_core(PyObject *key, PyObject *times, PyObject *ins, PyObject *outs, PyObje
            PyObject *corrections, PyObject *product, PyObject *result)
 {
     Py_ssize_t n_times = PyList_GET_SIZE(times);
-    Py_ssize_t n_in = PySequence_Fast_GET_SIZE(ins), n_out = PySequence_Fast_GET_SIZE(outs);
+    Py_ssize_t n_in = update_count(ins), n_out = update_count(outs);
     Py_ssize_t first_fix = PyList_GET_SIZE(corrections);
     Py_ssize_t first_out = result == NULL ? 0 : PyList_GET_SIZE(result);
     CountedUpdate small_in[16], small_out[24];
@@ -2404,7 +2445,7 @@ count_core(PyObject *key, PyObject *times, PyObject *ins, PyObject *outs, PyObje
             goto done;
         }
     }
-    if (counted_updates(ins, product, in_) < 0 || counted_updates(outs, product, out_) < 0) {
+    if (load_counted(ins, product, in_) < 0 || load_counted(outs, product, out_) < 0) {
         status = 0;
         goto done;
     }
@@ -2717,6 +2758,229 @@ fail:
     return NULL;
 }
 
+/* ---- packed histories of a threshold in a loop ------------------------------------------ */
+
+/* The counted form of a time and a diff; -1 (no exception) when t is not a product of two
+ * ints or d not an int, within 64 bits. */
+static int
+counted_of(PyObject *t, PyObject *d, PyObject *product, CountedUpdate *out)
+{
+    int overflow = 0;
+    if (product_ints(t, product, &out->t0, &out->t1) < 0 || !PyLong_CheckExact(d))
+        return -1;
+    out->d = PyLong_AsLongLongAndOverflow(d, &overflow);
+    return overflow ? -1 : 0;
+}
+
+/* Append u to the packed history index[key] (a new one, to be compacted at 4, for a new key). */
+static int
+packed_append(PyObject *index, PyObject *key, const CountedUpdate *u)
+{
+    PyObject *ba = PyDict_GetItemWithError(index, key); /* borrowed */
+    if (ba == NULL) {
+        if (PyErr_Occurred())
+            return -1;
+        ba = PyByteArray_FromStringAndSize(NULL, PACK_HEADER + (Py_ssize_t)sizeof(CountedUpdate));
+        if (ba == NULL)
+            return -1;
+        *packed_limit(ba) = 4;
+        *packed_items(ba) = *u;
+        int rc = PyDict_SetItem(index, key, ba);
+        Py_DECREF(ba);
+        return rc;
+    }
+    if (!PyByteArray_CheckExact(ba)) {
+        PyErr_SetString(PyExc_TypeError, "a packed history holds a non-bytearray");
+        return -1;
+    }
+    Py_ssize_t n = packed_len(ba);
+    if (PyByteArray_Resize(ba, PACK_HEADER + (n + 1) * (Py_ssize_t)sizeof(CountedUpdate)) < 0)
+        return -1;
+    packed_items(ba)[n] = *u;
+    return 0;
+}
+
+/* pack_records(records, index, fresh): index_self into packed histories: each record
+ * (x, t, diff) appended to index[x] as (t0, t1, diff), t added to the set fresh[x].  False,
+ * with nothing done, when a record's time is not a product of two ints or its diff not a
+ * 64-bit int. */
+static PyObject *
+pack_records(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 4 || !PyList_Check(args[0]) || !PyDict_Check(args[1]) ||
+        !PyDict_Check(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "pack_records(records, index, fresh, product)");
+        return NULL;
+    }
+    PyObject *records = args[0], *index = args[1], *fresh = args[2], *product = args[3];
+    Py_ssize_t n = PyList_GET_SIZE(records);
+    CountedUpdate u;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *r = PyList_GET_ITEM(records, i);
+        if (!PyTuple_Check(r) || PyTuple_GET_SIZE(r) != 3 ||
+            counted_of(PyTuple_GET_ITEM(r, 1), PyTuple_GET_ITEM(r, 2), product, &u) < 0)
+            Py_RETURN_FALSE;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *r = PyList_GET_ITEM(records, i);
+        PyObject *x = PyTuple_GET_ITEM(r, 0), *t = PyTuple_GET_ITEM(r, 1);
+        counted_of(t, PyTuple_GET_ITEM(r, 2), product, &u);
+        if (packed_append(index, x, &u) < 0)
+            return NULL;
+        PyObject *times = PyDict_GetItemWithError(fresh, x); /* borrowed */
+        int rc;
+        if (times != NULL) {
+            rc = PySet_Add(times, t);
+        } else if (PyErr_Occurred()) {
+            rc = -1;
+        } else {
+            PyObject *set = PySet_New(NULL);
+            rc = set == NULL || PySet_Add(set, t) < 0 ? -1 : PyDict_SetItem(fresh, x, set);
+            Py_XDECREF(set);
+        }
+        if (rc < 0)
+            return NULL;
+    }
+    Py_RETURN_TRUE;
+}
+
+/* pack_extend(index, data, product): history_extend into packed histories: every update
+ * ((), t, diff) of data's lists appended to index[key].  False, with nothing done, when an
+ * update has another value than (), a time not a product of two ints or a diff not a 64-bit
+ * int. */
+static PyObject *
+pack_extend(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3 || !PyDict_Check(args[0]) || !PyDict_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "pack_extend(index, data, product)");
+        return NULL;
+    }
+    PyObject *index = args[0], *data = args[1], *product = args[2], *key, *updates;
+    CountedUpdate u;
+    for (int pass = 0; pass < 2; pass++) {
+        Py_ssize_t pos = 0;
+        while (PyDict_Next(data, &pos, &key, &updates)) {
+            if (!PyList_Check(updates))
+                Py_RETURN_FALSE;
+            for (Py_ssize_t i = 0; i < PyList_GET_SIZE(updates); i++) {
+                PyObject *w = PyList_GET_ITEM(updates, i);
+                if (!PyTuple_Check(w) || PyTuple_GET_SIZE(w) != 3 ||
+                    !PyTuple_CheckExact(PyTuple_GET_ITEM(w, 0)) ||
+                    PyTuple_GET_SIZE(PyTuple_GET_ITEM(w, 0)) != 0 ||
+                    counted_of(PyTuple_GET_ITEM(w, 1), PyTuple_GET_ITEM(w, 2), product, &u) < 0)
+                    Py_RETURN_FALSE; /* (only ever in the first pass) */
+                if (pass == 1 && packed_append(index, key, &u) < 0)
+                    return NULL;
+            }
+        }
+    }
+    Py_RETURN_TRUE;
+}
+
+static int
+compare_counted(const void *a, const void *b)
+{
+    const CountedUpdate *x = a, *y = b;
+    if (x->t0 != y->t0)
+        return x->t0 < y->t0 ? -1 : 1;
+    if (x->t1 != y->t1)
+        return x->t1 < y->t1 ? -1 : 1;
+    return 0;
+}
+
+/* packed_compact(index, keys, frontier, product): _History.compact_grown over packed
+ * histories: each key of the iterable keys whose history holds at least its header's count
+ * of updates has every time advanced by the frontier (a tuple of products of two ints: the
+ * coordinate-wise min over it of the max with the time; none when it is empty), equal times'
+ * diffs added up and zero sums dropped; its next count becomes max(4, twice what is left), or
+ * the key leaves index when nothing is.  False, with nothing done, when a frontier element is
+ * not a product of two ints. */
+static PyObject *
+packed_compact(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 4 || !PyDict_Check(args[0]) || !PyTuple_Check(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "packed_compact(index, keys, frontier, product)");
+        return NULL;
+    }
+    PyObject *index = args[0], *frontier = args[2], *product = args[3];
+    Py_ssize_t nf = PyTuple_GET_SIZE(frontier);
+    long long small[8], *f = nf <= 4 ? small : PyMem_New(long long, 2 * nf);
+    if (f == NULL)
+        return PyErr_NoMemory();
+    for (Py_ssize_t i = 0; i < nf; i++) {
+        if (product_ints(PyTuple_GET_ITEM(frontier, i), product, &f[2 * i], &f[2 * i + 1]) < 0) {
+            if (f != small)
+                PyMem_Free(f);
+            Py_RETURN_FALSE;
+        }
+    }
+    PyObject *it = PyObject_GetIter(args[1]), *key;
+    if (it == NULL)
+        goto fail;
+    while ((key = PyIter_Next(it)) != NULL) {
+        PyObject *ba = PyDict_GetItemWithError(index, key); /* borrowed */
+        if (ba == NULL || !PyByteArray_CheckExact(ba) || packed_len(ba) < *packed_limit(ba)) {
+            int bad = PyErr_Occurred() || (ba != NULL && !PyByteArray_CheckExact(ba));
+            Py_DECREF(key);
+            if (bad) {
+                if (!PyErr_Occurred())
+                    PyErr_SetString(PyExc_TypeError, "a packed history holds a non-bytearray");
+                goto fail;
+            }
+            continue;
+        }
+        Py_ssize_t n = packed_len(ba), kept = 0;
+        CountedUpdate *u = packed_items(ba);
+        for (Py_ssize_t i = 0; nf && i < n; i++) {
+            long long r0 = 0, r1 = 0;
+            for (Py_ssize_t j = 0; j < nf; j++) {
+                long long j0 = u[i].t0 >= f[2 * j] ? u[i].t0 : f[2 * j];
+                long long j1 = u[i].t1 >= f[2 * j + 1] ? u[i].t1 : f[2 * j + 1];
+                if (j == 0 || j0 < r0)
+                    r0 = j0;
+                if (j == 0 || j1 < r1)
+                    r1 = j1;
+            }
+            u[i].t0 = r0;
+            u[i].t1 = r1;
+        }
+        qsort(u, n, sizeof(CountedUpdate), compare_counted);
+        for (Py_ssize_t i = 0; i < n; i++) {
+            if (kept && u[kept - 1].t0 == u[i].t0 && u[kept - 1].t1 == u[i].t1) {
+                u[kept - 1].d += u[i].d;
+            } else {
+                if (kept && u[kept - 1].d == 0)
+                    kept--;
+                u[kept++] = u[i];
+            }
+        }
+        if (kept && u[kept - 1].d == 0)
+            kept--;
+        int rc;
+        if (kept == 0) {
+            rc = PyDict_DelItem(index, key);
+        } else {
+            rc = PyByteArray_Resize(ba, PACK_HEADER + kept * (Py_ssize_t)sizeof(CountedUpdate));
+            if (rc == 0)
+                *packed_limit(ba) = 2 * kept > 4 ? 2 * kept : 4;
+        }
+        Py_DECREF(key);
+        if (rc < 0)
+            goto fail;
+    }
+    if (PyErr_Occurred())
+        goto fail;
+    Py_DECREF(it);
+    if (f != small)
+        PyMem_Free(f);
+    Py_RETURN_TRUE;
+fail:
+    Py_XDECREF(it);
+    if (f != small)
+        PyMem_Free(f);
+    return NULL;
+}
+
 /* Add t to the set pending and key to waiting[t] (a new set), unless pending has t. */
 static int
 pend(PyObject *key, PyObject *t, PyObject *pending, PyObject *waiting)
@@ -2817,10 +3081,11 @@ chain_pending(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nar
         PyObject *ins = PyDict_GetItemWithError(index, key); /* borrowed */
         if (ins == NULL && PyErr_Occurred())
             goto fail;
-        if (ins != NULL && !PyList_Check(ins))
+        int packed = ins != NULL && PyByteArray_CheckExact(ins);
+        if (ins != NULL && !packed && !PyList_Check(ins))
             shaped = 0;
         Py_ssize_t n_rounds = 0;
-        Py_ssize_t n_in = ins == NULL ? 0 : PyList_GET_SIZE(ins);
+        Py_ssize_t n_in = ins == NULL ? 0 : packed ? packed_len(ins) : PyList_GET_SIZE(ins);
         if (shaped && n_in > cap) {
             long long *more = PyMem_New(long long, n_in);
             if (more == NULL) {
@@ -2833,11 +3098,20 @@ chain_pending(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nar
             cap = n_in;
         }
         for (Py_ssize_t i = 0; shaped && i < n_in; i++) {
-            PyObject *u = PyList_GET_ITEM(ins, i);
-            if (!PyTuple_CheckExact(u) || PyTuple_GET_SIZE(u) != 3 ||
-                product_ints(PyTuple_GET_ITEM(u, 1), product, &t0, &t1) < 0 || t0 > outer) {
-                shaped = 0;
-                break;
+            if (packed) {
+                t0 = packed_items(ins)[i].t0;
+                t1 = packed_items(ins)[i].t1;
+                if (t0 > outer) {
+                    shaped = 0;
+                    break;
+                }
+            } else {
+                PyObject *u = PyList_GET_ITEM(ins, i);
+                if (!PyTuple_CheckExact(u) || PyTuple_GET_SIZE(u) != 3 ||
+                    product_ints(PyTuple_GET_ITEM(u, 1), product, &t0, &t1) < 0 || t0 > outer) {
+                    shaped = 0;
+                    break;
+                }
             }
             if (t1 < floor)
                 t1 = floor;
@@ -2942,8 +3216,9 @@ threshold_ready(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t n
             ins = none;
         if (outs == NULL)
             outs = none;
-        int status = !(PyList_Check(ins) || PyTuple_Check(ins)) ||
-                             !(PyList_Check(outs) || PyTuple_Check(outs))
+        int status = !(PyList_Check(ins) || PyTuple_Check(ins) || PyByteArray_CheckExact(ins)) ||
+                             !(PyList_Check(outs) || PyTuple_Check(outs) ||
+                               PyByteArray_CheckExact(outs))
                          ? 0
                          : count_core(key, times, ins, outs, f, corrections, product, NULL);
         if (status < 0)
@@ -3049,6 +3324,12 @@ static PyMethodDef methods[] = {
      "history_extend(index, data): pytimely.differential.reduce._History.extend, compiled."},
     {"index_self", (PyCFunction)(void (*)(void))index_self, METH_FASTCALL,
      "index_self(records, index, fresh): a threshold's records indexed as they arrive."},
+    {"pack_records", (PyCFunction)(void (*)(void))pack_records, METH_FASTCALL,
+     "pack_records(records, index, fresh, product): index_self into packed histories."},
+    {"pack_extend", (PyCFunction)(void (*)(void))pack_extend, METH_FASTCALL,
+     "pack_extend(index, data, product): history_extend into packed histories."},
+    {"packed_compact", (PyCFunction)(void (*)(void))packed_compact, METH_FASTCALL,
+     "packed_compact(index, keys, frontier, product): compact_grown of packed histories."},
     {"history_compact", (PyCFunction)(void (*)(void))history_compact, METH_FASTCALL,
      "history_compact(index, limits, keys, floor, known, advance): "
      "pytimely.differential.reduce._History.compact_grown, compiled."},

@@ -10,6 +10,7 @@ delayed to random loop coordinates inside an iterative scope), then iteration it
 from __future__ import annotations
 
 import random
+import struct
 from collections import Counter
 
 import pytest
@@ -932,3 +933,126 @@ def test_reachability_by_the_python_paths_matches_the_model(rounds):
         check_product("reach", rounds, inner_max=2)
     finally:
         _native.speedups = compiled
+
+
+def _packed(index: dict) -> dict:
+    """``index`` (key -> ``((), Product, diff)`` updates) as packed histories, by the compiled
+    extension itself."""
+    compiled = _compiled_or_skip()
+    out: dict = {}
+    assert compiled.pack_extend(out, {k: list(v) for k, v in index.items() if v}, Product)
+    return out
+
+
+def _multiset(updates) -> Counter:
+    return Counter({(v, t): d for v, t, d in updates})
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(
+    st.lists(st.tuples(st.integers(0, 4), LOOP_TIMES, st.integers(-2, 2)), max_size=12),
+    HISTORY,
+)
+def test_packed_records_hold_what_the_lists_hold(records, index):
+    """Records packed into a history read back as the updates the list path holds; a record
+    that does not fit (a time of another shape, a diff beyond 64 bits) packs nothing."""
+    from pytimely.differential.reduce import _index_self, _unpacked
+
+    compiled = _compiled_or_skip()
+    lists, list_fresh = {k: list(v) for k, v in index.items() if v}, {}
+    packed, packed_fresh = _packed(index), {}
+    _index_self(records, lists, list_fresh)
+    assert compiled.pack_records(records, packed, packed_fresh, Product)
+    assert packed_fresh == list_fresh
+    assert {k: _unpacked(v) for k, v in packed.items()} == lists
+    for odd in [(0, 1, 1), (0, Product(0, 1), 2**70), (0, Product(0, 1), 1.0)]:
+        before = {k: bytes(v) for k, v in packed.items()}
+        assert not compiled.pack_records([*records, odd], packed, {}, Product)
+        assert {k: bytes(v) for k, v in packed.items()} == before
+    assert not compiled.pack_extend(packed, {0: [("v", Product(0, 1), 1)]}, Product)
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(HISTORY, st.lists(st.integers(0, 7), max_size=6), st.sets(LOOP_TIMES, max_size=2))
+def test_packed_compaction_equals_the_list_compaction(index, keys, frontier):
+    """Packed histories compact to the same updates (in another order) and the same next
+    limits as lists do."""
+    from pytimely.differential.lattice import minimal
+    from pytimely.differential.reduce import _History, _unpacked
+
+    compiled = _compiled_or_skip()
+    frontier = minimal(frontier)
+    lists = _History()
+    lists.index = {k: list(v) for k, v in index.items() if v}
+    lists.compact_grown(keys, frontier)
+    packed = _packed(index)
+    assert compiled.packed_compact(packed, keys, tuple(frontier), Product)
+    assert packed.keys() == lists.index.keys()
+    for key, ba in packed.items():
+        assert _multiset(_unpacked(ba)) == _multiset(lists.index[key])
+        assert struct.unpack_from("q", ba)[0] == lists.limits.get(key, 4)
+    assert not compiled.packed_compact(packed, keys, ((0, 1),), Product)  # not a Product
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(
+    st.dictionaries(st.integers(0, 5), st.sets(LOOP_TIMES, min_size=1, max_size=3), max_size=5),
+    HISTORY,
+    st.sets(LOOP_TIMES, min_size=1, max_size=2),
+    HISTORY,
+)
+def test_compiled_phases_read_packed_histories_as_lists(fresh, index, before, outs):
+    """The chain closure and the threshold's evaluation give the same answers over packed
+    histories as over lists."""
+    from pytimely.differential.lattice import minimal
+    from pytimely.differential.reduce import _ChainTimes
+
+    compiled = _compiled_or_skip()
+    chain = _ChainTimes(minimal(before))
+    runs = []
+    for ins_, outs_ in ((index, outs), (_packed(index), _packed(outs))):
+        pending: dict = {}
+        waiting: dict = {}
+        rest = compiled.chain_pending(
+            fresh, ins_, pending, waiting, chain.outer, chain.floor, {}, Product
+        )
+        ready = {k: sorted(ts) for k, ts in pending.items()}
+        fixes: list = []
+        left = compiled.threshold_ready(
+            ready, pending, ins_, outs_, lambda n: 1 if n > 0 else 0, fixes, Product
+        )
+        runs.append((rest, waiting, fixes, pending, left))
+    assert runs[1] == runs[0]
+
+
+@pytest.mark.parametrize("kind", ["huge diffs", "float counts"])
+def test_a_threshold_in_a_loop_unpacks_what_does_not_fit(kind):
+    """Diffs beyond 64 bits, or a threshold whose function answers floats, leave the packed
+    histories for lists, with the same answers."""
+
+    def body(c):
+        def loop(inner):
+            x = c.enter(inner)
+            if kind == "huge diffs":
+                return x.threshold(lambda n: n).leave()
+            return x.threshold(lambda n: n / 2).leave()
+
+        return c.scope.iterative(loop)
+
+    def build(scope):
+        session, c = dd.new_input(scope)
+        captured = body(c).capture()
+        big = 2**70 if kind == "huge diffs" else 3
+        for epoch in range(3):
+            session.update("a", big)
+            session.update("b", 1)
+            session.advance_to(epoch + 1)
+        session.close()
+        return captured
+
+    got = pt.example(build)
+    want = 3 * 2**70 if kind == "huge diffs" else 4.5
+    assert dict((x, d) for x, d in got.as_of(2)) == {
+        "a": want,
+        "b": 3 if kind == "huge diffs" else 1.5,
+    }

@@ -35,6 +35,7 @@ by key in Python otherwise, with the same results.
 from __future__ import annotations
 
 import math
+import struct
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -300,8 +301,16 @@ def _reduce(
     int_times = type(minimum) is int
     if private:
         in_trace = out_trace = None
-        hist_in = _History()
-        hist_out = _History()
+        # A threshold's histories in a loop of int times, packed (see _History).
+        packed = (
+            records is not None
+            and _native.speedups is not None
+            and type(minimum) is Product
+            and type(minimum[0]) is int
+            and type(minimum[1]) is int
+        )
+        hist_in = _History(packed)
+        hist_out = _History(packed)
     else:
         assert arranged is not None
         in_trace = arranged._trace()
@@ -327,9 +336,7 @@ def _reduce(
             for ref, batches in inp:
                 caps.insert(ref.retain())
                 if records is not None:  # (x, t, diff) records, not batches
-                    (_index_self if compiled is None else compiled.index_self)(
-                        batches, hist_in.index, fresh
-                    )
+                    hist_in.add_records(batches, fresh)
                     continue
                 for b in batches:
                     for key, updates in b.data.items():
@@ -372,10 +379,14 @@ def _reduce(
                     # and collapses most of it.
                     advance = TimeMemo(lambda t: advance_by(t, before)) if before else None
                     if private:
-                        hist = [hist_in.index]
+                        read = hist_in.updates
                     else:
                         hist = [b.data for b in in_trace.batches(in_handle.acked)]
-                    _updates_of = _reader()
+                        _updates_of = _reader()
+
+                        def read(key: Any) -> Any:
+                            return _updates_of(key, hist)
+
                     # A loop's rounds at one outer time: see _ChainTimes.
                     chain = _ChainTimes(before) if inner is None else None
                     general: Any = fresh  # the keys taken one by one below
@@ -396,7 +407,7 @@ def _reduce(
                     for key in general:
                         times = fresh[key]
                         p = pending.setdefault(key, set())
-                        ins = gathered[key] = _updates_of(key, hist)
+                        ins = gathered[key] = read(key)
                         closed = chain.closure(times, ins, p) if chain is not None else None
                         if closed is None:
                             old = {u[1] for u in ins}
@@ -471,12 +482,18 @@ def _reduce(
             gathered: dict[Any, Any],
         ) -> list[tuple[tuple[Any, Any], Any, int]]:
             if private:
-                in_data = [hist_in.index]
-                out_data = [hist_out.index]
+                read_in, read_out = hist_in.updates, hist_out.updates
             else:
                 in_data = [b.data for b in in_trace.batches(in_handle.acked)]
                 out_data = [b.data for b in out_trace.batches()]
-            _updates_of = _reader()
+                _updates_of = _reader()
+
+                def read_in(key: Any) -> Any:
+                    return _updates_of(key, in_data)
+
+                def read_out(key: Any) -> Any:
+                    return _updates_of(key, out_data)
+
             compiled = _native.speedups if counts is not None else None
             corrections: list[tuple[tuple[Any, Any], Any, int]] = []
             if compiled is not None and private and inner is None and not int_times:
@@ -497,10 +514,10 @@ def _reduce(
                 # the batch's own list).
                 ins = gathered.get(key)
                 if ins is None:
-                    ins = _updates_of(key, in_data)
+                    ins = read_in(key)
                 if inner is not None:
                     ins = [(v, inner(u), d) for v, u, d in ins]
-                outs = _updates_of(key, out_data)
+                outs = read_out(key)
                 if int_times:
                     if len(times) == 1:  # the commonest case, inline: one ready time
                         t = times[0]
@@ -662,20 +679,68 @@ class _History:
     twice what compaction leaves.  Readers take a key's list for the length of one invocation,
     during which nothing is added.
 
+    A *packed* history (``packed=True``: a threshold's, in a loop of ``int`` times, with the
+    compiled extension) holds each key's updates ``((), Product(t0, t1), diff)`` as one
+    ``bytearray`` of 64-bit ``(t0, t1, diff)`` after a 64-bit header, the length at which it is
+    next compacted (``limits`` unused): no object per update for the compiled phases to visit.
+    :meth:`updates` reads a key either way.  An update that does not fit (a time of another
+    shape, a diff beyond 64 bits), or the compiled extension switched off, unpacks it for good.
+
     >>> h = _History()
     >>> h.extend({"k": [("v", t, 1) for t in range(8)]})
     >>> h.compact_grown(["k"], [5]); h.index["k"]
     [('v', 5, 6), ('v', 6, 1), ('v', 7, 1)]
     """
 
-    __slots__ = ("index", "limits")
+    __slots__ = ("index", "limits", "packed")
 
-    def __init__(self) -> None:
-        self.index: dict[Any, list[tuple[Any, Any, int]]] = {}
+    def __init__(self, packed: bool = False) -> None:
+        self.index: dict[Any, Any] = {}
         self.limits: dict[Any, int] = {}
+        self.packed = packed
+
+    def packs(self) -> Any:
+        """The compiled extension when this history is packed (and it is loaded), else None,
+        after unpacking the history if it was packed."""
+        if not self.packed:
+            return None
+        compiled = _native.speedups
+        if compiled is None:
+            self.unpack()
+        return compiled
+
+    def unpack(self) -> None:
+        """Hold every key's updates as a list of tuples from now on."""
+        if self.packed:
+            self.packed = False
+            self.index = {key: _unpacked(ba) for key, ba in self.index.items()}
+
+    def updates(self, key: Any) -> Any:
+        """``key``'s updates as ``(val, time, diff)`` tuples (``()`` when none): the list itself
+        (not to be changed) unless packed."""
+        have = self.index.get(key)
+        if have is None:
+            return ()
+        return _unpacked(have) if self.packed else have
+
+    def add_records(self, records: list, fresh: dict[Any, set[Any]]) -> None:
+        """Add a threshold's records ``(x, t, diff)`` as ``((), t, diff)`` to ``x``'s updates,
+        and each time to ``fresh[x]``."""
+        compiled = self.packs()
+        if compiled is not None:
+            if compiled.pack_records(records, self.index, fresh, Product):
+                return
+            self.unpack()
+        compiled = _native.speedups
+        (_index_self if compiled is None else compiled.index_self)(records, self.index, fresh)
 
     def extend(self, data: dict[Any, list[tuple[Any, Any, int]]]) -> None:
         """Add a batch's updates (its lists are copied, never shared)."""
+        compiled = self.packs()
+        if compiled is not None:
+            if compiled.pack_extend(self.index, data, Product):
+                return
+            self.unpack()
         compiled = _native.speedups
         if compiled is not None:
             compiled.history_extend(self.index, data)
@@ -691,6 +756,11 @@ class _History:
 
     def compact_grown(self, keys: Any, frontier: list[Any]) -> None:
         """Compact by ``frontier`` the lists of ``keys`` that have doubled since last time."""
+        compiled = self.packs()
+        if compiled is not None:
+            if compiled.packed_compact(self.index, keys, tuple(frontier), Product):
+                return
+            self.unpack()
         index, limits = self.index, self.limits
         compiled = _native.speedups
         if compiled is not None:
@@ -715,6 +785,15 @@ class _History:
         """Forget everything (the operator has finished)."""
         self.index.clear()
         self.limits.clear()
+
+
+def _unpacked(packed: bytearray) -> list[tuple[Any, Any, int]]:
+    """A packed history's updates as tuples (see :class:`_History`).
+
+    >>> _unpacked(bytearray(struct.pack("qqqq", 4, 0, 2, -1)))
+    [((), (0, 2), -1)]
+    """
+    return [((), Product(t0, t1), d) for t0, t1, d in struct.iter_unpack("qqq", packed[8:])]
 
 
 def _record_of(u: tuple[Any, Any, int]) -> Any:
