@@ -2376,12 +2376,26 @@ counted_updates(PyObject *updates, PyObject *product, CountedUpdate *out)
 }
 
 /* A packed history of a key (pytimely.differential.reduce._History, packed): a bytearray of
- * an int64 header, the length at which the history is next compacted, then one
- * CountedUpdate (t0, t1, diff) per update ((), Product(t0, t1), diff). */
-#define PACK_HEADER ((Py_ssize_t)sizeof(long long))
+ * a header of two int64, the length at which the history is next compacted and its length,
+ * then room for updates, the first (length) of them one CountedUpdate (t0, t1, diff) each,
+ * for ((), Product(t0, t1), diff).  The room doubles as it fills (a bytearray grown by one
+ * update at a time would be reallocated each time). */
+#define PACK_HEADER ((Py_ssize_t)(2 * sizeof(long long)))
 
 static inline Py_ssize_t
 packed_len(PyObject *ba)
+{
+    return (Py_ssize_t)((long long *)PyByteArray_AS_STRING(ba))[1];
+}
+
+static inline void
+packed_set_len(PyObject *ba, Py_ssize_t n)
+{
+    ((long long *)PyByteArray_AS_STRING(ba))[1] = n;
+}
+
+static inline Py_ssize_t
+packed_room(PyObject *ba)
 {
     return (PyByteArray_GET_SIZE(ba) - PACK_HEADER) / (Py_ssize_t)sizeof(CountedUpdate);
 }
@@ -2780,10 +2794,11 @@ packed_append(PyObject *index, PyObject *key, const CountedUpdate *u)
     if (ba == NULL) {
         if (PyErr_Occurred())
             return -1;
-        ba = PyByteArray_FromStringAndSize(NULL, PACK_HEADER + (Py_ssize_t)sizeof(CountedUpdate));
+        ba = PyByteArray_FromStringAndSize(NULL, PACK_HEADER + 2 * (Py_ssize_t)sizeof(CountedUpdate));
         if (ba == NULL)
             return -1;
         *packed_limit(ba) = 4;
+        packed_set_len(ba, 1);
         *packed_items(ba) = *u;
         int rc = PyDict_SetItem(index, key, ba);
         Py_DECREF(ba);
@@ -2794,14 +2809,17 @@ packed_append(PyObject *index, PyObject *key, const CountedUpdate *u)
         return -1;
     }
     Py_ssize_t n = packed_len(ba);
-    if (PyByteArray_Resize(ba, PACK_HEADER + (n + 1) * (Py_ssize_t)sizeof(CountedUpdate)) < 0)
+    if (n == packed_room(ba) &&
+        PyByteArray_Resize(ba, PACK_HEADER + 2 * (n + 1) * (Py_ssize_t)sizeof(CountedUpdate)) < 0)
         return -1;
     packed_items(ba)[n] = *u;
+    packed_set_len(ba, n + 1);
     return 0;
 }
 
 /* pack_records(records, index, fresh): index_self into packed histories: each record
- * (x, t, diff) appended to index[x] as (t0, t1, diff), t added to the set fresh[x].  False,
+ * (x, t, diff) appended to index[x] as (t0, t1, diff); fresh[x] becomes t, or a set of the
+ * times when there are several (a batch's records mostly share one time).  False,
  * with nothing done, when a record's time is not a product of two ints or its diff not a
  * 64-bit int. */
 static PyObject *
@@ -2828,15 +2846,22 @@ pack_records(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t narg
         if (packed_append(index, x, &u) < 0)
             return NULL;
         PyObject *times = PyDict_GetItemWithError(fresh, x); /* borrowed */
-        int rc;
-        if (times != NULL) {
+        int rc = 0;
+        if (times == NULL) {
+            rc = PyErr_Occurred() ? -1 : PyDict_SetItem(fresh, x, t);
+        } else if (PyAnySet_CheckExact(times)) {
             rc = PySet_Add(times, t);
-        } else if (PyErr_Occurred()) {
-            rc = -1;
-        } else {
-            PyObject *set = PySet_New(NULL);
-            rc = set == NULL || PySet_Add(set, t) < 0 ? -1 : PyDict_SetItem(fresh, x, set);
-            Py_XDECREF(set);
+        } else if (times != t) {
+            int same = PyObject_RichCompareBool(times, t, Py_EQ);
+            if (same < 0)
+                return NULL;
+            if (!same) {
+                PyObject *set = PySet_New(NULL);
+                rc = set == NULL || PySet_Add(set, times) < 0 || PySet_Add(set, t) < 0
+                         ? -1
+                         : PyDict_SetItem(fresh, x, set);
+                Py_XDECREF(set);
+            }
         }
         if (rc < 0)
             return NULL;
@@ -2960,9 +2985,14 @@ packed_compact(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t na
         if (kept == 0) {
             rc = PyDict_DelItem(index, key);
         } else {
-            rc = PyByteArray_Resize(ba, PACK_HEADER + kept * (Py_ssize_t)sizeof(CountedUpdate));
-            if (rc == 0)
-                *packed_limit(ba) = 2 * kept > 4 ? 2 * kept : 4;
+            /* (room kept for growth up to the next compaction, at twice what is left) */
+            Py_ssize_t limit = 2 * kept > 4 ? 2 * kept : 4;
+            rc = packed_room(ba) <= 2 * limit ? 0
+                 : PyByteArray_Resize(ba, PACK_HEADER + limit * (Py_ssize_t)sizeof(CountedUpdate));
+            if (rc == 0) {
+                *packed_limit(ba) = limit;
+                packed_set_len(ba, kept);
+            }
         }
         Py_DECREF(key);
         if (rc < 0)
@@ -3026,7 +3056,7 @@ rounds_at(PyObject *times, PyObject *product, long long outer, long long *least)
 }
 
 /* chain_pending(fresh, index, pending, waiting, outer, floor, made, product): for each key of
- * fresh (key -> set of its new times), what pytimely.differential.reduce._ChainTimes.closure
+ * fresh (key -> its new time, or a set of them), what pytimely.differential.reduce._ChainTimes.closure
  * adds to its pending times: the new times, and the rounds of its history (index[key], times
  * advanced: a round below floor to floor) at or after the least new round, as
  * product(outer, round) (made caches them by round); each added to the set pending[key] (a new
@@ -3064,9 +3094,10 @@ chain_pending(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nar
     Py_ssize_t pos = 0;
     while (PyDict_Next(fresh, &pos, &key, &times)) {
         long long t0, t1, least = 0;
-        int shaped = PyAnySet_Check(times) && PySet_GET_SIZE(times) > 0
-                         ? rounds_at(times, product, outer, &least)
-                         : 0;
+        int one = !PyAnySet_Check(times); /* one time, not a set of them */
+        int shaped = one ? product_ints(times, product, &t0, &least) == 0 && t0 == outer
+                     : PySet_GET_SIZE(times) > 0 ? rounds_at(times, product, outer, &least)
+                                                 : 0;
         if (shaped < 0)
             goto fail;
         PyObject *p = PyDict_GetItemWithError(pending, key); /* borrowed */
@@ -3131,20 +3162,25 @@ chain_pending(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nar
                 goto fail;
             p = fresh_set; /* borrowed: pending holds it */
         }
-        PyObject *it = PyObject_GetIter(times), *t;
-        if (it == NULL)
-            goto fail;
-        while ((t = PyIter_Next(it)) != NULL) {
-            int rc = pend(key, t, p, waiting);
-            Py_DECREF(t);
-            if (rc < 0) {
-                Py_DECREF(it);
+        if (one) {
+            if (pend(key, times, p, waiting) < 0)
                 goto fail;
+        } else {
+            PyObject *it = PyObject_GetIter(times), *t;
+            if (it == NULL)
+                goto fail;
+            while ((t = PyIter_Next(it)) != NULL) {
+                int rc = pend(key, t, p, waiting);
+                Py_DECREF(t);
+                if (rc < 0) {
+                    Py_DECREF(it);
+                    goto fail;
+                }
             }
+            Py_DECREF(it);
+            if (PyErr_Occurred())
+                goto fail;
         }
-        Py_DECREF(it);
-        if (PyErr_Occurred())
-            goto fail;
         for (Py_ssize_t i = 0; i < n_rounds; i++) {
             PyObject *r = PyLong_FromLongLong(rounds[i]);
             if (r == NULL)

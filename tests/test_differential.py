@@ -821,8 +821,9 @@ def test_compiled_record_index_equals_the_python_one(records, index):
     HISTORY,
     st.dictionaries(st.integers(0, 5), st.sets(LOOP_TIMES, min_size=1, max_size=3), max_size=4),
     st.sets(LOOP_TIMES, min_size=1, max_size=2),
+    st.booleans(),
 )
-def test_compiled_chain_pending_equals_the_python_closure(fresh, index, pending, before):
+def test_compiled_chain_pending_equals_the_python_closure(fresh, index, pending, before, bare):
     """The keys' pending times (and the keys waiting at each time) after the compiled chain
     closure equal the Python one's; the keys it hands back are those whose times are not a
     chain at one outer time, and it leaves them untouched."""
@@ -840,8 +841,10 @@ def test_compiled_chain_pending_equals_the_python_closure(fresh, index, pending,
             want_waiting.setdefault(t, set()).add(k)
     got_pending = {k: set(v) for k, v in pending.items()}
     got_waiting = {t: set(ks) for t, ks in want_waiting.items()}
+    # A key's one new time may come as the time itself (what packed records leave).
+    given_fresh = {k: next(iter(v)) if bare and len(v) == 1 else v for k, v in fresh.items()}
     rest = compiled.chain_pending(
-        fresh, index, got_pending, got_waiting, chain.outer, chain.floor, {}, Product
+        given_fresh, index, got_pending, got_waiting, chain.outer, chain.floor, {}, Product
     )
     for key, times in fresh.items():
         p = want_pending.get(key, set())
@@ -963,7 +966,9 @@ def test_packed_records_hold_what_the_lists_hold(records, index):
     packed, packed_fresh = _packed(index), {}
     _index_self(records, lists, list_fresh)
     assert compiled.pack_records(records, packed, packed_fresh, Product)
-    assert packed_fresh == list_fresh
+    # (a key's one time is held as the time, several as a set)
+    assert {k: v if type(v) is set else {v} for k, v in packed_fresh.items()} == list_fresh
+    assert all(type(v) is set for k, v in packed_fresh.items() if len(list_fresh[k]) > 1)
     assert {k: _unpacked(v) for k, v in packed.items()} == lists
     for odd in [(0, 1, 1), (0, Product(0, 1), 2**70), (0, Product(0, 1), 1.0)]:
         before = {k: bytes(v) for k, v in packed.items()}

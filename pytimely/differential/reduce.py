@@ -406,6 +406,8 @@ def _reduce(
                         )
                     for key in general:
                         times = fresh[key]
+                        if type(times) is not set:  # one time (see _History.add_records)
+                            times = {times}
                         p = pending.setdefault(key, set())
                         ins = gathered[key] = read(key)
                         closed = chain.closure(times, ins, p) if chain is not None else None
@@ -681,8 +683,9 @@ class _History:
 
     A *packed* history (``packed=True``: a threshold's, in a loop of ``int`` times, with the
     compiled extension) holds each key's updates ``((), Product(t0, t1), diff)`` as one
-    ``bytearray`` of 64-bit ``(t0, t1, diff)`` after a 64-bit header, the length at which it is
-    next compacted (``limits`` unused): no object per update for the compiled phases to visit.
+    ``bytearray`` of 64-bit ``(t0, t1, diff)`` after a header of two 64-bit ints, the length at
+    which it is next compacted (``limits`` unused) and the number of updates (the room after
+    them doubles as it fills): no object per update for the compiled phases to visit.
     :meth:`updates` reads a key either way.  An update that does not fit (a time of another
     shape, a diff beyond 64 bits), or the compiled extension switched off, unpacks it for good.
 
@@ -723,9 +726,10 @@ class _History:
             return ()
         return _unpacked(have) if self.packed else have
 
-    def add_records(self, records: list, fresh: dict[Any, set[Any]]) -> None:
+    def add_records(self, records: list, fresh: dict[Any, Any]) -> None:
         """Add a threshold's records ``(x, t, diff)`` as ``((), t, diff)`` to ``x``'s updates,
-        and each time to ``fresh[x]``."""
+        and each time to ``fresh[x]``: a set of times, or (packed) the time itself while
+        ``x``'s records share one."""
         compiled = self.packs()
         if compiled is not None:
             if compiled.pack_records(records, self.index, fresh, Product):
@@ -790,10 +794,12 @@ class _History:
 def _unpacked(packed: bytearray) -> list[tuple[Any, Any, int]]:
     """A packed history's updates as tuples (see :class:`_History`).
 
-    >>> _unpacked(bytearray(struct.pack("qqqq", 4, 0, 2, -1)))
+    >>> _unpacked(bytearray(struct.pack("qqqqqqqq", 4, 1, 0, 2, -1, 0, 0, 0)))
     [((), (0, 2), -1)]
     """
-    return [((), Product(t0, t1), d) for t0, t1, d in struct.iter_unpack("qqq", packed[8:])]
+    n = struct.unpack_from("q", packed, 8)[0]
+    updates = struct.iter_unpack("qqq", packed[16 : 16 + 24 * n])
+    return [((), Product(t0, t1), d) for t0, t1, d in updates]
 
 
 def _record_of(u: tuple[Any, Any, int]) -> Any:
