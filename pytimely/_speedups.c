@@ -2328,7 +2328,8 @@ done:
 }
 
 /* count_changes(key, times, ins, outs, f, corrections, product): the compiled form of
- * pytimely.differential.reduce._count_changes for a loop's times, with the same result.
+ * pytimely.differential.reduce._count_changes for a loop's times, with the same result (f None:
+ * distinct's threshold, pytimely.differential.reduce.positive).
  * Every time (of times, and of the (val, time, diff) updates ins and outs) must be a
  * product (the Product type) of two ints, every diff an int, all within 64 bits; otherwise
  * nothing is done and None is returned (the caller takes the Python path), as when f returns
@@ -2464,8 +2465,7 @@ count_core(PyObject *key, PyObject *times, PyObject *ins, PyObject *outs, PyObje
         goto done;
     }
     empty = PyTuple_New(0);
-    tag = empty == NULL ? NULL : PyTuple_Pack(2, key, empty);
-    if (tag == NULL)
+    if (empty == NULL)
         goto fail;
     for (Py_ssize_t i = 0; i < n_times; i++) {
         PyObject *t = PyList_GET_ITEM(times, i);
@@ -2477,7 +2477,9 @@ count_core(PyObject *key, PyObject *times, PyObject *ins, PyObject *outs, PyObje
         for (Py_ssize_t j = 0; j < n_out; j++)
             if (out_[j].t0 <= t0 && out_[j].t1 <= t1)
                 have += out_[j].d;
-        if (want) {
+        if (want && f == Py_None) { /* distinct's threshold */
+            want = want > 0;
+        } else if (want) {
             PyObject *count = PyLong_FromLongLong(want);
             PyObject *got = count == NULL ? NULL : PyObject_CallOneArg(f, count);
             Py_XDECREF(count);
@@ -2494,6 +2496,8 @@ count_core(PyObject *key, PyObject *times, PyObject *ins, PyObject *outs, PyObje
         }
         if (want == have)
             continue;
+        if (tag == NULL && (tag = PyTuple_Pack(2, key, empty)) == NULL)
+            goto fail;
         PyObject *delta = PyLong_FromLongLong(want - have);
         if (delta == NULL)
             goto fail;
@@ -3217,7 +3221,8 @@ fail:
  * evaluation in pytimely.differential.reduce over private histories, for every key of ready
  * (key -> list of its pending times the frontier has passed): the list sorted, the key's
  * corrections at those times appended to corrections (count_changes over ins.get(key) and
- * outs.get(key)), the times removed from the set pending[key] (the key removed when none is
+ * outs.get(key); f None for distinct's threshold, as in count_changes), the times removed
+ * from the set pending[key] (the key removed when none is
  * left).  A key whose times or updates are not of count_changes' shape is left untouched and
  * listed in the result. */
 static PyObject *

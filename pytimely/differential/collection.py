@@ -342,7 +342,9 @@ class Collection:
         >>> dd.example(["a", "b", "a"], lambda c: c.distinct())
         [('a', 1), ('b', 1)]
         """
-        return self.threshold(lambda count: 1 if count > 0 else 0, name="Distinct")
+        from .reduce import positive
+
+        return self.threshold(positive, name="Distinct")
 
     def threshold(self, f: Callable[[int], int], name: str = "Threshold") -> Collection:
         """Every record with its count replaced by ``f(count)`` (``f`` sees nonzero counts).

@@ -59,7 +59,7 @@ if TYPE_CHECKING:
     from .arrange import Arrangement
     from .collection import Collection
 
-__all__ = ["reduce_arrangement", "threshold_records", "join_closure"]
+__all__ = ["reduce_arrangement", "threshold_records", "positive", "join_closure"]
 
 Logic = Callable[[Any, list[tuple[Any, int]]], list[tuple[Any, int]]]
 
@@ -242,6 +242,16 @@ def threshold_records(collection: Collection, f: Callable[[int], int], name: str
     [('a', 2), ('b', 1)]
     """
     return _reduce(None, collection, _threshold_logic(f), name, f)
+
+
+def positive(count: int) -> int:
+    """Distinct's threshold: 1 for a positive count, else 0 (the compiled evaluation knows it
+    without calling it).
+
+    >>> positive(3), positive(-1)
+    (1, 0)
+    """
+    return 1 if count > 0 else 0
 
 
 def _threshold_logic(f: Callable[[int], int]) -> Logic:
@@ -501,8 +511,9 @@ def _reduce(
             if compiled is not None and private and inner is None and not int_times:
                 # A threshold over private histories: every key at once, but those (listed)
                 # whose times or updates the compiled path does not take.
+                f = None if counts is positive else counts  # (None: distinct's, in C)
                 rest = compiled.threshold_ready(
-                    ready, pending, hist_in.index, hist_out.index, counts, corrections, Product
+                    ready, pending, hist_in.index, hist_out.index, f, corrections, Product
                 )
                 ready = {key: ready[key] for key in rest}
             for key, times in ready.items():
