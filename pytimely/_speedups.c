@@ -3292,6 +3292,156 @@ fail:
     return NULL;
 }
 
+/* ---- differential dataflow: a join's pairs --------------------------------------------- */
+
+/* memo(t) of a TimeMemo (its answers in memo.known, a call on a miss), or t when memo is None. */
+static PyObject *
+memo_time(PyObject *memo, PyObject *known, PyObject *t)
+{
+    if (memo == Py_None)
+        return Py_NewRef(t);
+    PyObject *got = PyDict_GetItemWithError(known, t); /* borrowed */
+    if (got != NULL)
+        return Py_NewRef(got);
+    if (PyErr_Occurred())
+        return NULL;
+    return PyObject_CallOneArg(memo, t);
+}
+
+/* The least upper bound of two times: max of ints, the coordinate-wise max of products of
+ * two ints (one of them when it is at or after the other), else lub(a, b). */
+static PyObject *
+time_lub(PyObject *a, PyObject *b, PyObject *product, PyObject *lub)
+{
+    if (PyLong_CheckExact(a) && PyLong_CheckExact(b)) {
+        int ge = PyObject_RichCompareBool(a, b, Py_GE);
+        return ge < 0 ? NULL : Py_NewRef(ge ? a : b);
+    }
+    long long a0, a1, b0, b1;
+    if (product_ints(a, product, &a0, &a1) < 0 || product_ints(b, product, &b0, &b1) < 0)
+        return PyObject_CallFunctionObjArgs(lub, a, b, NULL);
+    if (a0 >= b0 && a1 >= b1)
+        return Py_NewRef(a);
+    if (b0 >= a0 && b1 >= a1)
+        return Py_NewRef(b);
+    PyTypeObject *type = (PyTypeObject *)product;
+    PyObject *x = PyLong_FromLongLong(a0 >= b0 ? a0 : b0);
+    PyObject *y = x == NULL ? NULL : PyLong_FromLongLong(a1 >= b1 ? a1 : b1);
+    PyObject *out = y == NULL ? NULL : type->tp_alloc(type, 2);
+    if (out == NULL) {
+        Py_XDECREF(x);
+        Py_XDECREF(y);
+        return NULL;
+    }
+    PyTuple_SET_ITEM(out, 0, x);
+    PyTuple_SET_ITEM(out, 1, y);
+    return out;
+}
+
+/* join_pairs(data, others, f, swap, mine, theirs, lub, product): the pairs of
+ * pytimely.differential.join (its pairs(), not flat), compiled: for each key of the batch
+ * index data and each index of the list others holding the key, every update (v1, t1, d1)
+ * of the key in data with every (v2, t2, d2) in the other gives (f(key, v1, v2), the lub of
+ * the two times, d1 * d2) -- f(key, v2, v1) when swap.  Times of data are mapped by mine,
+ * those of others by theirs (TimeMemo objects, or None for none).  Returns the list. */
+static PyObject *
+join_pairs(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 8 || !PyDict_Check(args[0]) || !PyList_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "join_pairs(data, others, f, swap, mine, theirs, lub, product)");
+        return NULL;
+    }
+    PyObject *data = args[0], *others = args[1], *f = args[2];
+    PyObject *mine = args[4], *theirs = args[5], *lub = args[6], *product = args[7];
+    int swap = PyObject_IsTrue(args[3]);
+    if (swap < 0)
+        return NULL;
+    PyObject *mine_known = mine == Py_None ? NULL : PyObject_GetAttrString(mine, "known");
+    PyObject *theirs_known = theirs == Py_None ? NULL : PyObject_GetAttrString(theirs, "known");
+    PyObject *out = PyList_New(0);
+    if (out == NULL || (mine != Py_None && mine_known == NULL) ||
+        (theirs != Py_None && theirs_known == NULL))
+        goto fail;
+    PyObject *key, *ups;
+    Py_ssize_t pos = 0, n_others = PyList_GET_SIZE(others);
+    while (PyDict_Next(data, &pos, &key, &ups)) {
+        for (Py_ssize_t o = 0; o < n_others; o++) {
+            PyObject *other = PyList_GET_ITEM(others, o);
+            if (!PyDict_Check(other)) {
+                PyErr_SetString(PyExc_TypeError, "join_pairs: others holds a non-dict");
+                goto fail;
+            }
+            PyObject *matches = PyDict_GetItemWithError(other, key); /* borrowed */
+            if (matches == NULL) {
+                if (PyErr_Occurred())
+                    goto fail;
+                continue;
+            }
+            if (!PyList_Check(matches) || !PyList_Check(ups)) {
+                PyErr_SetString(PyExc_TypeError, "join_pairs: a key's updates are not a list");
+                goto fail;
+            }
+            Py_INCREF(matches);
+            Py_INCREF(ups);
+            int failed = 0;
+            for (Py_ssize_t i = 0; !failed && i < PyList_GET_SIZE(ups); i++) {
+                PyObject *u = PyList_GET_ITEM(ups, i);
+                if (!PyTuple_Check(u) || PyTuple_GET_SIZE(u) != 3) {
+                    PyErr_SetString(PyExc_TypeError, "join_pairs: an update is not a triple");
+                    failed = 1;
+                    break;
+                }
+                PyObject *t1 = memo_time(mine, mine_known, PyTuple_GET_ITEM(u, 1));
+                if (t1 == NULL) {
+                    failed = 1;
+                    break;
+                }
+                for (Py_ssize_t j = 0; j < PyList_GET_SIZE(matches); j++) {
+                    PyObject *w = PyList_GET_ITEM(matches, j);
+                    if (!PyTuple_Check(w) || PyTuple_GET_SIZE(w) != 3) {
+                        PyErr_SetString(PyExc_TypeError, "join_pairs: an update is not a triple");
+                        failed = 1;
+                        break;
+                    }
+                    PyObject *v1 = PyTuple_GET_ITEM(u, 0), *v2 = PyTuple_GET_ITEM(w, 0);
+                    PyObject *r = swap ? PyObject_CallFunctionObjArgs(f, key, v2, v1, NULL)
+                                       : PyObject_CallFunctionObjArgs(f, key, v1, v2, NULL);
+                    PyObject *t2 = r == NULL ? NULL
+                                             : memo_time(theirs, theirs_known, PyTuple_GET_ITEM(w, 1));
+                    PyObject *t = t2 == NULL ? NULL : time_lub(t1, t2, product, lub);
+                    PyObject *d = t == NULL ? NULL
+                                            : PyNumber_Multiply(PyTuple_GET_ITEM(u, 2),
+                                                                PyTuple_GET_ITEM(w, 2));
+                    PyObject *res = d == NULL ? NULL : PyTuple_Pack(3, r, t, d);
+                    Py_XDECREF(r);
+                    Py_XDECREF(t2);
+                    Py_XDECREF(t);
+                    Py_XDECREF(d);
+                    if (res == NULL || PyList_Append(out, res) < 0)
+                        failed = 1;
+                    Py_XDECREF(res);
+                    if (failed)
+                        break;
+                }
+                Py_DECREF(t1);
+            }
+            Py_DECREF(matches);
+            Py_DECREF(ups);
+            if (failed)
+                goto fail;
+        }
+    }
+    Py_XDECREF(mine_known);
+    Py_XDECREF(theirs_known);
+    return out;
+fail:
+    Py_XDECREF(mine_known);
+    Py_XDECREF(theirs_known);
+    Py_XDECREF(out);
+    return NULL;
+}
+
 /* ---- the cyclic collector paused during steps ------------------------------------------- */
 
 /* pytimely.worker._pause_collector and _resume_collector without their lock: a C function runs
@@ -3380,6 +3530,8 @@ static PyMethodDef methods[] = {
     {"threshold_ready", (PyCFunction)(void (*)(void))threshold_ready, METH_FASTCALL,
      "threshold_ready(ready, pending, ins, outs, f, corrections, product): "
      "a threshold's evaluation over private histories, compiled."},
+    {"join_pairs", (PyCFunction)(void (*)(void))join_pairs, METH_FASTCALL,
+     "join_pairs(data, others, f, swap, mine, theirs, lub, product): a join's pairs, compiled."},
     {"updates_of", (PyCFunction)(void (*)(void))updates_of, METH_FASTCALL,
      "updates_of(key, datas): pytimely.differential.reduce._updates_of, compiled."},
     {"pause_collector", pause_collector, METH_NOARGS,

@@ -1063,3 +1063,69 @@ def test_a_threshold_in_a_loop_unpacks_what_does_not_fit(kind):
         "a": want,
         "b": 3 if kind == "huge diffs" else 1.5,
     }
+
+
+JOIN_INDEX = st.dictionaries(
+    st.integers(0, 3),
+    st.lists(
+        st.tuples(st.integers(0, 3), st.integers(0, 3), st.integers(-2, 2).filter(bool)),
+        min_size=1,
+        max_size=3,
+    ),
+    max_size=4,
+)
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(
+    JOIN_INDEX,
+    st.lists(JOIN_INDEX, max_size=3),
+    st.booleans(),
+    st.sampled_from(["ints", "products", "entered"]),
+)
+def test_compiled_join_pairs_equal_every_pair(data, others, swap, times):
+    """A join's pairs by the compiled loop: every update of a key with every update of the
+    same key in each other batch, in order, at the lub of the (mapped) times, with the
+    product of the diffs and the user's function of the values (swapped when asked)."""
+    from pytimely.differential.lattice import TimeMemo, join
+
+    compiled = _compiled_or_skip()
+    as_product = {
+        "ints": None,
+        "products": lambda t: Product(t % 2, t),
+        "entered": lambda t: Product(t, 0),
+    }[times]
+    if times == "products":  # both sides' times are loop times already
+        data = {k: [(v, as_product(t), d) for v, t, d in ups] for k, ups in data.items()}
+        others = [
+            {k: [(v, as_product(t), d) for v, t, d in ups] for k, ups in o.items()} for o in others
+        ]
+    mine = None
+    theirs = TimeMemo(as_product) if times == "entered" else None
+    if times == "entered":  # the other side a loop's own times, this side entered
+        mine, theirs = theirs, None
+        others = [
+            {k: [(v, Product(t, t % 3), d) for v, t, d in ups] for k, ups in o.items()}
+            for o in others
+        ]
+
+    def f(key, a, b):
+        return (key, a, b)
+
+    got = compiled.join_pairs(data, others, f, swap, mine, theirs, join, Product)
+    want = []
+    for key, ups in data.items():
+        for other in others:
+            for v1, t1, d1 in ups:
+                for v2, t2, d2 in other.get(key, ()):
+                    m1 = mine(t1) if mine is not None else t1
+                    m2 = theirs(t2) if theirs is not None else t2
+                    r = f(key, v2, v1) if swap else f(key, v1, v2)
+                    want.append((r, join(m1, m2), d1 * d2))
+    assert got == want
+    assert all(type(t) is type(w) for (_r, t, _d), (_s, w, _e) in zip(got, want))
+    with pytest.raises(ZeroDivisionError):  # the user's function's error goes through
+        if any(k in o for k in data for o in others):
+            compiled.join_pairs(data, others, lambda *_: 1 / 0, swap, mine, theirs, join, Product)
+        else:
+            raise ZeroDivisionError

@@ -11,6 +11,9 @@ first each new batch of the first input with the second trace *as acknowledged b
 invocation*, then each new batch of the second input with the first trace *including* the
 first input's new batches: a pair of two new batches is produced in the second step only.
 
+The pairs of a batch are made by ``_speedups.join_pairs`` when the extension is built (the
+user's function still called once per pair), else in Python.
+
 Nothing is buffered: every batch is joined as it arrives, and the output goes out at the
 batch's message time (which is at or before every output time), so the operator holds no
 tokens.  Its handles promise the traces that it will only ask about times in the future of
@@ -22,7 +25,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from .. import _native
 from ..dataflow.pacts import Pipeline
+from ..order import Product
 from ..progress.operate import FrontierInterest
 from .collection import Collection
 from .lattice import TimeMemo, join
@@ -69,6 +74,10 @@ def join_arrangements(
         # a few times; the mapping is two Python calls).
         mine = TimeMemo(mine) if mine is not None else None
         theirs = TimeMemo(theirs) if theirs is not None else None
+        compiled = _native.speedups
+        if compiled is not None and not flat:
+            datas = [other.data for other in others]
+            return compiled.join_pairs(batch.data, datas, f, swap, mine, theirs, lub, Product)
         for key, ups in batch.data.items():
             if mine is not None:
                 ups = _mapped(ups, mine)
