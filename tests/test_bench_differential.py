@@ -56,6 +56,7 @@ def test_differential_bench_small():
     assert mine["initial_s"] > 0
     assert 0 < mine["round_p50_ms"] <= mine["round_p90_ms"] <= mine["round_max_ms"]
     assert 0 < mine["round_first10_mean_ms"] <= mine["round_max_ms"]
+    assert 0 < mine["round_mean_ms"] <= mine["round_max_ms"]
     assert 0 < mine["round_last10_mean_ms"] <= mine["round_max_ms"]
     assert reach["reachable"] > 3
     for run in mine["every_run"]:
