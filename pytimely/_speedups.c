@@ -3382,8 +3382,9 @@ join_pairs(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
                 PyErr_SetString(PyExc_TypeError, "join_pairs: a key's updates are not a list");
                 goto fail;
             }
-            Py_INCREF(matches);
+            Py_INCREF(matches); /* (held: the user's function runs in between) */
             Py_INCREF(ups);
+            Py_INCREF(key);
             int failed = 0;
             for (Py_ssize_t i = 0; !failed && i < PyList_GET_SIZE(ups); i++) {
                 PyObject *u = PyList_GET_ITEM(ups, i);
@@ -3428,6 +3429,7 @@ join_pairs(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
             }
             Py_DECREF(matches);
             Py_DECREF(ups);
+            Py_DECREF(key);
             if (failed)
                 goto fail;
         }
