@@ -2329,7 +2329,8 @@ done:
 
 /* count_changes(key, times, ins, outs, f, corrections, product): the compiled form of
  * pytimely.differential.reduce._count_changes for a loop's times, with the same result (f None:
- * distinct's threshold, pytimely.differential.reduce.positive).
+ * distinct's threshold, pytimely.differential.reduce.positive).  count_core's corrections
+ * are records (key, time, diff) instead when as_record is set.
  * Every time (of times, and of the (val, time, diff) updates ins and outs) must be a
  * product (the Product type) of two ints, every diff an int, all within 64 bits; otherwise
  * nothing is done and None is returned (the caller takes the Python path), as when f returns
@@ -2436,7 +2437,7 @@ load_counted(PyObject *ins, PyObject *product, CountedUpdate *out)
  * are not of the compiled shape (nothing is left appended); -1: an exception. */
 static int
 count_core(PyObject *key, PyObject *times, PyObject *ins, PyObject *outs, PyObject *f,
-           PyObject *corrections, PyObject *product, PyObject *result)
+           PyObject *corrections, PyObject *product, PyObject *result, int as_record)
 {
     Py_ssize_t n_times = PyList_GET_SIZE(times);
     Py_ssize_t n_in = update_count(ins), n_out = update_count(outs);
@@ -2496,7 +2497,7 @@ count_core(PyObject *key, PyObject *times, PyObject *ins, PyObject *outs, PyObje
         }
         if (want == have)
             continue;
-        if (tag == NULL && (tag = PyTuple_Pack(2, key, empty)) == NULL)
+        if (tag == NULL && (tag = as_record ? Py_NewRef(key) : PyTuple_Pack(2, key, empty)) == NULL)
             goto fail;
         PyObject *delta = PyLong_FromLongLong(want - have);
         if (delta == NULL)
@@ -2549,7 +2550,7 @@ count_changes(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nar
     PyObject *result = PySequence_List(outs);
     if (result == NULL)
         return NULL;
-    int status = count_core(key, times, ins, outs, f, corrections, product, result);
+    int status = count_core(key, times, ins, outs, f, corrections, product, result, 0);
     if (status == 1)
         return result;
     Py_DECREF(result);
@@ -2917,6 +2918,53 @@ compare_counted(const void *a, const void *b)
     return 0;
 }
 
+/* Compact the packed history ba of key in index by the frontier f (nf pairs of ints): each
+ * time advanced to the coordinate-wise min over f of its max with the time, equal times'
+ * diffs added up, zero sums dropped; its next count becomes max(4, twice what is left), or
+ * the key leaves index when nothing is.  0, or -1 with an exception. */
+static int
+compact_packed_key(PyObject *index, PyObject *key, PyObject *ba, const long long *f,
+                   Py_ssize_t nf)
+{
+    Py_ssize_t n = packed_len(ba), kept = 0;
+    CountedUpdate *u = packed_items(ba);
+    for (Py_ssize_t i = 0; nf && i < n; i++) {
+        long long r0 = 0, r1 = 0;
+        for (Py_ssize_t j = 0; j < nf; j++) {
+            long long j0 = u[i].t0 >= f[2 * j] ? u[i].t0 : f[2 * j];
+            long long j1 = u[i].t1 >= f[2 * j + 1] ? u[i].t1 : f[2 * j + 1];
+            if (j == 0 || j0 < r0)
+                r0 = j0;
+            if (j == 0 || j1 < r1)
+                r1 = j1;
+        }
+        u[i].t0 = r0;
+        u[i].t1 = r1;
+    }
+    qsort(u, n, sizeof(CountedUpdate), compare_counted);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (kept && u[kept - 1].t0 == u[i].t0 && u[kept - 1].t1 == u[i].t1) {
+            u[kept - 1].d += u[i].d;
+        } else {
+            if (kept && u[kept - 1].d == 0)
+                kept--;
+            u[kept++] = u[i];
+        }
+    }
+    if (kept && u[kept - 1].d == 0)
+        kept--;
+    if (kept == 0)
+        return PyDict_DelItem(index, key);
+    /* (room kept for growth up to the next compaction, at twice what is left) */
+    Py_ssize_t limit = 2 * kept > 4 ? 2 * kept : 4;
+    if (packed_room(ba) > 2 * limit &&
+        PyByteArray_Resize(ba, PACK_HEADER + limit * (Py_ssize_t)sizeof(CountedUpdate)) < 0)
+        return -1;
+    *packed_limit(ba) = limit;
+    packed_set_len(ba, kept);
+    return 0;
+}
+
 /* packed_compact(index, keys, frontier, product): _History.compact_grown over packed
  * histories: each key of the iterable keys whose history holds at least its header's count
  * of updates has every time advanced by the frontier (a tuple of products of two ints: the
@@ -2958,46 +3006,7 @@ packed_compact(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t na
             }
             continue;
         }
-        Py_ssize_t n = packed_len(ba), kept = 0;
-        CountedUpdate *u = packed_items(ba);
-        for (Py_ssize_t i = 0; nf && i < n; i++) {
-            long long r0 = 0, r1 = 0;
-            for (Py_ssize_t j = 0; j < nf; j++) {
-                long long j0 = u[i].t0 >= f[2 * j] ? u[i].t0 : f[2 * j];
-                long long j1 = u[i].t1 >= f[2 * j + 1] ? u[i].t1 : f[2 * j + 1];
-                if (j == 0 || j0 < r0)
-                    r0 = j0;
-                if (j == 0 || j1 < r1)
-                    r1 = j1;
-            }
-            u[i].t0 = r0;
-            u[i].t1 = r1;
-        }
-        qsort(u, n, sizeof(CountedUpdate), compare_counted);
-        for (Py_ssize_t i = 0; i < n; i++) {
-            if (kept && u[kept - 1].t0 == u[i].t0 && u[kept - 1].t1 == u[i].t1) {
-                u[kept - 1].d += u[i].d;
-            } else {
-                if (kept && u[kept - 1].d == 0)
-                    kept--;
-                u[kept++] = u[i];
-            }
-        }
-        if (kept && u[kept - 1].d == 0)
-            kept--;
-        int rc;
-        if (kept == 0) {
-            rc = PyDict_DelItem(index, key);
-        } else {
-            /* (room kept for growth up to the next compaction, at twice what is left) */
-            Py_ssize_t limit = 2 * kept > 4 ? 2 * kept : 4;
-            rc = packed_room(ba) <= 2 * limit ? 0
-                 : PyByteArray_Resize(ba, PACK_HEADER + limit * (Py_ssize_t)sizeof(CountedUpdate));
-            if (rc == 0) {
-                *packed_limit(ba) = limit;
-                packed_set_len(ba, kept);
-            }
-        }
+        int rc = compact_packed_key(index, key, ba, f, nf);
         Py_DECREF(key);
         if (rc < 0)
             goto fail;
@@ -3261,7 +3270,7 @@ threshold_ready(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t n
                              !(PyList_Check(outs) || PyTuple_Check(outs) ||
                                PyByteArray_CheckExact(outs))
                          ? 0
-                         : count_core(key, times, ins, outs, f, corrections, product, NULL);
+                         : count_core(key, times, ins, outs, f, corrections, product, NULL, 0);
         if (status < 0)
             goto fail;
         if (status == 0) {
@@ -3289,6 +3298,113 @@ threshold_ready(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t n
 fail:
     Py_XDECREF(rest);
     Py_XDECREF(none);
+    return NULL;
+}
+
+/* records_ready(ready, pending, ins, outs, f, corrections, product, frontier): threshold_ready
+ * for a threshold whose output is a collection and whose histories are packed: the
+ * corrections are records (key, time, diff), each also appended to the key's packed output
+ * history outs[key] (a new one for a new key), which is then compacted by frontier (a tuple
+ * of products of two ints; None: not compacted) once it holds its header's count.  Keys
+ * handed back as by threshold_ready. */
+static PyObject *
+records_ready(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 8 || !PyDict_Check(args[0]) || !PyDict_Check(args[1]) ||
+        !PyDict_Check(args[2]) || !PyDict_Check(args[3]) || !PyList_Check(args[5]) ||
+        (args[7] != Py_None && !PyTuple_Check(args[7]))) {
+        PyErr_SetString(PyExc_TypeError,
+                        "records_ready(ready, pending, ins, outs, f, corrections, product, "
+                        "frontier)");
+        return NULL;
+    }
+    PyObject *ready = args[0], *pending = args[1], *in_index = args[2], *out_index = args[3];
+    PyObject *f = args[4], *corrections = args[5], *product = args[6], *frontier = args[7];
+    Py_ssize_t nf = frontier == Py_None ? 0 : PyTuple_GET_SIZE(frontier);
+    long long small[8], *bounds = nf <= 4 ? small : PyMem_New(long long, 2 * nf);
+    if (bounds == NULL)
+        return PyErr_NoMemory();
+    for (Py_ssize_t i = 0; i < nf; i++) {
+        if (product_ints(PyTuple_GET_ITEM(frontier, i), product, &bounds[2 * i],
+                         &bounds[2 * i + 1]) < 0) {
+            if (bounds != small)
+                PyMem_Free(bounds);
+            PyErr_SetString(PyExc_TypeError, "records_ready: a frontier time is not a loop time");
+            return NULL;
+        }
+    }
+    PyObject *rest = PyList_New(0);
+    PyObject *none = PyTuple_New(0);
+    PyObject *key, *times;
+    Py_ssize_t pos = 0;
+    if (rest == NULL || none == NULL)
+        goto fail;
+    while (PyDict_Next(ready, &pos, &key, &times)) {
+        if (!PyList_Check(times) || PyList_Sort(times) < 0) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_TypeError, "records_ready: a key's times are not a list");
+            goto fail;
+        }
+        PyObject *ins = PyDict_GetItemWithError(in_index, key); /* borrowed */
+        PyObject *outs = ins == NULL && PyErr_Occurred() ? NULL
+                                                        : PyDict_GetItemWithError(out_index, key);
+        if (PyErr_Occurred())
+            goto fail;
+        if ((ins != NULL && !PyByteArray_CheckExact(ins)) ||
+            (outs != NULL && !PyByteArray_CheckExact(outs))) {
+            PyErr_SetString(PyExc_TypeError, "records_ready: a history is not packed");
+            goto fail;
+        }
+        Py_ssize_t first = PyList_GET_SIZE(corrections);
+        int status = count_core(key, times, ins == NULL ? none : ins, outs == NULL ? none : outs,
+                                f, corrections, product, NULL, 1);
+        if (status < 0)
+            goto fail;
+        if (status == 0) {
+            if (PyList_Append(rest, key) < 0)
+                goto fail;
+            continue;
+        }
+        Py_ssize_t last = PyList_GET_SIZE(corrections);
+        for (Py_ssize_t i = first; i < last; i++) {
+            PyObject *fix = PyList_GET_ITEM(corrections, i);
+            CountedUpdate u;
+            counted_of(PyTuple_GET_ITEM(fix, 1), PyTuple_GET_ITEM(fix, 2), product, &u);
+            if (packed_append(out_index, key, &u) < 0)
+                goto fail;
+        }
+        if (frontier != Py_None && last > first) {
+            PyObject *ba = PyDict_GetItemWithError(out_index, key); /* borrowed */
+            if (ba != NULL && packed_len(ba) >= *packed_limit(ba) &&
+                compact_packed_key(out_index, key, ba, bounds, nf) < 0)
+                goto fail;
+            if (PyErr_Occurred())
+                goto fail;
+        }
+        PyObject *left = PyDict_GetItemWithError(pending, key); /* borrowed */
+        if (left == NULL || !PyAnySet_Check(left)) {
+            if (!PyErr_Occurred())
+                PyErr_SetObject(PyExc_KeyError, key);
+            goto fail;
+        }
+        if (PySet_GET_SIZE(left) == PyList_GET_SIZE(times)) {
+            if (PyDict_DelItem(pending, key) < 0)
+                goto fail;
+            continue;
+        }
+        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(times); i++)
+            if (PySet_Discard(left, PyList_GET_ITEM(times, i)) < 0)
+                goto fail;
+    }
+    Py_DECREF(none);
+    if (bounds != small)
+        PyMem_Free(bounds);
+    return rest;
+fail:
+    Py_XDECREF(rest);
+    Py_XDECREF(none);
+    if (bounds != small)
+        PyMem_Free(bounds);
     return NULL;
 }
 
@@ -3532,6 +3648,9 @@ static PyMethodDef methods[] = {
     {"threshold_ready", (PyCFunction)(void (*)(void))threshold_ready, METH_FASTCALL,
      "threshold_ready(ready, pending, ins, outs, f, corrections, product): "
      "a threshold's evaluation over private histories, compiled."},
+    {"records_ready", (PyCFunction)(void (*)(void))records_ready, METH_FASTCALL,
+     "records_ready(ready, pending, ins, outs, f, corrections, product, frontier): "
+     "threshold_ready into records and packed output histories."},
     {"join_pairs", (PyCFunction)(void (*)(void))join_pairs, METH_FASTCALL,
      "join_pairs(data, others, f, swap, mine, theirs, lub, product): a join's pairs, compiled."},
     {"updates_of", (PyCFunction)(void (*)(void))updates_of, METH_FASTCALL,

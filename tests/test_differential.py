@@ -1129,3 +1129,65 @@ def test_compiled_join_pairs_equal_every_pair(data, others, swap, times):
             compiled.join_pairs(data, others, lambda *_: 1 / 0, swap, mine, theirs, join, Product)
         else:
             raise ZeroDivisionError
+
+
+def _canonical(updates, frontier) -> Counter:
+    """Updates advanced by ``frontier`` and consolidated: what compaction may leave of them."""
+    from pytimely.differential.lattice import advance_by
+
+    acc: Counter = Counter()
+    for v, t, d in updates:
+        acc[(v, advance_by(t, frontier) if frontier else t)] += d
+    return Counter({k: d for k, d in acc.items() if d})
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(
+    st.dictionaries(st.integers(0, 4), st.sets(LOOP_TIMES, min_size=1, max_size=4), max_size=4),
+    HISTORY,
+    HISTORY,
+    st.one_of(st.none(), st.sets(LOOP_TIMES, min_size=1, max_size=2)),
+    st.data(),
+)
+def test_compiled_threshold_into_records_equals_the_batch_form(pending, ins, outs, since, data):
+    """A threshold whose output is a collection gets, as records, the corrections the batch
+    form gives, and finds them in its packed output history (compacted there by the frontier
+    once grown, which changes no accumulation at a time in its future)."""
+    from pytimely.differential.lattice import in_future, minimal
+    from pytimely.differential.reduce import _unpacked
+
+    compiled = _compiled_or_skip()
+    frontier = minimal(since) if since else None
+    if frontier:  # what a reduce sees: pending times in the future of the frontier
+        pending = {k: {t for t in ts if in_future(frontier, t)} for k, ts in pending.items()}
+        pending = {k: ts for k, ts in pending.items() if ts}
+    ready = {
+        k: sorted(data.draw(st.sets(st.sampled_from(sorted(ts)), min_size=1)))
+        for k, ts in pending.items()
+    }
+    want_fixes: list = []
+    want_pending = {k: set(v) for k, v in pending.items()}
+    compiled.threshold_ready(
+        {k: list(v) for k, v in ready.items()}, want_pending, ins, outs, None, want_fixes, Product
+    )
+    got: list = []
+    got_pending = {k: set(v) for k, v in pending.items()}
+    packed_outs = _packed(outs)
+    rest = compiled.records_ready(
+        ready,
+        got_pending,
+        _packed(ins),
+        packed_outs,
+        None,
+        got,
+        Product,
+        None if frontier is None else tuple(frontier),
+    )
+    assert rest == []
+    assert got == [(kv[0], t, d) for kv, t, d in want_fixes]
+    assert got_pending == want_pending
+    for key in set(outs) | set(ready):
+        before = [u for u in outs.get(key, ())]
+        after = before + [((), t, d) for kv, t, d in want_fixes if kv[0] == key]
+        have = _unpacked(packed_outs[key]) if key in packed_outs else []
+        assert _canonical(have, frontier) == _canonical(after, frontier)

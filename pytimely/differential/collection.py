@@ -364,7 +364,7 @@ class Collection:
         from .reduce import threshold_records
 
         # The records indexed for this operator alone, as they arrive (no trace).
-        return threshold_records(self, f, name).as_collection(lambda k, _v: k)
+        return threshold_records(self, f, name)
 
     def min(self) -> Collection:
         """Per key of ``(key, val)`` records, ``(key, least val)``.

@@ -27,7 +27,7 @@ An input arrangement made for the reduce alone (``keep=False``) is held as a pri
 per side (:class:`_History`), not as traces: nobody else reads them, so they need no
 immutable batches and no merges.  ``distinct`` and ``threshold`` inside loops go one step
 further (:func:`threshold_records`): no arrange operator at all, their records indexed into
-the private history as they arrive.  Over loop times their phases (indexing, the chain
+the private history as they arrive, and their output records, not an arrangement.  Over loop times their phases (indexing, the chain
 closure, the evaluation, the compaction) run in the compiled extension when it is built, key
 by key in Python otherwise, with the same results.
 """
@@ -221,27 +221,28 @@ def reduce_arrangement(
     >>> dd.example([("a", 1), ("a", 2), ("b", 1)], lambda c: f(c).as_collection())
     [(('a', 2), 1), (('b', 1), 1)]
     """
-    return _reduce(arranged, None, logic, name, counts)
+    made: Arrangement = _reduce(arranged, None, logic, name, counts)
+    return made
 
 
-def threshold_records(collection: Collection, f: Callable[[int], int], name: str) -> Arrangement:
-    """The arrangement of ``((record, ()), f(count))`` for every record of ``collection`` with
-    a nonzero count (nothing where ``f`` gives 0): :func:`reduce_arrangement` with ``counts=f``
-    of the records arranged by themselves for it alone, the arrange folded in.  The records
-    are exchanged by themselves and indexed into the reduce's private history as they arrive:
-    an update not yet complete sits there harmlessly, since every time evaluated is complete
-    and so is every time at or before it.  What ``distinct`` and ``threshold`` do in loops.
+def threshold_records(collection: Collection, f: Callable[[int], int], name: str) -> Collection:
+    """Every record of ``collection`` with its count ``n`` replaced by ``f(n)`` (nothing where
+    that is 0): :func:`reduce_arrangement` with ``counts=f`` of the records arranged by
+    themselves for it alone, the arrange folded in and the output a collection, not an
+    arrangement (nobody reads it as one).  The records are exchanged by themselves and indexed
+    into the reduce's private history as they arrive: an update not yet complete sits there
+    harmlessly, since every time evaluated is complete and so is every time at or before it.
+    What ``distinct`` and ``threshold`` do in loops.
 
     >>> import pytimely.differential as dd
     >>> def f(c):
-    ...     inner = c.scope.iterative(
-    ...         lambda s: threshold_records(c.enter(s), lambda n: min(n, 2), "T")
-    ...         .as_collection(lambda k, _v: k).leave())
-    ...     return inner
+    ...     return c.scope.iterative(
+    ...         lambda s: threshold_records(c.enter(s), lambda n: min(n, 2), "T").leave())
     >>> dd.example(["a", "b", "a", "a"], f)
     [('a', 2), ('b', 1)]
     """
-    return _reduce(None, collection, _threshold_logic(f), name, f)
+    made: Collection = _reduce(None, collection, _threshold_logic(f), name, f)
+    return made
 
 
 def positive(count: int) -> int:
@@ -290,9 +291,11 @@ def _reduce(
     logic: Logic,
     name: str,
     counts: Callable[[int], int] | None,
-) -> Arrangement:
-    """:func:`reduce_arrangement` of ``arranged``, or :func:`threshold_records` of ``records``."""
+) -> Any:
+    """:func:`reduce_arrangement` of ``arranged`` (an arrangement), or
+    :func:`threshold_records` of ``records`` (a collection)."""
     from .arrange import Arrangement
+    from .collection import Collection
 
     if records is not None:
         scope = records.scope
@@ -453,8 +456,18 @@ def _reduce(
                             ready[key] = [t]
                         else:
                             done.append(t)
-            if ready:
-                corrections = _evaluate(ready, pending, inner, gathered)
+            if ready and records is not None:
+                # A threshold's output is a collection: records, and its own history.
+                recorded, corrections = _evaluate(ready, pending, inner, gathered, before)
+                if corrections:  # (the Python paths': not in the output history yet)
+                    data = Batch.index(corrections, None)
+                    hist_out.extend(data)
+                    if before is not None:
+                        hist_out.compact_grown(data, before)
+                    recorded += [(kv[0], t, d) for kv, t, d in corrections]
+                _emit_records(recorded, out)
+            elif ready:
+                _recorded, corrections = _evaluate(ready, pending, inner, gathered, before)
                 grown = _emit(corrections, out)
                 if private:
                     if before is not None:  # the keys whose output history grew
@@ -492,7 +505,11 @@ def _reduce(
             pending: dict[Any, set[Any]],
             inner: TimeMemo | None,
             gathered: dict[Any, Any],
-        ) -> list[tuple[tuple[Any, Any], Any, int]]:
+            before: list[Any] | None,
+        ) -> tuple[list[tuple[Any, Any, int]], list[tuple[tuple[Any, Any], Any, int]]]:
+            """The corrections at the ready times: records ``(key, t, diff)`` already in the
+            output history (a threshold's, packed, by the compiled path), and updates
+            ``((key, val), t, diff)`` not yet in it."""
             if private:
                 read_in, read_out = hist_in.updates, hist_out.updates
             else:
@@ -508,13 +525,20 @@ def _reduce(
 
             compiled = _native.speedups if counts is not None else None
             corrections: list[tuple[tuple[Any, Any], Any, int]] = []
+            recorded: list[tuple[Any, Any, int]] = []
             if compiled is not None and private and inner is None and not int_times:
                 # A threshold over private histories: every key at once, but those (listed)
                 # whose times or updates the compiled path does not take.
                 f = None if counts is positive else counts  # (None: distinct's, in C)
-                rest = compiled.threshold_ready(
-                    ready, pending, hist_in.index, hist_out.index, f, corrections, Product
-                )
+                if records is not None and hist_in.packed and hist_out.packed:
+                    since = None if before is None else tuple(before)
+                    rest = compiled.records_ready(
+                        ready, pending, hist_in.index, hist_out.index, f, recorded, Product, since
+                    )
+                else:
+                    rest = compiled.threshold_ready(
+                        ready, pending, hist_in.index, hist_out.index, f, corrections, Product
+                    )
                 ready = {key: ready[key] for key in rest}
             for key, times in ready.items():
                 left = pending[key]
@@ -564,7 +588,7 @@ def _reduce(
                     for v, d in _difference(desired, _accumulate(outs, t)):
                         outs.append((v, t, d))
                         corrections.append(((key, v), t, d))
-            return corrections
+            return recorded, corrections
 
         def _sweep(
             key: Any,
@@ -594,6 +618,25 @@ def _reduce(
                 for v, d in _difference(desired, acc_out):
                     acc_out[v] = acc_out.get(v, 0) + d
                     corrections.append(((key, v), t, d))
+
+        def _emit_records(records: list[tuple[Any, Any, int]], out: Any) -> None:
+            """Send a threshold's corrections, as records, under the tokens held."""
+            if not records:
+                return
+            held = list(caps)
+            if len(held) == 1:
+                out.give_batch(held[0], records)
+                return
+            parts: dict[int, list] = {}
+            for u in records:
+                for i, c in enumerate(held):
+                    if less_equal(c.time, u[1]):
+                        parts.setdefault(i, []).append(u)
+                        break
+                else:  # pragma: no cover - a pending time always has a token below it
+                    raise AssertionError(f"{name}: no token at or before {u[1]!r}")
+            for i in sorted(parts):
+                out.give_batch(held[i], parts[i])
 
         def _emit(corrections: list[tuple[tuple[Any, Any], Any, int]], out: Any) -> list[dict]:
             """Send the corrections, batched under the tokens held; the batches' indexes."""
@@ -629,6 +672,7 @@ def _reduce(
     if records is not None:
         pact: Any = Exchange(_record_of)
         stream = records.stream.unary_frontier(pact, name, ctor, interest=FrontierInterest.ALWAYS)
+        return Collection(stream)
     else:
         stream = arranged.stream.unary_frontier(
             Pipeline, name, ctor, interest=FrontierInterest.ALWAYS
