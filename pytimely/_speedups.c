@@ -3408,6 +3408,65 @@ fail:
     return NULL;
 }
 
+/* gather_ready(waiting, times, ready): for each time t of the list times, the set of keys
+ * waiting.pop(t), each key's list ready[key] (a new one for a new key) given t: the keys a
+ * reduce evaluates, with their times the frontier has passed. */
+static PyObject *
+gather_ready(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3 || !PyDict_Check(args[0]) || !PyList_Check(args[1]) ||
+        !PyDict_Check(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "gather_ready(waiting, times, ready)");
+        return NULL;
+    }
+    PyObject *waiting = args[0], *times = args[1], *ready = args[2];
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(times); i++) {
+        PyObject *t = PyList_GET_ITEM(times, i);
+        PyObject *keys = PyDict_GetItemWithError(waiting, t); /* borrowed */
+        if (keys == NULL) {
+            if (!PyErr_Occurred())
+                PyErr_SetObject(PyExc_KeyError, t);
+            return NULL;
+        }
+        Py_INCREF(keys);
+        if (PyDict_DelItem(waiting, t) < 0) {
+            Py_DECREF(keys);
+            return NULL;
+        }
+        PyObject *it = PyObject_GetIter(keys), *key;
+        Py_DECREF(keys); /* (the iterator holds it) */
+        if (it == NULL)
+            return NULL;
+        while ((key = PyIter_Next(it)) != NULL) {
+            PyObject *done = PyDict_GetItemWithError(ready, key); /* borrowed */
+            int rc;
+            if (done != NULL) {
+                rc = PyList_Append(done, t);
+            } else if (PyErr_Occurred()) {
+                rc = -1;
+            } else {
+                PyObject *list = PyList_New(1);
+                if (list == NULL) {
+                    rc = -1;
+                } else {
+                    PyList_SET_ITEM(list, 0, Py_NewRef(t));
+                    rc = PyDict_SetItem(ready, key, list);
+                    Py_DECREF(list);
+                }
+            }
+            Py_DECREF(key);
+            if (rc < 0) {
+                Py_DECREF(it);
+                return NULL;
+            }
+        }
+        Py_DECREF(it);
+        if (PyErr_Occurred())
+            return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
 /* ---- differential dataflow: a join's pairs --------------------------------------------- */
 
 /* memo(t) of a TimeMemo (its answers in memo.known, a call on a miss), or t when memo is None. */
@@ -3651,6 +3710,8 @@ static PyMethodDef methods[] = {
     {"records_ready", (PyCFunction)(void (*)(void))records_ready, METH_FASTCALL,
      "records_ready(ready, pending, ins, outs, f, corrections, product, frontier): "
      "threshold_ready into records and packed output histories."},
+    {"gather_ready", (PyCFunction)(void (*)(void))gather_ready, METH_FASTCALL,
+     "gather_ready(waiting, times, ready): the keys waiting at times, by key, compiled."},
     {"join_pairs", (PyCFunction)(void (*)(void))join_pairs, METH_FASTCALL,
      "join_pairs(data, others, f, swap, mine, theirs, lub, product): a join's pairs, compiled."},
     {"updates_of", (PyCFunction)(void (*)(void))updates_of, METH_FASTCALL,

@@ -1191,3 +1191,25 @@ def test_compiled_threshold_into_records_equals_the_batch_form(pending, ins, out
         after = before + [((), t, d) for kv, t, d in want_fixes if kv[0] == key]
         have = _unpacked(packed_outs[key]) if key in packed_outs else []
         assert _canonical(have, frontier) == _canonical(after, frontier)
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(
+    st.dictionaries(LOOP_TIMES, st.sets(st.integers(0, 5), min_size=1, max_size=4), max_size=5),
+    st.data(),
+)
+def test_compiled_ready_gathering_equals_the_python_one(waiting, data):
+    """The keys waiting at the times the frontier passed, with their times in order, by
+    either path; those times leave the waiting index."""
+    from pytimely.differential.reduce import _gather_ready
+
+    compiled = _compiled_or_skip()
+    passed = data.draw(st.lists(st.sampled_from(sorted(waiting)), unique=True)) if waiting else []
+    runs = []
+    for gather in (_gather_ready, compiled.gather_ready):
+        left = {t: set(keys) for t, keys in waiting.items()}
+        ready: dict = {}
+        gather(left, passed, ready)
+        runs.append((ready, left))
+    assert runs[1] == runs[0]
+    assert set(runs[0][1]) == set(waiting) - set(passed)

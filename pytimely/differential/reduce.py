@@ -27,9 +27,10 @@ An input arrangement made for the reduce alone (``keep=False``) is held as a pri
 per side (:class:`_History`), not as traces: nobody else reads them, so they need no
 immutable batches and no merges.  ``distinct`` and ``threshold`` inside loops go one step
 further (:func:`threshold_records`): no arrange operator at all, their records indexed into
-the private history as they arrive, and their output records, not an arrangement.  Over loop times their phases (indexing, the chain
-closure, the evaluation, the compaction) run in the compiled extension when it is built, key
-by key in Python otherwise, with the same results.
+the private history as they arrive, and their output records, not an arrangement.  Over
+loop times their phases (indexing, the chain closure, gathering the ready keys, the
+evaluation, the compaction) run in the compiled extension when it is built, key by key in
+Python otherwise, with the same results.
 """
 
 from __future__ import annotations
@@ -449,13 +450,11 @@ def _reduce(
                     if done:
                         ready[key] = done
             else:
-                for t in [t for t in waiting if not in_future(frontier, t)]:
-                    for key in waiting.pop(t):
-                        done = ready.get(key)
-                        if done is None:
-                            ready[key] = [t]
-                        else:
-                            done.append(t)
+                passed = [t for t in waiting if not in_future(frontier, t)]
+                if compiled is not None:
+                    compiled.gather_ready(waiting, passed, ready)
+                else:
+                    _gather_ready(waiting, passed, ready)
             if ready and records is not None:
                 # A threshold's output is a collection: records, and its own history.
                 recorded, corrections = _evaluate(ready, pending, inner, gathered, before)
@@ -855,6 +854,24 @@ def _unpacked(packed: bytearray) -> list[tuple[Any, Any, int]]:
     n = struct.unpack_from("q", packed, 8)[0]
     updates = struct.iter_unpack("qqq", packed[16 : 16 + 24 * n])
     return [((), Product(t0, t1), d) for t0, t1, d in updates]
+
+
+def _gather_ready(waiting: dict[Any, set[Any]], times: list[Any], ready: dict[Any, list]) -> None:
+    """Each key waiting at one of ``times`` (which leave ``waiting``), with its times, into
+    ``ready`` (the compiled form: ``_speedups.gather_ready``).
+
+    >>> ready = {}
+    >>> waiting = {1: {"a", "b"}, 2: {"a"}, 3: {"c"}}
+    >>> _gather_ready(waiting, [1, 2], ready); sorted(ready.items()), waiting
+    ([('a', [1, 2]), ('b', [1])], {3: {'c'}})
+    """
+    for t in times:
+        for key in waiting.pop(t):
+            done = ready.get(key)
+            if done is None:
+                ready[key] = [t]
+            else:
+                done.append(t)
 
 
 def _record_of(u: tuple[Any, Any, int]) -> Any:
