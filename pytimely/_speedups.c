@@ -2791,11 +2791,12 @@ counted_of(PyObject *t, PyObject *d, PyObject *product, CountedUpdate *out)
     return overflow ? -1 : 0;
 }
 
-/* Append u to the packed history index[key] (a new one, to be compacted at 4, for a new key). */
+/* Append u to the packed history index[key] (a new one, to be compacted at 4, for a new key);
+ * have: the key's history when the caller holds it (else NULL: looked up). */
 static int
-packed_append(PyObject *index, PyObject *key, const CountedUpdate *u)
+packed_append_to(PyObject *index, PyObject *key, PyObject *have, const CountedUpdate *u)
 {
-    PyObject *ba = PyDict_GetItemWithError(index, key); /* borrowed */
+    PyObject *ba = have != NULL ? have : PyDict_GetItemWithError(index, key); /* borrowed */
     if (ba == NULL) {
         if (PyErr_Occurred())
             return -1;
@@ -2820,6 +2821,12 @@ packed_append(PyObject *index, PyObject *key, const CountedUpdate *u)
     packed_items(ba)[n] = *u;
     packed_set_len(ba, n + 1);
     return 0;
+}
+
+static int
+packed_append(PyObject *index, PyObject *key, const CountedUpdate *u)
+{
+    return packed_append_to(index, key, NULL, u);
 }
 
 /* pack_records(records, index, fresh): index_self into packed histories: each record
@@ -3370,17 +3377,20 @@ records_ready(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nar
             PyObject *fix = PyList_GET_ITEM(corrections, i);
             CountedUpdate u;
             counted_of(PyTuple_GET_ITEM(fix, 1), PyTuple_GET_ITEM(fix, 2), product, &u);
-            if (packed_append(out_index, key, &u) < 0)
+            if (packed_append_to(out_index, key, outs, &u) < 0)
                 goto fail;
+            if (outs == NULL) { /* made by the first append */
+                outs = PyDict_GetItemWithError(out_index, key);
+                if (outs == NULL) {
+                    if (!PyErr_Occurred())
+                        PyErr_SetObject(PyExc_KeyError, key);
+                    goto fail;
+                }
+            }
         }
-        if (frontier != Py_None && last > first) {
-            PyObject *ba = PyDict_GetItemWithError(out_index, key); /* borrowed */
-            if (ba != NULL && packed_len(ba) >= *packed_limit(ba) &&
-                compact_packed_key(out_index, key, ba, bounds, nf) < 0)
-                goto fail;
-            if (PyErr_Occurred())
-                goto fail;
-        }
+        if (frontier != Py_None && last > first && packed_len(outs) >= *packed_limit(outs) &&
+            compact_packed_key(out_index, key, outs, bounds, nf) < 0)
+            goto fail;
         PyObject *left = PyDict_GetItemWithError(pending, key); /* borrowed */
         if (left == NULL || !PyAnySet_Check(left)) {
             if (!PyErr_Occurred())
