@@ -2227,6 +2227,24 @@ merge_keys(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
     return Py_BuildValue("(nnn)", pos, fuel, dropped);
 }
 
+/* Append item to the list dict[key], a new list for a new key: 0, or -1 with an exception. */
+static int
+dict_list_append(PyObject *dict, PyObject *key, PyObject *item)
+{
+    PyObject *list = PyDict_GetItemWithError(dict, key); /* borrowed */
+    if (list != NULL)
+        return PyList_Append(list, item);
+    if (PyErr_Occurred())
+        return -1;
+    list = PyList_New(1);
+    if (list == NULL)
+        return -1;
+    PyList_SET_ITEM(list, 0, Py_NewRef(item));
+    int rc = PyDict_SetItem(dict, key, list);
+    Py_DECREF(list);
+    return rc;
+}
+
 /* index_updates(updates, time): the compiled core of pytimely.differential.trace.Batch
  * .from_updates, with the same result.  updates is a list of ((key, val), t, diff); when every
  * t equals time they are added up by (key, val), else by ((key, val), t).  Returns
@@ -2299,22 +2317,7 @@ index_updates(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nar
         PyObject *entry = PyTuple_Pack(3, val, t, d);
         if (entry == NULL)
             goto done;
-        PyObject *list = PyDict_GetItemWithError(data, key); /* borrowed */
-        int rc;
-        if (list != NULL) {
-            rc = PyList_Append(list, entry);
-        } else if (PyErr_Occurred()) {
-            rc = -1;
-        } else {
-            PyObject *fresh = PyList_New(1);
-            if (fresh == NULL) {
-                rc = -1;
-            } else {
-                PyList_SET_ITEM(fresh, 0, Py_NewRef(entry));
-                rc = PyDict_SetItem(data, key, fresh);
-                Py_DECREF(fresh);
-            }
-        }
+        int rc = dict_list_append(data, key, entry);
         Py_DECREF(entry);
         if (rc < 0)
             goto done;
@@ -2559,6 +2562,25 @@ count_changes(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nar
     Py_RETURN_NONE;
 }
 
+/* A new product(a, b) of the Product type product (a tuple subclass: made as tuples are,
+ * without a call of its __new__). */
+static PyObject *
+new_product(PyObject *product, long long a, long long b)
+{
+    PyTypeObject *type = (PyTypeObject *)product;
+    PyObject *x = PyLong_FromLongLong(a);
+    PyObject *y = x == NULL ? NULL : PyLong_FromLongLong(b);
+    PyObject *out = y == NULL ? NULL : type->tp_alloc(type, 2);
+    if (out == NULL) {
+        Py_XDECREF(x);
+        Py_XDECREF(y);
+        return NULL;
+    }
+    PyTuple_SET_ITEM(out, 0, x);
+    PyTuple_SET_ITEM(out, 1, y);
+    return out;
+}
+
 /* advance_product(frontier, product, fallback, t): pytimely.differential.lattice.advance_by
  * (t, frontier) for a loop time, compiled: when t and every element of the tuple frontier
  * (nonempty) are products of two ints, the coordinate-wise min over the frontier of the max
@@ -2587,17 +2609,7 @@ advance_product(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t n
     }
     if (r0 == t0 && r1 == t1)
         return Py_NewRef(t);
-    PyTypeObject *type = (PyTypeObject *)product;
-    PyObject *a = PyLong_FromLongLong(r0), *b = a == NULL ? NULL : PyLong_FromLongLong(r1);
-    PyObject *out = b == NULL ? NULL : type->tp_alloc(type, 2);
-    if (out == NULL) {
-        Py_XDECREF(a);
-        Py_XDECREF(b);
-        return NULL;
-    }
-    PyTuple_SET_ITEM(out, 0, a);
-    PyTuple_SET_ITEM(out, 1, b);
-    return out;
+    return new_product(product, r0, r1);
 }
 
 /* ---- a reduce's private histories (pytimely.differential.reduce) ------------------------ */
@@ -2660,22 +2672,7 @@ index_self(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
         PyObject *u = PyTuple_Pack(3, empty, t, PyTuple_GET_ITEM(r, 2));
         if (u == NULL)
             goto fail;
-        PyObject *have = PyDict_GetItemWithError(index, x); /* borrowed */
-        int rc;
-        if (have != NULL) {
-            rc = PyList_Append(have, u);
-        } else if (PyErr_Occurred()) {
-            rc = -1;
-        } else {
-            PyObject *list = PyList_New(1);
-            if (list == NULL) {
-                rc = -1;
-            } else {
-                PyList_SET_ITEM(list, 0, Py_NewRef(u));
-                rc = PyDict_SetItem(index, x, list);
-                Py_DECREF(list);
-            }
-        }
+        int rc = dict_list_append(index, x, u);
         Py_DECREF(u);
         if (rc < 0)
             goto fail;
@@ -3233,35 +3230,29 @@ fail:
     return NULL;
 }
 
-/* threshold_ready(ready, pending, ins, outs, f, corrections, product): the threshold's
- * evaluation in pytimely.differential.reduce over private histories, for every key of ready
- * (key -> list of its pending times the frontier has passed): the list sorted, the key's
- * corrections at those times appended to corrections (count_changes over ins.get(key) and
- * outs.get(key); f None for distinct's threshold, as in count_changes), the times removed
- * from the set pending[key] (the key removed when none is
- * left).  A key whose times or updates are not of count_changes' shape is left untouched and
- * listed in the result. */
-static PyObject *
-threshold_ready(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+/* The threshold's evaluation of every key of ready (key -> list of its pending times the
+ * frontier has passed): the list sorted, the key's corrections at those times appended to
+ * corrections (count_core over in_index.get(key) and out_index.get(key)), the times removed
+ * from the set pending[key] (the key removed when none is left).  A key whose times or
+ * updates are not of count_core's shape is left untouched and listed in rest.  With records
+ * set, the corrections are records (key, time, diff), the histories must be packed, and each
+ * correction is also appended to the key's output history, which is then compacted by the nf
+ * pairs of bounds (none when compact is 0) once it holds its header's count.  0, or -1 with
+ * an exception. */
+static int
+evaluate_keys(PyObject *ready, PyObject *pending, PyObject *in_index, PyObject *out_index,
+              PyObject *f, PyObject *corrections, PyObject *product, PyObject *rest, int records,
+              const long long *bounds, Py_ssize_t nf, int compact)
 {
-    if (nargs != 7 || !PyDict_Check(args[0]) || !PyDict_Check(args[1]) ||
-        !PyDict_Check(args[2]) || !PyDict_Check(args[3]) || !PyList_Check(args[5])) {
-        PyErr_SetString(PyExc_TypeError,
-                        "threshold_ready(ready, pending, ins, outs, f, corrections, product)");
-        return NULL;
-    }
-    PyObject *ready = args[0], *pending = args[1], *in_index = args[2], *out_index = args[3];
-    PyObject *f = args[4], *corrections = args[5], *product = args[6];
-    PyObject *rest = PyList_New(0);
     PyObject *none = PyTuple_New(0);
     PyObject *key, *times;
     Py_ssize_t pos = 0;
-    if (rest == NULL || none == NULL)
-        goto fail;
+    if (none == NULL)
+        return -1;
     while (PyDict_Next(ready, &pos, &key, &times)) {
         if (!PyList_Check(times) || PyList_Sort(times) < 0) {
             if (!PyErr_Occurred())
-                PyErr_SetString(PyExc_TypeError, "threshold_ready: a key's times are not a list");
+                PyErr_SetString(PyExc_TypeError, "a threshold's ready times are not a list");
             goto fail;
         }
         PyObject *ins = PyDict_GetItemWithError(in_index, key); /* borrowed */
@@ -3269,15 +3260,22 @@ threshold_ready(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t n
                                                         : PyDict_GetItemWithError(out_index, key);
         if (PyErr_Occurred())
             goto fail;
-        if (ins == NULL)
-            ins = none;
-        if (outs == NULL)
-            outs = none;
-        int status = !(PyList_Check(ins) || PyTuple_Check(ins) || PyByteArray_CheckExact(ins)) ||
-                             !(PyList_Check(outs) || PyTuple_Check(outs) ||
-                               PyByteArray_CheckExact(outs))
-                         ? 0
-                         : count_core(key, times, ins, outs, f, corrections, product, NULL, 0);
+        int shaped = 1;
+        for (int side = 0; side < 2; side++) {
+            PyObject *h = side ? outs : ins;
+            if (h == NULL || PyByteArray_CheckExact(h))
+                continue;
+            if (records) {
+                PyErr_SetString(PyExc_TypeError, "a threshold's history is not packed");
+                goto fail;
+            }
+            shaped = shaped && (PyList_Check(h) || PyTuple_Check(h));
+        }
+        Py_ssize_t first = PyList_GET_SIZE(corrections);
+        int status = !shaped ? 0
+                             : count_core(key, times, ins == NULL ? none : ins,
+                                          outs == NULL ? none : outs, f, corrections, product,
+                                          NULL, records);
         if (status < 0)
             goto fail;
         if (status == 0) {
@@ -3285,6 +3283,25 @@ threshold_ready(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t n
                 goto fail;
             continue;
         }
+        Py_ssize_t last = PyList_GET_SIZE(corrections);
+        for (Py_ssize_t i = first; records && i < last; i++) {
+            PyObject *fix = PyList_GET_ITEM(corrections, i);
+            CountedUpdate u;
+            counted_of(PyTuple_GET_ITEM(fix, 1), PyTuple_GET_ITEM(fix, 2), product, &u);
+            if (packed_append_to(out_index, key, outs, &u) < 0)
+                goto fail;
+            if (outs == NULL) { /* made by the first append */
+                outs = PyDict_GetItemWithError(out_index, key);
+                if (outs == NULL) {
+                    if (!PyErr_Occurred())
+                        PyErr_SetObject(PyExc_KeyError, key);
+                    goto fail;
+                }
+            }
+        }
+        if (records && compact && last > first && packed_len(outs) >= *packed_limit(outs) &&
+            compact_packed_key(out_index, key, outs, bounds, nf) < 0)
+            goto fail;
         PyObject *left = PyDict_GetItemWithError(pending, key); /* borrowed */
         if (left == NULL || !PyAnySet_Check(left)) {
             if (!PyErr_Occurred())
@@ -3301,11 +3318,32 @@ threshold_ready(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t n
                 goto fail;
     }
     Py_DECREF(none);
-    return rest;
+    return 0;
 fail:
-    Py_XDECREF(rest);
-    Py_XDECREF(none);
-    return NULL;
+    Py_DECREF(none);
+    return -1;
+}
+
+/* threshold_ready(ready, pending, ins, outs, f, corrections, product): the threshold's
+ * evaluation in pytimely.differential.reduce over private histories (evaluate_keys: packed
+ * or lists; f None for distinct's threshold, as in count_changes); returns the keys handed
+ * back untouched. */
+static PyObject *
+threshold_ready(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 7 || !PyDict_Check(args[0]) || !PyDict_Check(args[1]) ||
+        !PyDict_Check(args[2]) || !PyDict_Check(args[3]) || !PyList_Check(args[5])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "threshold_ready(ready, pending, ins, outs, f, corrections, product)");
+        return NULL;
+    }
+    PyObject *rest = PyList_New(0);
+    if (rest == NULL || evaluate_keys(args[0], args[1], args[2], args[3], args[4], args[5],
+                                      args[6], rest, 0, NULL, 0, 0) < 0) {
+        Py_XDECREF(rest);
+        return NULL;
+    }
+    return rest;
 }
 
 /* records_ready(ready, pending, ins, outs, f, corrections, product, frontier): threshold_ready
@@ -3325,97 +3363,27 @@ records_ready(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nar
                         "frontier)");
         return NULL;
     }
-    PyObject *ready = args[0], *pending = args[1], *in_index = args[2], *out_index = args[3];
-    PyObject *f = args[4], *corrections = args[5], *product = args[6], *frontier = args[7];
+    PyObject *frontier = args[7], *product = args[6];
     Py_ssize_t nf = frontier == Py_None ? 0 : PyTuple_GET_SIZE(frontier);
     long long small[8], *bounds = nf <= 4 ? small : PyMem_New(long long, 2 * nf);
     if (bounds == NULL)
         return PyErr_NoMemory();
+    PyObject *rest = NULL;
     for (Py_ssize_t i = 0; i < nf; i++) {
         if (product_ints(PyTuple_GET_ITEM(frontier, i), product, &bounds[2 * i],
                          &bounds[2 * i + 1]) < 0) {
-            if (bounds != small)
-                PyMem_Free(bounds);
             PyErr_SetString(PyExc_TypeError, "records_ready: a frontier time is not a loop time");
-            return NULL;
+            goto done;
         }
     }
-    PyObject *rest = PyList_New(0);
-    PyObject *none = PyTuple_New(0);
-    PyObject *key, *times;
-    Py_ssize_t pos = 0;
-    if (rest == NULL || none == NULL)
-        goto fail;
-    while (PyDict_Next(ready, &pos, &key, &times)) {
-        if (!PyList_Check(times) || PyList_Sort(times) < 0) {
-            if (!PyErr_Occurred())
-                PyErr_SetString(PyExc_TypeError, "records_ready: a key's times are not a list");
-            goto fail;
-        }
-        PyObject *ins = PyDict_GetItemWithError(in_index, key); /* borrowed */
-        PyObject *outs = ins == NULL && PyErr_Occurred() ? NULL
-                                                        : PyDict_GetItemWithError(out_index, key);
-        if (PyErr_Occurred())
-            goto fail;
-        if ((ins != NULL && !PyByteArray_CheckExact(ins)) ||
-            (outs != NULL && !PyByteArray_CheckExact(outs))) {
-            PyErr_SetString(PyExc_TypeError, "records_ready: a history is not packed");
-            goto fail;
-        }
-        Py_ssize_t first = PyList_GET_SIZE(corrections);
-        int status = count_core(key, times, ins == NULL ? none : ins, outs == NULL ? none : outs,
-                                f, corrections, product, NULL, 1);
-        if (status < 0)
-            goto fail;
-        if (status == 0) {
-            if (PyList_Append(rest, key) < 0)
-                goto fail;
-            continue;
-        }
-        Py_ssize_t last = PyList_GET_SIZE(corrections);
-        for (Py_ssize_t i = first; i < last; i++) {
-            PyObject *fix = PyList_GET_ITEM(corrections, i);
-            CountedUpdate u;
-            counted_of(PyTuple_GET_ITEM(fix, 1), PyTuple_GET_ITEM(fix, 2), product, &u);
-            if (packed_append_to(out_index, key, outs, &u) < 0)
-                goto fail;
-            if (outs == NULL) { /* made by the first append */
-                outs = PyDict_GetItemWithError(out_index, key);
-                if (outs == NULL) {
-                    if (!PyErr_Occurred())
-                        PyErr_SetObject(PyExc_KeyError, key);
-                    goto fail;
-                }
-            }
-        }
-        if (frontier != Py_None && last > first && packed_len(outs) >= *packed_limit(outs) &&
-            compact_packed_key(out_index, key, outs, bounds, nf) < 0)
-            goto fail;
-        PyObject *left = PyDict_GetItemWithError(pending, key); /* borrowed */
-        if (left == NULL || !PyAnySet_Check(left)) {
-            if (!PyErr_Occurred())
-                PyErr_SetObject(PyExc_KeyError, key);
-            goto fail;
-        }
-        if (PySet_GET_SIZE(left) == PyList_GET_SIZE(times)) {
-            if (PyDict_DelItem(pending, key) < 0)
-                goto fail;
-            continue;
-        }
-        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(times); i++)
-            if (PySet_Discard(left, PyList_GET_ITEM(times, i)) < 0)
-                goto fail;
-    }
-    Py_DECREF(none);
+    rest = PyList_New(0);
+    if (rest != NULL && evaluate_keys(args[0], args[1], args[2], args[3], args[4], args[5],
+                                      product, rest, 1, bounds, nf, frontier != Py_None) < 0)
+        Py_CLEAR(rest);
+done:
     if (bounds != small)
         PyMem_Free(bounds);
     return rest;
-fail:
-    Py_XDECREF(rest);
-    Py_XDECREF(none);
-    if (bounds != small)
-        PyMem_Free(bounds);
-    return NULL;
 }
 
 /* gather_ready(waiting, times, ready): for each time t of the list times, the set of keys
@@ -3448,22 +3416,7 @@ gather_ready(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t narg
         if (it == NULL)
             return NULL;
         while ((key = PyIter_Next(it)) != NULL) {
-            PyObject *done = PyDict_GetItemWithError(ready, key); /* borrowed */
-            int rc;
-            if (done != NULL) {
-                rc = PyList_Append(done, t);
-            } else if (PyErr_Occurred()) {
-                rc = -1;
-            } else {
-                PyObject *list = PyList_New(1);
-                if (list == NULL) {
-                    rc = -1;
-                } else {
-                    PyList_SET_ITEM(list, 0, Py_NewRef(t));
-                    rc = PyDict_SetItem(ready, key, list);
-                    Py_DECREF(list);
-                }
-            }
+            int rc = dict_list_append(ready, key, t);
             Py_DECREF(key);
             if (rc < 0) {
                 Py_DECREF(it);
@@ -3509,18 +3462,7 @@ time_lub(PyObject *a, PyObject *b, PyObject *product, PyObject *lub)
         return Py_NewRef(a);
     if (b0 >= a0 && b1 >= a1)
         return Py_NewRef(b);
-    PyTypeObject *type = (PyTypeObject *)product;
-    PyObject *x = PyLong_FromLongLong(a0 >= b0 ? a0 : b0);
-    PyObject *y = x == NULL ? NULL : PyLong_FromLongLong(a1 >= b1 ? a1 : b1);
-    PyObject *out = y == NULL ? NULL : type->tp_alloc(type, 2);
-    if (out == NULL) {
-        Py_XDECREF(x);
-        Py_XDECREF(y);
-        return NULL;
-    }
-    PyTuple_SET_ITEM(out, 0, x);
-    PyTuple_SET_ITEM(out, 1, y);
-    return out;
+    return new_product(product, a0 >= b0 ? a0 : b0, a1 >= b1 ? a1 : b1);
 }
 
 /* join_pairs(data, others, f, swap, mine, theirs, lub, product): the pairs of

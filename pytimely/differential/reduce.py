@@ -622,40 +622,31 @@ def _reduce(
             """Send a threshold's corrections, as records, under the tokens held."""
             if not records:
                 return
+            for c, part in _by_token(records):
+                out.give_batch(c, part)
+
+        def _by_token(updates: list) -> list[tuple[Any, list]]:
+            """``updates`` (time second) grouped under the first token held at or before
+            each one's time."""
             held = list(caps)
             if len(held) == 1:
-                out.give_batch(held[0], records)
-                return
+                return [(held[0], updates)]
             parts: dict[int, list] = {}
-            for u in records:
+            for u in updates:
                 for i, c in enumerate(held):
                     if less_equal(c.time, u[1]):
                         parts.setdefault(i, []).append(u)
                         break
                 else:  # pragma: no cover - a pending time always has a token below it
                     raise AssertionError(f"{name}: no token at or before {u[1]!r}")
-            for i in sorted(parts):
-                out.give_batch(held[i], parts[i])
+            return [(held[i], parts[i]) for i in sorted(parts)]
 
         def _emit(corrections: list[tuple[tuple[Any, Any], Any, int]], out: Any) -> list[dict]:
             """Send the corrections, batched under the tokens held; the batches' indexes."""
             if not corrections:
                 return []
-            held = list(caps)
-            if len(held) == 1:
-                groups = [(held[0], corrections)]
-            else:
-                parts: dict[int, list] = {}
-                for u in corrections:
-                    for i, c in enumerate(held):
-                        if less_equal(c.time, u[1]):
-                            parts.setdefault(i, []).append(u)
-                            break
-                    else:  # pragma: no cover - a pending time always has a token below it
-                        raise AssertionError(f"{name}: no token at or before {u[1]!r}")
-                groups = [(held[i], parts[i]) for i in sorted(parts)]
             sent = []
-            for c, updates in groups:
+            for c, updates in _by_token(corrections):
                 b = Batch.from_updates(updates, c.time)
                 if b.size:
                     if private:
