@@ -4,7 +4,7 @@ The extension (``pytimely/_speedups.c``) holds the exchange's fast paths (splitt
 memoized routes, the records codec of :mod:`pytimely.communication.codec`), the clock of
 observed operators (:mod:`pytimely.dataflow.invocation`), the drains of progress counts and
 differential dataflow's inner loops (a key's updates across a trace's batches, a merge's keys,
-a batch's index, a threshold's counts).  It is built at
+a batch's index, a threshold's counts and packed histories, a join's pairs).  It is built at
 install time when a C compiler is there and is optional: without it, or with
 ``PYTIMELY_PURE_PYTHON=1`` in the environment (read at import), pytimely runs the pure-Python
 equivalents, which give the same results and read what the compiled path writes.
@@ -16,9 +16,16 @@ their import), so that a test can switch paths by patching this attribute.
 from __future__ import annotations
 
 import os
+import warnings
 from types import ModuleType
 
-__all__ = ["PURE_PYTHON_ENV", "speedups", "implementation"]
+__all__ = ["API", "PURE_PYTHON_ENV", "speedups", "implementation"]
+
+#: The functions the Python side calls in the extension, as a number: bumped with
+#: ``API_VERSION`` in ``_speedups.c`` whenever a function is added or changes its signature.
+#: An extension built from an older source (an editable install not rebuilt after a pull) is
+#: not loaded: the pure-Python paths run, with a warning that says so.
+API = 2
 
 #: Set to anything but ``""`` or ``"0"`` to run the pure-Python paths even if the extension
 #: was built.
@@ -32,6 +39,15 @@ def _load() -> tuple[ModuleType | None, str]:
         from . import _speedups
     except ImportError as exc:
         return None, f"pure Python (the compiled extension is not available: {exc})"
+    built = getattr(_speedups, "API", 0)
+    if built != API:
+        why = (
+            f"pure Python (the compiled extension was built from another version of "
+            f"pytimely/_speedups.c: API {built}, this source wants {API}; rebuild it with "
+            f"`pip install -e .`)"
+        )
+        warnings.warn(why, RuntimeWarning, stacklevel=2)
+        return None, why
     return _speedups, "compiled (pytimely._speedups)"
 
 

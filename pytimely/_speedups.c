@@ -38,6 +38,9 @@
 #include <string.h>
 
 #define MAGIC 0xC5
+/* The functions pytimely calls here, as a number (pytimely/_native.py's API): bump both when
+ * a function is added or changes its signature, so that a stale build is not loaded. */
+#define API_VERSION 2
 #define MAX_DEPTH 32
 
 enum {
@@ -3708,6 +3711,7 @@ PyInit__speedups(void)
     if (m == NULL)
         return NULL;
     if (PyModule_AddIntConstant(m, "MAGIC", MAGIC) < 0 ||
+        PyModule_AddIntConstant(m, "API", API_VERSION) < 0 ||
         PyModule_AddObjectRef(m, "RouteCache", (PyObject *)&RouteCacheType) < 0 ||
         PyModule_AddObjectRef(m, "InvocationClock", (PyObject *)&InvocationClockType) < 0) {
         Py_DECREF(m);

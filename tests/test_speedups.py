@@ -64,6 +64,24 @@ def test_the_compiled_extension_is_built_and_loaded():
     assert "exchange: compiled" in out.stdout, out
 
 
+def test_an_extension_built_from_another_source_is_not_loaded(monkeypatch):
+    """A stale build (an editable install not rebuilt after a pull that added functions) runs
+    the pure-Python paths, with a warning that says why, instead of failing mid-run."""
+    import types
+
+    import pytimely
+
+    if _native.speedups is not None:
+        assert _native.speedups.API == _native.API  # this build matches this source
+    stale = types.ModuleType("pytimely._speedups")
+    stale.API = _native.API - 1  # type: ignore[attr-defined]
+    monkeypatch.setattr(pytimely, "_speedups", stale, raising=False)
+    monkeypatch.delenv(_native.PURE_PYTHON_ENV, raising=False)
+    with pytest.warns(RuntimeWarning, match="rebuild it with `pip install -e .`"):
+        module, why = _native._load()
+    assert module is None and why.startswith("pure Python (the compiled extension was built")
+
+
 def test_the_environment_switch_selects_the_pure_python_paths():
     env = dict(os.environ, **{_native.PURE_PYTHON_ENV: "1"})
     code = "import pytimely._native as n; print(n.speedups is None, n.implementation())"
