@@ -232,6 +232,30 @@ def test_checkpoints_on_a_pyarrow_filesystem_survive_failures_and_rescaling(
     assert not [n for n in os.listdir(remote / "jobs" / "clicks" / kept[0]) if n.startswith(".")]
 
 
+def test_a_folder_created_while_it_is_listed_lists_as_empty(tmp_path):
+    """pyarrow's local filesystem lists a folder, fails (not there), then finds it there
+    (another worker made it meanwhile) and raises, ``allow_not_found`` notwithstanding: seen
+    as one worker of a job restoring while another wrote the first checkpoint.  The folder
+    was not there when listed, so the listing is empty."""
+    import pyarrow.fs as pafs
+    from object_store import _ObjectStoreHandler
+
+    from pytimely.io.storage import ArrowStorage
+
+    class CreatedWhileListed(_ObjectStoreHandler):
+        def get_file_info_selector(self, selector):
+            self.fs.create_dir(selector.base_dir, recursive=True)  # the other worker
+            raise FileNotFoundError(f"Cannot list directory '{selector.base_dir}'")
+
+    (tmp_path / "spare").mkdir()
+    storage = ArrowStorage(pafs.PyFileSystem(CreatedWhileListed(str(tmp_path), "spare")))
+    assert storage.list("jobs/clicks") == []
+    assert (tmp_path / "jobs" / "clicks").is_dir()
+    (tmp_path / "jobs" / "clicks" / "job.json").write_text("{}")
+    plain = ArrowStorage(pafs.SubTreeFileSystem(str(tmp_path), pafs.LocalFileSystem()))
+    assert plain.list("jobs/clicks") == ["job.json"] and plain.list("jobs/none") == []
+
+
 def test_a_checkpoint_uri_pyarrow_cannot_open_is_named(tmp_path):
     job = io.job(io_job.make_build(str(tmp_path), str(tmp_path)), checkpoint="nosuch://x/y")
     with pytest.raises(TimelyError, match="nosuch://x/y"):

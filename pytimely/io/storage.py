@@ -165,9 +165,16 @@ class ArrowStorage(Storage):
         return posixpath.join(*parts)
 
     def list(self, folder: str) -> list[str]:
-        """The names in ``folder`` (``[]`` if none)."""
+        """The names in ``folder`` (``[]`` if none).  A folder that another worker creates
+        while it is listed may fail the listing as not found even with ``allow_not_found``
+        (pyarrow's local filesystem lists, fails, then finds the folder there): it was not
+        there when listed, so that is ``[]`` too."""
         selector = self._pafs.FileSelector(folder, allow_not_found=True)
-        return [posixpath.basename(info.path) for info in self._fs.get_file_info(selector)]
+        try:
+            infos = self._fs.get_file_info(selector)
+        except FileNotFoundError:
+            return []
+        return [posixpath.basename(info.path) for info in infos]
 
     def exists(self, path: str) -> bool:
         """Whether a file is at ``path``."""
