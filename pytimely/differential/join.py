@@ -67,8 +67,6 @@ def join_arrangements(
     out2 = right.frontier_out or _same
 
     def pairs(batch: Batch, others: list[Batch], swap: bool) -> list[tuple[Any, Any, int]]:
-        out: list[tuple[Any, Any, int]] = []
-        extend = out.extend
         mine, theirs = (map2, map1) if swap else (map1, map2)
         # An entered trace's times are mapped once per distinct time (a batch's matches share
         # a few times; the mapping is two Python calls).
@@ -78,6 +76,8 @@ def join_arrangements(
         if compiled is not None and not flat:
             datas = [other.data for other in others]
             return compiled.join_pairs(batch.data, datas, f, swap, mine, theirs, lub, Product)
+        out: list[tuple[Any, Any, int]] = []
+        extend = out.extend
         for key, ups in batch.data.items():
             if mine is not None:
                 ups = _mapped(ups, mine)
