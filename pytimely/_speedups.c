@@ -40,7 +40,7 @@
 #define MAGIC 0xC5
 /* The functions pytimely calls here, as a number (pytimely/_native.py's API): bump both when
  * a function is added or changes its signature, so that a stale build is not loaded. */
-#define API_VERSION 2
+#define API_VERSION 3
 #define MAX_DEPTH 32
 
 enum {
@@ -3468,106 +3468,317 @@ time_lub(PyObject *a, PyObject *b, PyObject *product, PyObject *lub)
     return new_product(product, a0 >= b0 ? a0 : b0, a1 >= b1 ? a1 : b1);
 }
 
-/* join_pairs(data, others, f, swap, mine, theirs, lub, product): the pairs of
+/* A time as two ints (an int t: (t, 0)), for comparing advanced times; -1 (no exception)
+ * when it is neither an int nor a product of two ints.  kind: 1 for an int, 2 a product. */
+static int
+time_ints(PyObject *t, PyObject *product, long long *a0, long long *a1, int *kind)
+{
+    if (PyLong_CheckExact(t)) {
+        int overflow = 0;
+        *a0 = PyLong_AsLongLongAndOverflow(t, &overflow);
+        *a1 = 0;
+        *kind = 1;
+        return overflow ? -1 : 0;
+    }
+    *kind = 2;
+    return product_ints(t, product, a0, a1);
+}
+
+/* One update of the other side of a join, its time advanced by the batch's meet (a0, a1):
+ * the value and the (mapped) time and diff it came with (new references), and the hash of
+ * the value. */
+typedef struct {
+    long long a0, a1;
+    Py_hash_t h;
+    PyObject *v, *t, *d;
+} JoinMatch;
+
+static int
+join_match_order(const void *x, const void *y)
+{
+    const JoinMatch *p = x, *q = y;
+    if (p->a0 != q->a0)
+        return p->a0 < q->a0 ? -1 : 1;
+    if (p->a1 != q->a1)
+        return p->a1 < q->a1 ? -1 : 1;
+    return p->h < q->h ? -1 : p->h > q->h;
+}
+
+static void
+join_matches_clear(JoinMatch *ms, Py_ssize_t n)
+{
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_XDECREF(ms[i].v);
+        Py_XDECREF(ms[i].t);
+        Py_XDECREF(ms[i].d);
+    }
+}
+
+/* The updates of a key in the lists found[0 .. n_found), times mapped by theirs and advanced
+ * by the meet (m0, m1, of kind), consolidated: equal values at equal advanced times summed
+ * (the first's time kept: its lub with any time at or after the meet is theirs too), zero
+ * sums dropped.  Into ms (room for every update); the number kept, -1 with an exception, or
+ * -2 (no exception, nothing held) when a time is not of the meet's shape or a value is
+ * unhashable. */
+static Py_ssize_t
+join_consolidate(PyObject **found, Py_ssize_t n_found, PyObject *theirs, PyObject *known,
+                 PyObject *product, long long m0, long long m1, int kind, JoinMatch *ms)
+{
+    Py_ssize_t n = 0;
+    for (Py_ssize_t b = 0; b < n_found; b++) {
+        for (Py_ssize_t j = 0; j < PyList_GET_SIZE(found[b]); j++) {
+            PyObject *w = PyList_GET_ITEM(found[b], j);
+            if (!PyTuple_Check(w) || PyTuple_GET_SIZE(w) != 3) {
+                join_matches_clear(ms, n);
+                PyErr_SetString(PyExc_TypeError, "join_pairs: an update is not a triple");
+                return -1;
+            }
+            PyObject *t = memo_time(theirs, known, PyTuple_GET_ITEM(w, 1));
+            if (t == NULL) {
+                join_matches_clear(ms, n);
+                return -1;
+            }
+            JoinMatch *e = &ms[n];
+            int k;
+            e->h = PyObject_Hash(PyTuple_GET_ITEM(w, 0));
+            if (e->h == -1 || time_ints(t, product, &e->a0, &e->a1, &k) < 0 || k != kind) {
+                PyErr_Clear();
+                Py_DECREF(t);
+                join_matches_clear(ms, n);
+                return -2;
+            }
+            if (e->a0 < m0)
+                e->a0 = m0;
+            if (e->a1 < m1)
+                e->a1 = m1;
+            e->v = Py_NewRef(PyTuple_GET_ITEM(w, 0));
+            e->t = t;
+            e->d = Py_NewRef(PyTuple_GET_ITEM(w, 2));
+            n++;
+        }
+    }
+    qsort(ms, (size_t)n, sizeof(JoinMatch), join_match_order);
+    /* Within each run of equal (time, hash), fold equal values into the first of them. */
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (ms[i].d == NULL)
+            continue;
+        for (Py_ssize_t j = i + 1; j < n && join_match_order(&ms[i], &ms[j]) == 0; j++) {
+            if (ms[j].d == NULL)
+                continue;
+            int eq = PyObject_RichCompareBool(ms[i].v, ms[j].v, Py_EQ);
+            PyObject *sum = eq > 0 ? PyNumber_Add(ms[i].d, ms[j].d) : NULL;
+            if (eq < 0 || (eq > 0 && sum == NULL)) {
+                join_matches_clear(ms, n);
+                return -1;
+            }
+            if (eq > 0) {
+                Py_SETREF(ms[i].d, sum);
+                Py_CLEAR(ms[j].d);
+            }
+        }
+    }
+    Py_ssize_t kept = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int nonzero = ms[i].d == NULL ? 0 : PyObject_IsTrue(ms[i].d);
+        if (nonzero < 0) {
+            join_matches_clear(ms + i, n - i);
+            join_matches_clear(ms, kept);
+            return -1;
+        }
+        if (nonzero) {
+            ms[kept++] = ms[i];
+        } else {
+            Py_XDECREF(ms[i].v);
+            Py_XDECREF(ms[i].t);
+            Py_XDECREF(ms[i].d);
+        }
+    }
+    return kept;
+}
+
+/* The pairs of one update (v1 at t1, diff d1) of key with the updates ms[0 .. n) of the other
+ * side, appended to out: (f(key, v1, v2) -- f(key, v2, v1) when swap --, the lub of the times,
+ * d1 * d2).  0, or -1 with an exception. */
+static int
+join_emit(PyObject *out, PyObject *f, int swap, PyObject *key, PyObject *v1, PyObject *t1,
+          PyObject *d1, const JoinMatch *ms, Py_ssize_t n, PyObject *product, PyObject *lub)
+{
+    for (Py_ssize_t j = 0; j < n; j++) {
+        PyObject *v2 = ms[j].v;
+        PyObject *r = swap ? PyObject_CallFunctionObjArgs(f, key, v2, v1, NULL)
+                           : PyObject_CallFunctionObjArgs(f, key, v1, v2, NULL);
+        PyObject *t = r == NULL ? NULL : time_lub(t1, ms[j].t, product, lub);
+        PyObject *d = t == NULL ? NULL : PyNumber_Multiply(d1, ms[j].d);
+        PyObject *res = d == NULL ? NULL : PyTuple_Pack(3, r, t, d);
+        Py_XDECREF(r);
+        Py_XDECREF(t);
+        Py_XDECREF(d);
+        int rc = res == NULL ? -1 : PyList_Append(out, res);
+        Py_XDECREF(res);
+        if (rc < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* join_pairs(data, others, f, swap, mine, theirs, lub, product[, meet]): the pairs of
  * pytimely.differential.join (its pairs(), not flat), compiled: for each key of the batch
  * index data and each index of the list others holding the key, every update (v1, t1, d1)
  * of the key in data with every (v2, t2, d2) in the other gives (f(key, v1, v2), the lub of
  * the two times, d1 * d2) -- f(key, v2, v1) when swap.  Times of data are mapped by mine,
- * those of others by theirs (TimeMemo objects, or None for none).  Returns the list. */
+ * those of others by theirs (TimeMemo objects, or None for none).
+ *
+ * With meet (a time at or before every time of data, mapped; an int or a product of two
+ * ints), the updates of a key held by more than one of others are first consolidated as
+ * differential dataflow's join reads a trace: their times advanced by meet (which changes
+ * no lub with a time of data), equal values at equal advanced times summed, zero sums
+ * dropped; an insertion and its later retraction in two batches not merged yet then make no
+ * pair.  Returns the list. */
 static PyObject *
 join_pairs(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 8 || !PyDict_Check(args[0]) || !PyList_Check(args[1])) {
+    if ((nargs != 8 && nargs != 9) || !PyDict_Check(args[0]) || !PyList_Check(args[1])) {
         PyErr_SetString(PyExc_TypeError,
-                        "join_pairs(data, others, f, swap, mine, theirs, lub, product)");
+                        "join_pairs(data, others, f, swap, mine, theirs, lub, product[, meet])");
         return NULL;
     }
     PyObject *data = args[0], *others = args[1], *f = args[2];
     PyObject *mine = args[4], *theirs = args[5], *lub = args[6], *product = args[7];
+    PyObject *meet = nargs == 9 ? args[8] : Py_None;
+    long long m0 = 0, m1 = 0;
+    int kind = 0; /* 0: no consolidation */
+    if (meet != Py_None && time_ints(meet, product, &m0, &m1, &kind) < 0)
+        kind = 0;
     int swap = PyObject_IsTrue(args[3]);
     if (swap < 0)
         return NULL;
+    Py_ssize_t n_others = PyList_GET_SIZE(others);
+    for (Py_ssize_t o = 0; o < n_others; o++) {
+        if (!PyDict_Check(PyList_GET_ITEM(others, o))) {
+            PyErr_SetString(PyExc_TypeError, "join_pairs: others holds a non-dict");
+            return NULL;
+        }
+    }
     PyObject *mine_known = mine == Py_None ? NULL : PyObject_GetAttrString(mine, "known");
     PyObject *theirs_known = theirs == Py_None ? NULL : PyObject_GetAttrString(theirs, "known");
     PyObject *out = PyList_New(0);
-    if (out == NULL || (mine != Py_None && mine_known == NULL) ||
+    PyObject *small_found[8], **found = n_others <= 8 ? small_found : PyMem_New(PyObject *, n_others);
+    JoinMatch small_ms[32], *ms = small_ms;
+    Py_ssize_t ms_room = 32;
+    if (found == NULL)
+        PyErr_NoMemory();
+    if (out == NULL || found == NULL || (mine != Py_None && mine_known == NULL) ||
         (theirs != Py_None && theirs_known == NULL))
         goto fail;
     PyObject *key, *ups;
-    Py_ssize_t pos = 0, n_others = PyList_GET_SIZE(others);
+    Py_ssize_t pos = 0;
     while (PyDict_Next(data, &pos, &key, &ups)) {
+        if (!PyList_Check(ups)) {
+            PyErr_SetString(PyExc_TypeError, "join_pairs: a key's updates are not a list");
+            goto fail;
+        }
+        Py_ssize_t n_found = 0, n_matches = 0;
         for (Py_ssize_t o = 0; o < n_others; o++) {
-            PyObject *other = PyList_GET_ITEM(others, o);
-            if (!PyDict_Check(other)) {
-                PyErr_SetString(PyExc_TypeError, "join_pairs: others holds a non-dict");
-                goto fail;
-            }
-            PyObject *matches = PyDict_GetItemWithError(other, key); /* borrowed */
+            PyObject *matches = PyDict_GetItemWithError(PyList_GET_ITEM(others, o), key);
             if (matches == NULL) {
                 if (PyErr_Occurred())
-                    goto fail;
+                    goto held;
                 continue;
             }
-            if (!PyList_Check(matches) || !PyList_Check(ups)) {
+            if (!PyList_Check(matches)) {
                 PyErr_SetString(PyExc_TypeError, "join_pairs: a key's updates are not a list");
-                goto fail;
+                goto held;
             }
-            Py_INCREF(matches); /* (held: the user's function runs in between) */
-            Py_INCREF(ups);
-            Py_INCREF(key);
-            int failed = 0;
-            for (Py_ssize_t i = 0; !failed && i < PyList_GET_SIZE(ups); i++) {
+            /* (held: the user's function runs in between) */
+            found[n_found++] = Py_NewRef(matches);
+            n_matches += PyList_GET_SIZE(matches);
+        }
+        if (n_found == 0)
+            continue;
+        Py_INCREF(ups);
+        Py_INCREF(key);
+        Py_ssize_t n_ms = -2;
+        if (kind != 0 && n_found > 1) {
+            if (n_matches > ms_room) {
+                JoinMatch *more = PyMem_New(JoinMatch, n_matches);
+                if (more == NULL) {
+                    PyErr_NoMemory();
+                    goto release;
+                }
+                if (ms != small_ms)
+                    PyMem_Free(ms);
+                ms = more;
+                ms_room = n_matches;
+            }
+            n_ms = join_consolidate(found, n_found, theirs, theirs_known, product, m0, m1, kind,
+                                    ms);
+            if (n_ms == -1)
+                goto release;
+        }
+        /* Consolidated: every update of data with the key's kept updates; else batch by
+         * batch, in order, as the Python loop pairs them. */
+        for (Py_ssize_t b = 0; b < (n_ms >= 0 ? 1 : n_found); b++) {
+            for (Py_ssize_t i = 0; i < PyList_GET_SIZE(ups); i++) {
                 PyObject *u = PyList_GET_ITEM(ups, i);
                 if (!PyTuple_Check(u) || PyTuple_GET_SIZE(u) != 3) {
                     PyErr_SetString(PyExc_TypeError, "join_pairs: an update is not a triple");
-                    failed = 1;
-                    break;
+                    goto release;
                 }
                 PyObject *t1 = memo_time(mine, mine_known, PyTuple_GET_ITEM(u, 1));
-                if (t1 == NULL) {
-                    failed = 1;
-                    break;
-                }
-                for (Py_ssize_t j = 0; j < PyList_GET_SIZE(matches); j++) {
-                    PyObject *w = PyList_GET_ITEM(matches, j);
+                if (t1 == NULL)
+                    goto release;
+                int rc = 0;
+                if (n_ms >= 0)
+                    rc = join_emit(out, f, swap, key, PyTuple_GET_ITEM(u, 0), t1,
+                                   PyTuple_GET_ITEM(u, 2), ms, n_ms, product, lub);
+                for (Py_ssize_t j = 0; n_ms < 0 && rc == 0 && j < PyList_GET_SIZE(found[b]); j++) {
+                    PyObject *w = PyList_GET_ITEM(found[b], j);
                     if (!PyTuple_Check(w) || PyTuple_GET_SIZE(w) != 3) {
                         PyErr_SetString(PyExc_TypeError, "join_pairs: an update is not a triple");
-                        failed = 1;
+                        rc = -1;
                         break;
                     }
-                    PyObject *v1 = PyTuple_GET_ITEM(u, 0), *v2 = PyTuple_GET_ITEM(w, 0);
-                    PyObject *r = swap ? PyObject_CallFunctionObjArgs(f, key, v2, v1, NULL)
-                                       : PyObject_CallFunctionObjArgs(f, key, v1, v2, NULL);
-                    PyObject *t2 = r == NULL ? NULL
-                                             : memo_time(theirs, theirs_known, PyTuple_GET_ITEM(w, 1));
-                    PyObject *t = t2 == NULL ? NULL : time_lub(t1, t2, product, lub);
-                    PyObject *d = t == NULL ? NULL
-                                            : PyNumber_Multiply(PyTuple_GET_ITEM(u, 2),
-                                                                PyTuple_GET_ITEM(w, 2));
-                    PyObject *res = d == NULL ? NULL : PyTuple_Pack(3, r, t, d);
-                    Py_XDECREF(r);
-                    Py_XDECREF(t2);
-                    Py_XDECREF(t);
-                    Py_XDECREF(d);
-                    if (res == NULL || PyList_Append(out, res) < 0)
-                        failed = 1;
-                    Py_XDECREF(res);
-                    if (failed)
-                        break;
+                    JoinMatch one = {0, 0, 0, PyTuple_GET_ITEM(w, 0), NULL, PyTuple_GET_ITEM(w, 2)};
+                    one.t = memo_time(theirs, theirs_known, PyTuple_GET_ITEM(w, 1));
+                    rc = one.t == NULL ? -1
+                                       : join_emit(out, f, swap, key, PyTuple_GET_ITEM(u, 0), t1,
+                                                   PyTuple_GET_ITEM(u, 2), &one, 1, product, lub);
+                    Py_XDECREF(one.t);
                 }
                 Py_DECREF(t1);
+                if (rc < 0)
+                    goto release;
             }
-            Py_DECREF(matches);
-            Py_DECREF(ups);
-            Py_DECREF(key);
-            if (failed)
-                goto fail;
         }
+        if (n_ms > 0)
+            join_matches_clear(ms, n_ms);
+        Py_DECREF(ups);
+        Py_DECREF(key);
+        for (Py_ssize_t b = 0; b < n_found; b++)
+            Py_DECREF(found[b]);
+        continue;
+    release:
+        if (n_ms > 0)
+            join_matches_clear(ms, n_ms);
+        Py_DECREF(ups);
+        Py_DECREF(key);
+    held:
+        for (Py_ssize_t b = 0; b < n_found; b++)
+            Py_DECREF(found[b]);
+        goto fail;
     }
+    if (found != small_found)
+        PyMem_Free(found);
+    if (ms != small_ms)
+        PyMem_Free(ms);
     Py_XDECREF(mine_known);
     Py_XDECREF(theirs_known);
     return out;
 fail:
+    if (found != NULL && found != small_found)
+        PyMem_Free(found);
+    if (ms != small_ms)
+        PyMem_Free(ms);
     Py_XDECREF(mine_known);
     Py_XDECREF(theirs_known);
     Py_XDECREF(out);

@@ -1131,6 +1131,84 @@ def test_compiled_join_pairs_equal_every_pair(data, others, swap, times):
             raise ZeroDivisionError
 
 
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(
+    JOIN_INDEX,
+    st.lists(JOIN_INDEX, min_size=2, max_size=4),
+    st.booleans(),
+    st.sampled_from(["ints", "products", "entered"]),
+    st.integers(0, 3),
+)
+def test_compiled_join_pairs_read_the_other_trace_consolidated(data, others, swap, times, m):
+    """Given the batch's meet (a time at or before its every time), a key's updates held by
+    several other batches are consolidated at their times advanced by it: the pairs summed
+    at each (record, time) are those of every pair, and no pair has a zero diff."""
+    from pytimely.differential.lattice import TimeMemo, join
+
+    compiled = _compiled_or_skip()
+    if times == "products":
+        meet = Product(m, m % 2)
+        data = {
+            k: [(v, join(Product(t, t % 3), meet), d) for v, t, d in ups] for k, ups in data.items()
+        }
+        others = [
+            {k: [(v, Product(t, t % 2), d) for v, t, d in ups] for k, ups in o.items()}
+            for o in others
+        ]
+        mine = theirs = None
+    elif times == "entered":  # this side a loop's own times, the other side entered
+        meet = Product(m, 1)
+        data = {
+            k: [(v, join(Product(t, t % 3), meet), d) for v, t, d in ups] for k, ups in data.items()
+        }
+        mine, theirs = None, TimeMemo(lambda t: Product(t, 0))
+    else:
+        meet = m
+        data = {k: [(v, max(t, m), d) for v, t, d in ups] for k, ups in data.items()}
+        mine = theirs = None
+    calls = []
+
+    def f(key, a, b):
+        calls.append(key)
+        return (key, a, b)
+
+    lub = max if times == "ints" else join
+    got = compiled.join_pairs(data, others, f, swap, mine, theirs, lub, Product, meet)
+    want: Counter = Counter()
+    for key, ups in data.items():
+        for other in others:
+            for v1, t1, d1 in ups:
+                for v2, t2, d2 in other.get(key, ()):
+                    m2 = theirs(t2) if theirs is not None else t2
+                    r = (key, v2, v1) if swap else (key, v1, v2)
+                    want[(r, lub(t1, m2))] += d1 * d2
+    summed: Counter = Counter()
+    for r, t, d in got:
+        summed[(r, t)] += d
+    assert {k: d for k, d in summed.items() if d} == {k: d for k, d in want.items() if d}
+    assert all(d for _r, _t, d in got)
+    assert len(calls) == len(got)
+
+
+def test_compiled_join_makes_no_pair_of_an_insertion_and_its_later_retraction():
+    """An edge inserted in one batch and deleted in a later one, both before the new batch's
+    time: no pair, and the user's function is not called for it."""
+    compiled = _compiled_or_skip()
+    calls = []
+
+    def f(key, a, b):
+        calls.append((a, b))
+        return b
+
+    others = [{1: [("x", 0, 1), ("y", 0, 1)]}, {1: [("x", 2, -1)]}, {1: [("z", 5, 1)]}]
+    got = compiled.join_pairs({1: [((), 3, 1)]}, others, f, False, None, None, max, Product, 3)
+    assert sorted(got) == [("y", 3, 1), ("z", 5, 1)]
+    assert sorted(calls) == [((), "y"), ((), "z")]
+    # Without the meet every pair is made, the retraction's too.
+    got = compiled.join_pairs({1: [((), 3, 1)]}, others, f, False, None, None, max, Product)
+    assert sorted(got) == [("x", 3, -1), ("x", 3, 1), ("y", 3, 1), ("z", 5, 1)]
+
+
 def _canonical(updates, frontier) -> Counter:
     """Updates advanced by ``frontier`` and consolidated: what compaction may leave of them."""
     from pytimely.differential.lattice import advance_by

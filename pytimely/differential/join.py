@@ -12,7 +12,13 @@ invocation*, then each new batch of the second input with the first trace *inclu
 first input's new batches: a pair of two new batches is produced in the second step only.
 
 The pairs of a batch are made by ``_speedups.join_pairs`` when the extension is built (the
-user's function still called once per pair), else in Python.
+user's function still called once per pair), else in Python.  The compiled loop reads the
+other trace as differential dataflow's join does: a key's updates held by several of its
+batches (merges not done yet) are consolidated first, their times advanced by the new batch's
+time (every time of the batch is at or after it, and advancing the other side's times to it
+changes no lub with them).  An edge inserted in one batch and deleted in a later one then
+makes no pair at all, instead of a pair and its retraction that every operator downstream
+would carry until they cancel (on reachability, a third of the join's output).
 
 Nothing is buffered: every batch is joined as it arrives, and the output goes out at the
 batch's message time (which is at or before every output time), so the operator holds no
@@ -75,7 +81,10 @@ def join_arrangements(
         compiled = _native.speedups
         if compiled is not None and not flat:
             datas = [other.data for other in others]
-            return compiled.join_pairs(batch.data, datas, f, swap, mine, theirs, lub, Product)
+            # Every time of the batch is at or after its time: the other side's updates of
+            # a key, advanced to it, are consolidated across batches (see the module's note).
+            meet = batch.time if mine is None else mine(batch.time)
+            return compiled.join_pairs(batch.data, datas, f, swap, mine, theirs, lub, Product, meet)
         out: list[tuple[Any, Any, int]] = []
         extend = out.extend
         for key, ups in batch.data.items():
