@@ -623,6 +623,95 @@ def test_a_merge_works_for_the_smaller_batch_and_leaves_untouched_keys_as_they_w
     assert merged.size == 1_000 - 1 + 2
 
 
+@settings(max_examples=100, deadline=None, derandomize=True)
+@given(
+    st.lists(
+        st.lists(st.tuples(st.integers(0, 5), st.integers(-2, 2).filter(bool)), max_size=6),
+        min_size=2,
+        max_size=12,
+    )
+)
+def test_a_merge_writes_into_a_batch_nothing_else_holds_and_copies_one_that_is_held(epochs):
+    """A trace merges in place into the base batch's index when nothing but the merge holds
+    that batch (no reader, no message, no import), else it copies it: the batches a reader
+    holds never change, and either way the trace holds the same consolidated updates."""
+    from pytimely.differential.trace import Batch, Trace, _Merge
+
+    starts = []
+    original = _Merge._start
+
+    def spy(merge):
+        original(merge)
+        starts.append(merge.data is merge.base)
+
+    results = []
+    for hold in (False, True):
+        trace = Trace("t", 0)
+        held, snapshots = [], []
+        starts.clear()
+        try:
+            _Merge._start = spy
+            for epoch, updates in enumerate(epochs):
+                batch = Batch.from_updates([((k, "v"), epoch, d) for k, d in updates], epoch)
+                if hold:
+                    held.append(batch)
+                    snapshots.append({k: list(v) for k, v in batch.data.items()})
+                trace.insert(batch)
+                del batch
+            while any(type(e) is not Batch for e in trace.spine):
+                trace.exert(1_000)
+        finally:
+            _Merge._start = original
+        if hold:  # the first merge's base is one of the held batches: copied
+            assert not starts or starts[0] is False
+            assert [{k: list(v) for k, v in b.data.items()} for b in held] == snapshots
+        got: Counter = Counter()
+        for b in trace.batches():
+            for k, ups in b.data.items():
+                for v, t, d in ups:
+                    got[(k, v, t)] += d
+        results.append(({k: d for k, d in got.items() if d}, list(starts)))
+    (unheld, _), (copied, _) = results
+    assert unheld == copied
+
+
+def test_merges_into_an_old_batch_nothing_else_holds_write_in_place():
+    """An old batch that only the trace holds takes the newer batches merged into it without
+    being copied; one a reader still holds is copied and stays as it was."""
+    from pytimely.differential import trace as trace_module
+    from pytimely.differential.trace import Batch, Trace, _Merge
+
+    if trace_module._refcount is None:
+        pytest.skip("no reference counts on this interpreter: merges always copy")
+    for hold in (False, True):
+        trace = Trace("t", 0)
+        trace.insert(Batch.from_updates([((k, "v"), 0, 1) for k in range(12)], 0))
+        old = trace.spine[0] if hold else None
+        into_old = []  # (in place?) of each merge whose base is the old batch's index
+        original = _Merge._start
+
+        def spy(merge):
+            original(merge)
+            if 0 in merge.base and len(merge.base) >= 12:
+                into_old.append(merge.data is merge.base)
+
+        try:
+            _Merge._start = spy
+            for epoch in range(1, 12):
+                trace.insert(Batch.from_updates([((epoch, "v"), epoch, -1)], epoch))
+                trace.exert(10_000)
+        finally:
+            _Merge._start = original
+        assert into_old and all(m is (not hold) for m in into_old), into_old
+        if hold:
+            assert len(old.data) == 12 and old.data[3] == [("v", 0, 1)]
+        live: Counter = Counter()
+        for b in trace.batches():
+            for k, ups in b.data.items():
+                live[k] += sum(d for _v, _t, d in ups)
+        assert sorted(k for k, c in live.items() if c) == [0]
+
+
 UPDATE_LISTS = st.lists(
     st.tuples(st.sampled_from(["v", "w", ()]), st.integers(0, 6), st.integers(-2, 2).filter(bool)),
     min_size=1,

@@ -35,6 +35,7 @@ merge would stall the worker for it).
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from functools import partial
 from itertools import islice
@@ -57,6 +58,11 @@ MERGE_RATIO_PARTIAL = 4
 COPY_PER_FUEL = 16
 #: Indexes up to this many keys are copied at once (about a millisecond), larger by chunks.
 COPY_AT_ONCE = 1 << 16
+#: A merge whose smaller batch holds up to this many updates is done in place (into the
+#: larger batch's index, when nothing else holds it) and at once: about a millisecond.
+IN_PLACE_AT_ONCE = 1 << 13
+#: CPython's reference count (None elsewhere: merges then always copy).
+_refcount = getattr(sys, "getrefcount", None)
 
 
 class Batch:
@@ -268,6 +274,7 @@ class _Merge:
         "a",
         "b",
         "base",
+        "started",
         "copying",
         "other",
         "keys",
@@ -285,7 +292,8 @@ class _Merge:
         self.base_is_a = len(a.data) >= len(b.data)
         base, other = (a, b) if self.base_is_a else (b, a)
         self.base = base.data
-        self.copying: Any = iter(base.data.items())
+        self.started = False
+        self.copying: Any = None  # an iterator over the base's entries while it is copied
         self.other = other.data
         self.keys = list(other.data)
         self.pos = 0
@@ -296,6 +304,30 @@ class _Merge:
 
     def parts(self) -> list[Batch]:
         return [self.a, self.b]
+
+    def _may_merge_in_place(self) -> bool:
+        """Whether the merge may write into the base's index instead of copying it: the other
+        batch is small enough to merge in one call, and the base batch and its index are
+        referenced by this merge alone (CPython's reference counts: nothing downstream, no
+        import, no reader holds them)."""
+        if _refcount is None:
+            return False
+        base, other = (self.a, self.b) if self.base_is_a else (self.b, self.a)
+        if other.size > IN_PLACE_AT_ONCE:  # too long for one call
+            return False
+        # base: this merge's attribute, the name ``base``, the call's argument; its index:
+        # base's attribute, ``self.base``, the call's argument.
+        return _refcount(base) == 3 and _refcount(base.data) == 3
+
+    def _start(self) -> None:
+        """Start the merge: in place, into the base's index, when nothing else holds it and
+        the other batch is small (then :meth:`work` finishes in one call: no reader may see
+        the base half merged); else by a copy of the base's index."""
+        self.started = True
+        if self._may_merge_in_place():
+            self.data = self.base
+        else:
+            self.copying = iter(self.base.items())
 
     def _copy(self, fuel: int) -> int:
         """Copy the base's entries while fuel lasts; the fuel left (the copy is done when
@@ -366,6 +398,11 @@ class _Merge:
     def work(self, fuel: int) -> tuple[int, Batch | None]:
         """Merge until ``fuel`` is spent; the fuel left and, once every key is merged, the
         merged batch."""
+        if not self.started:
+            self._start()
+        in_place = self.data is self.base
+        if in_place:  # all at once (bounded by the smaller batch)
+            fuel = max(fuel, self.size + 1)
         if self.copying is not None:
             fuel = self._copy(fuel)
             if self.copying is not None:
@@ -386,6 +423,7 @@ class _Merge:
             )
             self.size -= dropped
         if self.pos < len(self.keys):
+            assert not in_place, "an in-place merge ends in one call"
             return fuel, None
         batch = Batch(self.data, meet(self.a.time, self.b.time), self.size)
         batch.seq_lo, batch.seq_hi = self.seq_lo, self.seq_hi
