@@ -25,7 +25,7 @@ __all__ = ["API", "PURE_PYTHON_ENV", "speedups", "implementation"]
 #: ``API_VERSION`` in ``_speedups.c`` whenever a function is added or changes its signature.
 #: An extension built from an older source (an editable install not rebuilt after a pull) is
 #: not loaded: the pure-Python paths run, with a warning that says so.
-API = 3
+API = 4
 
 #: Set to anything but ``""`` or ``"0"`` to run the pure-Python paths even if the extension
 #: was built.

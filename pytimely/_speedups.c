@@ -40,7 +40,7 @@
 #define MAGIC 0xC5
 /* The functions pytimely calls here, as a number (pytimely/_native.py's API): bump both when
  * a function is added or changes its signature, so that a stale build is not loaded. */
-#define API_VERSION 3
+#define API_VERSION 4
 #define MAX_DEPTH 32
 
 enum {
@@ -3243,17 +3243,31 @@ fail:
  * pairs of bounds (none when compact is 0) once it holds its header's count.  0, or -1 with
  * an exception. */
 static int
-evaluate_keys(PyObject *ready, PyObject *pending, PyObject *in_index, PyObject *out_index,
-              PyObject *f, PyObject *corrections, PyObject *product, PyObject *rest, int records,
-              const long long *bounds, Py_ssize_t nf, int compact)
+evaluate_keys(PyObject *ready, PyObject *at, PyObject *pending, PyObject *in_index,
+              PyObject *out_index, PyObject *f, PyObject *corrections, PyObject *product,
+              PyObject *rest, int records, const long long *bounds, Py_ssize_t nf, int compact)
 {
     PyObject *none = PyTuple_New(0);
-    PyObject *key, *times;
+    PyObject *key, *times = at, *key_held = NULL;
+    PyObject *keys = at == NULL ? NULL : PyObject_GetIter(ready); /* (a set of keys) */
     Py_ssize_t pos = 0;
-    if (none == NULL)
+    if (none == NULL || (at != NULL && keys == NULL)) {
+        Py_XDECREF(none);
         return -1;
-    while (PyDict_Next(ready, &pos, &key, &times)) {
-        if (!PyList_Check(times) || PyList_Sort(times) < 0) {
+    }
+    for (;;) {
+        if (at != NULL) {
+            Py_XDECREF(key_held);
+            key = key_held = PyIter_Next(keys);
+            if (key == NULL) {
+                if (PyErr_Occurred())
+                    goto fail;
+                break;
+            }
+        } else if (!PyDict_Next(ready, &pos, &key, &times)) {
+            break;
+        }
+        if (!PyList_Check(times) || (at == NULL && PyList_Sort(times) < 0)) {
             if (!PyErr_Occurred())
                 PyErr_SetString(PyExc_TypeError, "a threshold's ready times are not a list");
             goto fail;
@@ -3321,9 +3335,12 @@ evaluate_keys(PyObject *ready, PyObject *pending, PyObject *in_index, PyObject *
                 goto fail;
     }
     Py_DECREF(none);
+    Py_XDECREF(keys);
     return 0;
 fail:
     Py_DECREF(none);
+    Py_XDECREF(key_held);
+    Py_XDECREF(keys);
     return -1;
 }
 
@@ -3341,29 +3358,33 @@ threshold_ready(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t n
         return NULL;
     }
     PyObject *rest = PyList_New(0);
-    if (rest == NULL || evaluate_keys(args[0], args[1], args[2], args[3], args[4], args[5],
-                                      args[6], rest, 0, NULL, 0, 0) < 0) {
+    if (rest == NULL || evaluate_keys(args[0], NULL, args[1], args[2], args[3], args[4],
+                                      args[5], args[6], rest, 0, NULL, 0, 0) < 0) {
         Py_XDECREF(rest);
         return NULL;
     }
     return rest;
 }
 
-/* records_ready(ready, pending, ins, outs, f, corrections, product, frontier): threshold_ready
- * for a threshold whose output is a collection and whose histories are packed: the
- * corrections are records (key, time, diff), each also appended to the key's packed output
- * history outs[key] (a new one for a new key), which is then compacted by frontier (a tuple
- * of products of two ints; None: not compacted) once it holds its header's count.  Keys
- * handed back as by threshold_ready. */
+/* records_ready(ready, pending, ins, outs, f, corrections, product, frontier[, at]):
+ * threshold_ready for a threshold whose output is a collection and whose histories are
+ * packed: the corrections are records (key, time, diff), each also appended to the key's
+ * packed output history outs[key] (a new one for a new key), which is then compacted by
+ * frontier (a tuple of products of two ints; None: not compacted) once it holds its header's
+ * count.  With at (a list of the one time ready), ready is the set of the keys ready at it
+ * alone (no dict of one-time lists to build).  Keys handed back as by threshold_ready. */
 static PyObject *
 records_ready(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 8 || !PyDict_Check(args[0]) || !PyDict_Check(args[1]) ||
-        !PyDict_Check(args[2]) || !PyDict_Check(args[3]) || !PyList_Check(args[5]) ||
-        (args[7] != Py_None && !PyTuple_Check(args[7]))) {
+    PyObject *at = nargs == 9 ? args[8] : NULL;
+    if ((nargs != 8 && nargs != 9) ||
+        !(at == NULL ? PyDict_Check(args[0]) : PyAnySet_Check(args[0]) && PyList_Check(at) &&
+                                                   PyList_GET_SIZE(at) == 1) ||
+        !PyDict_Check(args[1]) || !PyDict_Check(args[2]) || !PyDict_Check(args[3]) ||
+        !PyList_Check(args[5]) || (args[7] != Py_None && !PyTuple_Check(args[7]))) {
         PyErr_SetString(PyExc_TypeError,
                         "records_ready(ready, pending, ins, outs, f, corrections, product, "
-                        "frontier)");
+                        "frontier[, at]): ready a dict, or a set with at a list of one time");
         return NULL;
     }
     PyObject *frontier = args[7], *product = args[6];
@@ -3380,7 +3401,7 @@ records_ready(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nar
         }
     }
     rest = PyList_New(0);
-    if (rest != NULL && evaluate_keys(args[0], args[1], args[2], args[3], args[4], args[5],
+    if (rest != NULL && evaluate_keys(args[0], at, args[1], args[2], args[3], args[4], args[5],
                                       product, rest, 1, bounds, nf, frontier != Py_None) < 0)
         Py_CLEAR(rest);
 done:

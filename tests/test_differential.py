@@ -1362,6 +1362,47 @@ def test_compiled_threshold_into_records_equals_the_batch_form(pending, ins, out
 
 @settings(max_examples=200, deadline=None, derandomize=True)
 @given(
+    st.dictionaries(st.integers(0, 4), st.sets(LOOP_TIMES, min_size=1, max_size=3), max_size=4),
+    HISTORY,
+    HISTORY,
+    st.one_of(st.none(), st.sets(LOOP_TIMES, min_size=1, max_size=2)),
+    LOOP_TIMES,
+)
+def test_compiled_threshold_of_the_keys_ready_at_one_time_equals_the_dict_form(
+    pending, ins, outs, since, t
+):
+    """Handed the set of keys ready at one time ``t`` (a loop's next round, as they wait),
+    the compiled threshold gives what it gives for the dict of those keys' one-time lists."""
+    from pytimely.differential.lattice import in_future, minimal
+    from pytimely.differential.reduce import _unpacked
+
+    compiled = _compiled_or_skip()
+    frontier = minimal(since) if since else None
+    if frontier and not in_future(frontier, t):
+        return
+    pending = {k: ts | {t} for k, ts in pending.items()}
+    if frontier:
+        pending = {k: {u for u in ts if in_future(frontier, u)} for k, ts in pending.items()}
+    runs = []
+    for as_set in (False, True):
+        fixes: list = []
+        left = {k: set(v) for k, v in pending.items()}
+        packed_outs = _packed(outs)
+        args = [left, _packed(ins), packed_outs, None, fixes, Product]
+        bound = None if frontier is None else tuple(frontier)
+        if as_set:
+            rest = compiled.records_ready(set(pending), *args, bound, [t])
+        else:
+            rest = compiled.records_ready({k: [t] for k in pending}, *args, bound)
+        outs_now = {k: _unpacked(v) for k, v in packed_outs.items()}
+        runs.append((rest, sorted(fixes, key=repr), left, outs_now))
+    assert runs[0] == runs[1]
+    with pytest.raises(TypeError):  # a set needs its one time
+        compiled.records_ready(set(pending), {}, {}, {}, None, [], Product, None)
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(
     st.dictionaries(LOOP_TIMES, st.sets(st.integers(0, 5), min_size=1, max_size=4), max_size=5),
     st.data(),
 )

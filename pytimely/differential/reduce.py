@@ -443,6 +443,8 @@ def _reduce(
 
             # Which pending times has the frontier passed?
             ready: dict[Any, list[Any]] = {}
+            one: list[Any] | None = None  # [t]: ready_at, the keys ready at t alone
+            ready_at: set[Any] = set()
             if int_times:
                 for key, times in pending.items():
                     # (all of a key's times ready: the common case, one C call to tell)
@@ -451,11 +453,24 @@ def _reduce(
                         ready[key] = done
             else:
                 passed = [t for t in waiting if not in_future(frontier, t)]
-                if compiled is not None:
+                if len(passed) == 1 and records is not None and inner is None:
+                    # (a loop's next round: one time, its keys handed over as they wait)
+                    one = passed
+                    ready_at = waiting.pop(passed[0])
+                elif compiled is not None:
                     compiled.gather_ready(waiting, passed, ready)
                 else:
                     _gather_ready(waiting, passed, ready)
-            if ready and records is not None:
+            if ready_at:
+                recorded, corrections = _evaluate(ready_at, pending, inner, gathered, before, one)
+                if corrections:  # (the Python paths': not in the output history yet)
+                    data = Batch.index(corrections, None)
+                    hist_out.extend(data)
+                    if before is not None:
+                        hist_out.compact_grown(data, before)
+                    recorded += [(kv[0], t, d) for kv, t, d in corrections]
+                _emit_records(recorded, out)
+            elif ready and records is not None:
                 # A threshold's output is a collection: records, and its own history.
                 recorded, corrections = _evaluate(ready, pending, inner, gathered, before)
                 if corrections:  # (the Python paths': not in the output history yet)
@@ -500,15 +515,17 @@ def _reduce(
             out_trace.exert(MIN_EFFORT)
 
         def _evaluate(
-            ready: dict[Any, list[Any]],
+            ready: Any,
             pending: dict[Any, set[Any]],
             inner: TimeMemo | None,
             gathered: dict[Any, Any],
             before: list[Any] | None,
+            one: list[Any] | None = None,
         ) -> tuple[list[tuple[Any, Any, int]], list[tuple[tuple[Any, Any], Any, int]]]:
-            """The corrections at the ready times: records ``(key, t, diff)`` already in the
-            output history (a threshold's, packed, by the compiled path), and updates
-            ``((key, val), t, diff)`` not yet in it."""
+            """The corrections at the ready times (``ready``: key -> its ready times; or, with
+            ``one`` = ``[t]``, the set of keys ready at ``t`` alone): records ``(key, t,
+            diff)`` already in the output history (a threshold's, packed, by the compiled
+            path), and updates ``((key, val), t, diff)`` not yet in it."""
             if private:
                 read_in, read_out = hist_in.updates, hist_out.updates
             else:
@@ -531,14 +548,30 @@ def _reduce(
                 f = None if counts is positive else counts  # (None: distinct's, in C)
                 if records is not None and hist_in.packed and hist_out.packed:
                     since = None if before is None else tuple(before)
+                    at = [] if one is None else [one]
                     rest = compiled.records_ready(
-                        ready, pending, hist_in.index, hist_out.index, f, recorded, Product, since
+                        ready,
+                        pending,
+                        hist_in.index,
+                        hist_out.index,
+                        f,
+                        recorded,
+                        Product,
+                        since,
+                        *at,
                     )
                 else:
+                    if one is not None:
+                        ready, one = {key: list(one) for key in ready}, None
                     rest = compiled.threshold_ready(
                         ready, pending, hist_in.index, hist_out.index, f, corrections, Product
                     )
-                ready = {key: ready[key] for key in rest}
+                if one is None:
+                    ready = {key: ready[key] for key in rest}
+                else:
+                    ready, one = {key: list(one) for key in rest}, None
+            if one is not None:
+                ready = {key: list(one) for key in ready}
             for key, times in ready.items():
                 left = pending[key]
                 if len(left) == len(times):  # every pending time of the key is ready
