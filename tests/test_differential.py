@@ -1231,7 +1231,9 @@ def test_compiled_join_pairs_equal_every_pair(data, others, swap, times):
 def test_compiled_join_pairs_read_the_other_trace_consolidated(data, others, swap, times, m):
     """Given the batch's meet (a time at or before its every time), a key's updates held by
     several other batches are consolidated at their times advanced by it: the pairs summed
-    at each (record, time) are those of every pair, and no pair has a zero diff."""
+    at each (record, time) are those of every pair, and no pair has a zero diff; the Python
+    form makes the same pairs."""
+    from pytimely.differential.join import join_pairs
     from pytimely.differential.lattice import TimeMemo, join
 
     compiled = _compiled_or_skip()
@@ -1263,6 +1265,8 @@ def test_compiled_join_pairs_read_the_other_trace_consolidated(data, others, swa
 
     lub = max if times == "ints" else join
     got = compiled.join_pairs(data, others, f, swap, mine, theirs, lub, Product, meet)
+    python = join_pairs(data, others, lambda k, a, b: (k, a, b), swap, mine, theirs, lub, meet)
+    assert sorted(got, key=repr) == sorted(python, key=repr)  # the same pairs, made once each
     want: Counter = Counter()
     for key, ups in data.items():
         for other in others:

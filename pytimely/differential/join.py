@@ -12,8 +12,8 @@ invocation*, then each new batch of the second input with the first trace *inclu
 first input's new batches: a pair of two new batches is produced in the second step only.
 
 The pairs of a batch are made by ``_speedups.join_pairs`` when the extension is built (the
-user's function still called once per pair), else in Python.  The compiled loop reads the
-other trace as differential dataflow's join does: a key's updates held by several of its
+user's function still called once per pair), else by :func:`join_pairs` in Python.  Both read
+the other trace as differential dataflow's join does: a key's updates held by several of its
 batches (merges not done yet) are consolidated first, their times advanced by the new batch's
 time (every time of the batch is at or after it, and advancing the other side's times to it
 changes no lub with them).  An edge inserted in one batch and deleted in a later one then
@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from .arrange import Arrangement
     from .trace import Batch
 
-__all__ = ["join_arrangements"]
+__all__ = ["join_arrangements", "join_pairs"]
 
 
 def join_arrangements(
@@ -78,37 +78,14 @@ def join_arrangements(
         # a few times; the mapping is two Python calls).
         mine = TimeMemo(mine) if mine is not None else None
         theirs = TimeMemo(theirs) if theirs is not None else None
+        datas = [other.data for other in others]
+        # Every time of the batch is at or after its time: the other side's updates of a key,
+        # advanced to it, are consolidated across batches (see the module's note).
+        meet = batch.time if mine is None else mine(batch.time)
         compiled = _native.speedups
         if compiled is not None and not flat:
-            datas = [other.data for other in others]
-            # Every time of the batch is at or after its time: the other side's updates of
-            # a key, advanced to it, are consolidated across batches (see the module's note).
-            meet = batch.time if mine is None else mine(batch.time)
             return compiled.join_pairs(batch.data, datas, f, swap, mine, theirs, lub, Product, meet)
-        out: list[tuple[Any, Any, int]] = []
-        extend = out.extend
-        for key, ups in batch.data.items():
-            if mine is not None:
-                ups = _mapped(ups, mine)
-            for other in others:
-                matches = other.data.get(key)
-                if not matches:
-                    continue
-                if theirs is not None:
-                    matches = _mapped(matches, theirs)
-                if flat:
-                    for v1, t1, d1 in ups:
-                        for v2, t2, d2 in matches:
-                            res = f(key, v2, v1) if swap else f(key, v1, v2)
-                            t, d = lub(t1, t2), d1 * d2
-                            extend([(r, t, d) for r in res])
-                elif swap:
-                    for v1, t1, d1 in ups:
-                        extend([(f(key, v2, v1), lub(t1, t2), d1 * d2) for v2, t2, d2 in matches])
-                else:
-                    for v1, t1, d1 in ups:
-                        extend([(f(key, v1, v2), lub(t1, t2), d1 * d2) for v2, t2, d2 in matches])
-        return out
+        return join_pairs(batch.data, datas, f, swap, mine, theirs, lub, meet, flat)
 
     def ctor(cap: Any, info: Any) -> Callable[..., None]:
         cap.drop()
@@ -147,6 +124,79 @@ def join_arrangements(
 
 def _same(frontier: list[Any]) -> list[Any]:
     return frontier
+
+
+def join_pairs(
+    data: dict[Any, list[tuple[Any, Any, int]]],
+    others: list[dict[Any, list[tuple[Any, Any, int]]]],
+    f: Callable[[Any, Any, Any], Any],
+    swap: bool,
+    mine: TimeMemo | None,
+    theirs: TimeMemo | None,
+    lub: Callable[[Any, Any], Any],
+    meet: Any = None,
+    flat: bool = False,
+) -> list[tuple[Any, Any, int]]:
+    """The pairs of a new batch's index ``data`` with the indexes ``others`` of the other
+    trace (the Python form of ``_speedups.join_pairs``): for each key, every update ``(v1, t1,
+    d1)`` with every ``(v2, t2, d2)`` of the other side gives ``(f(key, v1, v2), lub(t1, t2),
+    d1 * d2)`` (``f(key, v2, v1)`` when ``swap``; each record of the iterable it returns with
+    ``flat``).  Times are mapped by ``mine`` and ``theirs`` when given.  With ``meet`` (at or
+    before every time of ``data``), a key's updates held by several of ``others`` are first
+    consolidated at their times advanced to it.
+
+    >>> old, new = {1: [("x", 0, 1), ("y", 0, 1)]}, {1: [("x", 2, -1)]}
+    >>> join_pairs({1: [((), 3, 1)]}, [old, new], lambda k, a, b: b, False, None, None, max, 3)
+    [('y', 3, 1)]
+    """
+    out: list[tuple[Any, Any, int]] = []
+    extend = out.extend
+    for key, ups in data.items():
+        if mine is not None:
+            ups = _mapped(ups, mine)
+        found = [m for other in others if (m := other.get(key))]
+        if not found:
+            continue
+        if theirs is not None:
+            found = [_mapped(m, theirs) for m in found]
+        if len(found) > 1 and meet is not None:
+            found = [_consolidated(found, meet, lub)]
+        for matches in found:
+            if flat:
+                for v1, t1, d1 in ups:
+                    for v2, t2, d2 in matches:
+                        res = f(key, v2, v1) if swap else f(key, v1, v2)
+                        t, d = lub(t1, t2), d1 * d2
+                        extend([(r, t, d) for r in res])
+            elif swap:
+                for v1, t1, d1 in ups:
+                    extend([(f(key, v2, v1), lub(t1, t2), d1 * d2) for v2, t2, d2 in matches])
+            else:
+                for v1, t1, d1 in ups:
+                    extend([(f(key, v1, v2), lub(t1, t2), d1 * d2) for v2, t2, d2 in matches])
+    return out
+
+
+def _consolidated(
+    lists: list[list[tuple[Any, Any, int]]], meet: Any, lub: Callable[[Any, Any], Any]
+) -> list[tuple[Any, Any, int]]:
+    """The updates of ``lists`` with equal values at equal times advanced to ``meet`` added up
+    (the first one's time kept: its lub with any time at or after ``meet`` is theirs too), zero
+    sums dropped.
+
+    >>> _consolidated([[("x", 0, 1), ("y", 1, 1)], [("x", 2, -1)]], 3, max)
+    [('y', 1, 1)]
+    """
+    acc: dict[tuple[Any, Any], list[Any]] = {}
+    for updates in lists:
+        for v, t, d in updates:
+            k = (v, lub(t, meet))
+            have = acc.get(k)
+            if have is None:
+                acc[k] = [t, d]
+            else:
+                have[1] += d
+    return [(v, t, d) for (v, _at), (t, d) in acc.items() if d]
 
 
 def _mapped(updates: list[tuple[Any, Any, int]], memo: TimeMemo) -> list[tuple[Any, Any, int]]:
