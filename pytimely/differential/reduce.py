@@ -461,18 +461,11 @@ def _reduce(
                     compiled.gather_ready(waiting, passed, ready)
                 else:
                     _gather_ready(waiting, passed, ready)
-            if ready_at:
-                recorded, corrections = _evaluate(ready_at, pending, inner, gathered, before, one)
-                if corrections:  # (the Python paths': not in the output history yet)
-                    data = Batch.index(corrections, None)
-                    hist_out.extend(data)
-                    if before is not None:
-                        hist_out.compact_grown(data, before)
-                    recorded += [(kv[0], t, d) for kv, t, d in corrections]
-                _emit_records(recorded, out)
-            elif ready and records is not None:
+            if records is not None and (ready or ready_at):
                 # A threshold's output is a collection: records, and its own history.
-                recorded, corrections = _evaluate(ready, pending, inner, gathered, before)
+                recorded, corrections = _evaluate(
+                    ready if one is None else ready_at, pending, inner, gathered, before, one
+                )
                 if corrections:  # (the Python paths': not in the output history yet)
                     data = Batch.index(corrections, None)
                     hist_out.extend(data)
