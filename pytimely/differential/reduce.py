@@ -535,36 +535,24 @@ def _reduce(
             compiled = _native.speedups if counts is not None else None
             corrections: list[tuple[tuple[Any, Any], Any, int]] = []
             recorded: list[tuple[Any, Any, int]] = []
-            if compiled is not None and private and inner is None and not int_times:
+            in_c = compiled is not None and private and inner is None and not int_times
+            takes_set = in_c and records is not None and hist_in.packed and hist_out.packed
+            if one is not None and not takes_set:  # only the packed evaluation takes a set
+                ready, one = {key: list(one) for key in ready}, None
+            if in_c:
                 # A threshold over private histories: every key at once, but those (listed)
                 # whose times or updates the compiled path does not take.
                 f = None if counts is positive else counts  # (None: distinct's, in C)
-                if records is not None and hist_in.packed and hist_out.packed:
+                if takes_set:
                     since = None if before is None else tuple(before)
                     at = [] if one is None else [one]
-                    rest = compiled.records_ready(
-                        ready,
-                        pending,
-                        hist_in.index,
-                        hist_out.index,
-                        f,
-                        recorded,
-                        Product,
-                        since,
-                        *at,
-                    )
+                    args = (ready, pending, hist_in.index, hist_out.index, f, recorded, Product)
+                    rest = compiled.records_ready(*args, since, *at)
                 else:
-                    if one is not None:
-                        ready, one = {key: list(one) for key in ready}, None
                     rest = compiled.threshold_ready(
                         ready, pending, hist_in.index, hist_out.index, f, corrections, Product
                     )
-                if one is None:
-                    ready = {key: ready[key] for key in rest}
-                else:
-                    ready, one = {key: list(one) for key in rest}, None
-            if one is not None:
-                ready = {key: list(one) for key in ready}
+                ready = {key: ready[key] if one is None else list(one) for key in rest}
             for key, times in ready.items():
                 left = pending[key]
                 if len(left) == len(times):  # every pending time of the key is ready
