@@ -67,6 +67,8 @@ _refcount = getattr(sys, "getrefcount", None)
 
 class Batch:
     """Immutable, consolidated updates indexed by key: ``data[key] = [(val, time, diff)]``.
+    (Immutable to everyone who can see it: a merge writes into the index of a batch only when
+    nothing but the merge holds the batch any more, see :class:`_Merge`.)
 
     ``time`` is a time at or before every update's time (the batch's message time);
     ``seq_lo``/``seq_hi`` the insertion numbers it covers; ``size`` its number of updates.
@@ -261,10 +263,12 @@ class _Merge:
 
     The batch with more keys is the *base*: its index is copied whole (at once up to
     :data:`COPY_AT_ONCE` keys, else in chunks of :data:`COPY_PER_FUEL` entries per unit of
-    fuel).  Then each key of the other batch is merged (by ``_speedups.merge_keys`` when the
-    extension is built, else by :meth:`_work`): a key the base lacks takes the other batch's
-    list as it is (lists are immutable); a key in both gets the two lists concatenated (older
-    first) and compacted by ``since``.  So a merge works key by key through the smaller batch
+    fuel), or written into in place when nothing but this merge holds the base and the other
+    batch is small enough to merge in one call (:data:`IN_PLACE_AT_ONCE` updates).  Then
+    each key of the other batch is merged (by ``_speedups.merge_keys`` when the extension is
+    built, else by :meth:`_work`): a key the base lacks takes the other batch's list as it is
+    (lists are immutable); a key in both gets the two lists concatenated (older first) and
+    compacted by ``since``.  So a merge works key by key through the smaller batch
     only, and a key that no new update touched keeps its list, not advanced: its updates were
     consolidated when it was last touched, advancing alone changes no answer at a time in the
     future of ``since``, and the key is compacted again the next time an update meets it.
