@@ -3606,13 +3606,10 @@ join_consolidate(PyObject **found, Py_ssize_t n_found, PyObject *theirs, PyObjec
             join_matches_clear(ms, kept);
             return -1;
         }
-        if (nonzero) {
+        if (nonzero)
             ms[kept++] = ms[i];
-        } else {
-            Py_XDECREF(ms[i].v);
-            Py_XDECREF(ms[i].t);
-            Py_XDECREF(ms[i].d);
-        }
+        else
+            join_matches_clear(&ms[i], 1);
     }
     return kept;
 }

@@ -442,9 +442,9 @@ def _reduce(
                                 keys.add(key)
 
             # Which pending times has the frontier passed?
-            ready: dict[Any, list[Any]] = {}
-            one: list[Any] | None = None  # [t]: ready_at, the keys ready at t alone
-            ready_at: set[Any] = set()
+            # key -> its ready times; or, with one = [t], the set of keys ready at t alone
+            ready: Any = {}
+            one: list[Any] | None = None
             if int_times:
                 for key, times in pending.items():
                     # (all of a key's times ready: the common case, one C call to tell)
@@ -456,16 +456,14 @@ def _reduce(
                 if len(passed) == 1 and records is not None and inner is None:
                     # (a loop's next round: one time, its keys handed over as they wait)
                     one = passed
-                    ready_at = waiting.pop(passed[0])
+                    ready = waiting.pop(passed[0])
                 elif compiled is not None:
                     compiled.gather_ready(waiting, passed, ready)
                 else:
                     _gather_ready(waiting, passed, ready)
-            if records is not None and (ready or ready_at):
+            if ready and records is not None:
                 # A threshold's output is a collection: records, and its own history.
-                recorded, corrections = _evaluate(
-                    ready if one is None else ready_at, pending, inner, gathered, before, one
-                )
+                recorded, corrections = _evaluate(ready, pending, inner, gathered, before, one)
                 if corrections:  # (the Python paths': not in the output history yet)
                     data = Batch.index(corrections, None)
                     hist_out.extend(data)
