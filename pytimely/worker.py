@@ -37,7 +37,7 @@ import sys
 import threading
 import time as _time
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from types import FrameType
 from typing import Any, TypeVar
 
@@ -407,9 +407,9 @@ class Worker:
         """
         allocator = self.allocator
 
-        def send(target: int, batch: Any) -> None:
+        def send(targets: Sequence[int], batch: Any) -> None:
             self._release_held()  # the data a channel held back goes first, as it would have
-            allocator.send(channel, target, batch)
+            allocator.send_to(channel, targets, batch)  # serialized once for all of them
             allocator.flush()
 
         progcaster = Progcaster(send, [w for w in range(self.peers) if w != self.index])

@@ -321,6 +321,38 @@ def test_in_process_mesh_exchange_goodbye_and_statistics():
         a1.close()
 
 
+def test_send_to_queues_one_serialization_for_each_target_in_order():
+    # A progress batch goes to every other worker through one send_to: each target gets it
+    # once, after what was queued for it before and before what comes after (FIFO per peer),
+    # a worker not among the targets gets nothing, and each target's frame counts as sent.
+    a0, a1, a2 = thread_mesh(3)
+    try:
+        a0.send(5, 1, "before")
+        a0.send_to(5, [1, 2], {"batch": [(("op", 3), -1)]})
+        a0.send(5, 1, "after")
+        a0.send_to(6, [2], "only two")
+        a0.flush()
+        got1 = receive_until(a1, lambda m: len(m) == 3)
+        assert [p for _c, _s, p in got1] == ["before", {"batch": [(("op", 3), -1)]}, "after"]
+        got2 = receive_until(a2, lambda m: len(m) == 2)
+        assert got2 == [(5, 0, {"batch": [(("op", 3), -1)]}), (6, 0, "only two")]
+        connections = a0.statistics()["connections"]
+        assert connections[1]["frames_sent"] == 3 and connections[2]["frames_sent"] == 2
+        with pytest.raises(ValueError, match="not another worker"):
+            a0.send_to(5, [1, 0], "to myself")
+    finally:
+        for a in (a0, a1, a2):
+            a.close()
+
+
+def test_send_to_on_one_worker_sends_to_nobody():
+    a = ThreadAllocator()
+    a.send_to(3, [], "nobody")
+    a.flush()
+    assert a.receive() == []
+    a.close()
+
+
 def test_in_process_mesh_wake():
     a0, a1 = thread_mesh(2)
     try:

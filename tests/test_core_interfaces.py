@@ -54,10 +54,11 @@ def test_worker_implements_worker_services():
 def test_progcaster_receive_queues_and_wakes_its_listener():
     sent = []
     woken = []
-    pc = Progcaster(lambda w, batch: sent.append((w, batch)), others=[1])
+    pc = Progcaster(lambda ws, batch: sent.extend((w, batch) for w in ws), others=[1, 2])
     pc.on_receive(lambda: woken.append(True))
     pc.send([(("a", 0), 1)])
-    assert sent == [(1, [(("a", 0), 1)])] and not woken  # our own batch: no wake-up
+    # one call for every other worker; our own batch goes to our inbox, without a wake-up
+    assert sent == [(1, [(("a", 0), 1)]), (2, [(("a", 0), 1)])] and not woken
     pc.receive([(("b", 0), -1)])
     assert woken == [True]
     assert pc.recv() == [[(("a", 0), 1)], [(("b", 0), -1)]]

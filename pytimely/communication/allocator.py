@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import Any, Self
 
@@ -71,6 +71,13 @@ class Allocator(ABC):
         ``stand_in``, an object of the payload's shape and length.  This default decodes
         ``data`` and sends the payload."""
         self.send(channel, target, deserialize(data, []))
+
+    def send_to(self, channel: int, targets: Sequence[int], payload: object) -> None:
+        """Queue ``payload`` for each worker of ``targets`` (other workers) on ``channel``:
+        what :meth:`send` to each would queue, serialized once where the allocator
+        serializes.  This default sends to each in turn."""
+        for target in targets:
+            self.send(channel, target, payload)
 
     @abstractmethod
     def broadcast(self, channel: int, payload: object) -> None:

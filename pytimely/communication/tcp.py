@@ -63,7 +63,7 @@ import select
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..errors import CommunicationError, WorkerFailure
@@ -248,6 +248,23 @@ class TcpAllocator(Allocator):
             raise ValueError(f"worker {target} does not exist: there are {self.peers} workers")
         data, buffers = serialize(payload)
         self._queue(channel, target, data, buffers, payload)
+
+    def send_to(self, channel: int, targets: Sequence[int], payload: object) -> None:
+        """See :meth:`Allocator.send_to`: serialized once, the same frame queued for each."""
+        for target in targets:
+            if target == self.index or not 0 <= target < self.peers:
+                raise ValueError(f"send_to: worker {target} is not another worker")
+        if not targets:
+            return
+        data, buffers = serialize(payload)
+        frame = encode_data(channel, self.index, data, buffers)
+        nbytes = data_payload_bytes(data, buffers)
+        for target in targets:
+            self._outgoing[target].extend(frame)
+            self._frames_queued[target] += 1
+            self._flow.sent(target, nbytes)
+            if self._traffic is not None:
+                self._traffic(channel, target, True, payload, nbytes)
 
     def send_serialized(self, channel: int, target: int, data: bytes, stand_in: object) -> None:
         """See :meth:`Allocator.send_serialized`: queued as is, written by the next flush."""

@@ -7,10 +7,11 @@ Abadi et al., "Formal analysis of a distributed algorithm for tracking progress"
 take a short cut: they are appended to its inbox at once, in order.
 
 A :class:`Progcaster` ("progress broadcaster", timely's name) owns both ends of its channel:
-``send`` hands a batch to every other worker through a ``send(target, batch)`` callable (the
-communication layer's allocator, bound to this scope's channel; with one worker there are no
-others), and ``receive`` is what the communication layer calls when a batch from another worker
-arrives for this channel.  ``recv`` hands everything received so far to the scope.
+``send`` hands a batch to every other worker through one call of a ``send(targets, batch)``
+callable (the communication layer's allocator, bound to this scope's channel, which can
+serialize the batch once for all of them; with one worker there are no others), and
+``receive`` is what the communication layer calls when a batch from another worker arrives for
+this channel.  ``recv`` hands everything received so far to the scope.
 
 Invariant: batches are never split or merged with another worker's, and each worker's batches
 reach every inbox in the order they were sent.
@@ -38,9 +39,11 @@ class Progcaster:
 
     def __init__(
         self,
-        send: Callable[[int, Any], None] | None = None,
+        send: Callable[[Sequence[int], Any], None] | None = None,
         others: Sequence[int] = (),
     ) -> None:
+        if others and send is None:
+            raise ValueError("a Progcaster with other workers needs a send(targets, batch)")
         self.inbox: list[list[tuple[Any, int]]] = []
         self._send = send
         self._others = list(others)
@@ -54,9 +57,8 @@ class Progcaster:
     def send(self, batch: list[tuple[Any, int]]) -> None:
         """Broadcast one batch (consolidated ``((location, time), delta)`` pairs)."""
         self.inbox.append(batch)
-        send = self._send
-        for w in self._others:
-            send(w, batch)
+        if self._send is not None and self._others:
+            self._send(self._others, batch)
 
     def receive(self, batch: list[tuple[Any, int]]) -> None:
         """A batch sent by another worker arrived (called by the communication layer)."""
