@@ -17,8 +17,8 @@
  *
  * encode(obj) -> bytes or None
  *     `obj` in the records codec (format in pytimely/communication/codec.py), or None if it
- *     holds anything but exact None, bool, int (64-bit), float, str, bytes, tuple or list, or
- *     nests deeper than MAX_DEPTH: the caller pickles it instead.
+ *     holds anything but exact None, bool, int (64-bit), float, str, bytes, tuple, list or
+ *     dict, or nests deeper than MAX_DEPTH: the caller pickles it instead.
  *
  * decode(buffer) -> object
  *     The inverse of encode; ValueError for a malformed payload.  Tuples whose items are all
@@ -61,6 +61,7 @@ enum {
     T_LIST = 'l',
     T_WORDS = 'W',   /* list of word records (str of < 256 ASCII bytes, int in [0, 256)): u32
                       * count, then per record its length byte, its text and its int byte */
+    T_DICT = 'd',    /* dict: u32 count, then per entry its key and its value, in order */
 };
 
 /* ---- strings shared by the split and the decoder ------------------------------------------ */
@@ -977,6 +978,31 @@ encode_value(Buffer *b, PyObject *obj, int depth)
         }
         return 0;
     }
+    if (PyDict_CheckExact(obj)) {
+        if (depth >= MAX_DEPTH)
+            return 1;
+        Py_ssize_t n = PyDict_GET_SIZE(obj);
+        if (n > (Py_ssize_t)UINT32_MAX)
+            return 1;
+        if (reserve(b, 5))
+            return -1;
+        b->data[b->size++] = T_DICT;
+        put_u32(b->data + b->size, (uint32_t)n);
+        b->size += 4;
+        /* Its keys and values are exact atoms and containers, read without running Python
+         * code: the dict cannot change while it is walked. */
+        Py_ssize_t pos = 0;
+        PyObject *key, *value;
+        while (PyDict_Next(obj, &pos, &key, &value)) {
+            int r = encode_value(b, key, depth + 1);
+            if (r)
+                return r;
+            r = encode_value(b, value, depth + 1);
+            if (r)
+                return r;
+        }
+        return 0;
+    }
     if (PyFloat_CheckExact(obj)) {
         double x = PyFloat_AS_DOUBLE(obj);
         uint64_t bits;
@@ -1401,6 +1427,42 @@ decode_list(Reader *r, Py_ssize_t n, int depth)
     return out;
 }
 
+/* A dict of n entries (its key, then its value, each), in the order they were written.  A key
+ * that cannot be hashed (only a malformed payload has one) is a ValueError like any other
+ * malformation. */
+static PyObject *
+decode_dict(Reader *r, Py_ssize_t n, int depth)
+{
+    PyObject *d = PyDict_New();
+    if (d == NULL)
+        return NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *key = decode_value(r, depth);
+        if (key == NULL)
+            goto error;
+        PyObject *value = decode_value(r, depth);
+        if (value == NULL) {
+            Py_DECREF(key);
+            goto error;
+        }
+        /* Decoded keys are exact atoms and tuples: hashing them runs no Python code. */
+        int failed = PyDict_SetItem(d, key, value);
+        Py_DECREF(key);
+        Py_DECREF(value);
+        if (failed) {
+            if (PyErr_ExceptionMatches(PyExc_TypeError)) {
+                PyErr_Clear();
+                malformed("a dict key that cannot be hashed");
+            }
+            goto error;
+        }
+    }
+    return d;
+error:
+    Py_DECREF(d);
+    return NULL;
+}
+
 static PyObject *
 decode_value(Reader *r, int depth)
 {
@@ -1504,6 +1566,17 @@ decode_value(Reader *r, int depth)
         if (n > r->end - r->p) /* every item takes at least one byte */
             return malformed("count beyond the payload");
         return tag == T_LIST ? decode_list(r, n, depth + 1) : decode_tuple(r, n, depth + 1);
+    }
+    case T_DICT: {
+        if (depth >= MAX_DEPTH)
+            return malformed("nested too deeply");
+        if (avail < 4)
+            return malformed("truncated count");
+        Py_ssize_t n = get_u32(r->p);
+        r->p += 4;
+        if (n > (r->end - r->p) / 2) /* every entry takes at least two bytes */
+            return malformed("count beyond the payload");
+        return decode_dict(r, n, depth + 1);
     }
     default:
         PyErr_Format(PyExc_ValueError, "malformed records-codec payload: unknown tag %d",

@@ -12,7 +12,7 @@ import collections
 import os
 import subprocess
 import sys
-from collections import namedtuple
+from collections import OrderedDict, defaultdict, namedtuple
 from operator import itemgetter
 
 import numpy as np
@@ -196,15 +196,33 @@ _atoms = st.one_of(
     st.text(alphabet="abc", min_size=250, max_size=300),
     st.binary(max_size=300),
 )
+_dict_keys = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(1 << 63), (1 << 63) - 1),
+    st.floats(allow_nan=False),
+    st.text(max_size=12),
+    st.binary(max_size=5),
+    st.tuples(st.integers(0, 5), st.text(max_size=3)),
+)
 _values = st.recursive(
-    _atoms, lambda inner: st.lists(inner, max_size=5) | st.tuples(inner, inner), max_leaves=30
+    _atoms,
+    lambda inner: (
+        st.lists(inner, max_size=5)
+        | st.tuples(inner, inner)
+        | st.dictionaries(_dict_keys, inner, max_size=4)
+    ),
+    max_leaves=30,
 )
 
 
 def _shape(x):
-    """``x`` with every value's exact type beside it (``1 == 1.0 == True`` hides changes)."""
+    """``x`` with every value's exact type beside it (``1 == 1.0 == True`` hides changes), and a
+    dict's entries in their order."""
     if isinstance(x, (list, tuple)):
         return (type(x), [_shape(v) for v in x])
+    if isinstance(x, dict):
+        return (type(x), [(_shape(k), _shape(v)) for k, v in x.items()])
     return (type(x), x)
 
 
@@ -238,11 +256,23 @@ def _nested(depth):
         [Pair("a", 1)],
         [1 << 64],
         ["\ud800"],
-        [{"a": 1}],
+        [OrderedDict(a=1)],
+        [defaultdict(int, a=1)],
+        [{"a": Pair("a", 1)}],
         [1.0, np.float64(2.0)],
         [_nested(40)],
     ],
-    ids=["np.str_", "namedtuple", "bigint", "surrogate", "dict", "np.float64", "deep"],
+    ids=[
+        "np.str_",
+        "namedtuple",
+        "bigint",
+        "surrogate",
+        "OrderedDict",
+        "defaultdict",
+        "dict of a namedtuple",
+        "np.float64",
+        "deep",
+    ],
 )
 def test_codec_leaves_other_types_to_pickle_which_keeps_them(value):
     assert codec.encode(value) is None
@@ -261,6 +291,39 @@ def test_codec_payloads_go_through_the_wire_and_strings_repeat_as_one_object():
     assert deserialize(data, []) == (7, part)
     first, second = deserialize(data, [])[1], deserialize(data, [])[1]
     assert first[0][0] is second[2][0]  # the decoder's string cache
+
+
+@compiled_only
+def test_a_dict_is_written_entry_by_entry_and_both_decoders_keep_its_order_and_types():
+    # Parsed JSON events are dicts: they cross workers in the codec, not pickled, each entry
+    # its key then its value, in the dict's order; the key strings repeat as one object.
+    event = {"user": "ann", "ms": 1_700_000, 1: [True, None], (2, "b"): {"n": -0.5, b"k": b""}}
+    data = codec.encode([event, {}])
+    assert data[:7] == bytes([codec.MAGIC]) + b"l\x02\x00\x00\x00d"
+    assert data[7:11] == (4).to_bytes(4, "little") and data[11:17] == b"s\x04user"
+    for speedups in (_native.speedups, None):
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(_native, "speedups", speedups)
+            back = codec.decode(data)
+            assert _shape(back) == _shape([event, {}])
+            assert list(back[0]) == list(event)
+            for cut in range(7, len(data)):
+                with pytest.raises(ValueError, match="malformed"):
+                    codec.decode(data[:cut])
+    first, second = codec.decode(data)[0], codec.decode(data)[0]
+    assert next(iter(first)) is next(iter(second))  # the decoder's string cache
+    sent, buffers = serialize((3, [event]))
+    assert sent[0] == codec.MAGIC and not buffers and deserialize(sent, []) == (3, [event])
+
+
+def test_a_dict_key_that_cannot_be_hashed_is_a_malformed_payload_on_both_decoders():
+    # Only a damaged or forged payload has one: an encoded dict's keys were a dict's keys.
+    payload = bytes([codec.MAGIC]) + b"d\x01\x00\x00\x00" + b"l\x00\x00\x00\x00" + b"N"
+    for speedups in {_native.speedups, None}:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(_native, "speedups", speedups)
+            with pytest.raises(ValueError, match="malformed records-codec payload.*hashed"):
+                codec.decode(payload)
 
 
 @pytest.mark.parametrize("cut", [1, 2, 5, 9, 12])

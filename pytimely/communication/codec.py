@@ -1,11 +1,13 @@
 """The records codec: the common payload shapes as bytes, without pickle's per-object cost.
 
-A batch that crosses workers is usually a list of ``str``, ``int`` or small tuples of these.
+A batch that crosses workers is usually a list of ``str``, ``int``, small tuples of these, or
+dicts (parsed JSON events).
 Pickle memoizes every tuple and string it writes and reads (a dict entry each, on both sides),
 which costs more than the encoding itself.  This codec writes such payloads as a flat tag stream
 instead; anything else (another type, a subclass such as ``np.str_`` or a namedtuple, an
-``int`` beyond 64 bits, a ``str`` with lone surrogates, nesting deeper than 32) is left to
-pickle, and the result is the same object either way.
+``int`` beyond 64 bits, a ``str`` with lone surrogates, a dict subclass such as
+``OrderedDict``, nesting deeper than 32) is left to pickle, and the result is the same object
+either way.
 
 Format (all integers little-endian)::
 
@@ -20,6 +22,8 @@ Format (all integers little-endian)::
              | 'W' u32 (u8 ascii u8)*                list of word records (str, int): per
                                                      record the text's length, the text (of
                                                      < 256 ASCII bytes), the int (< 256)
+             | 'd' u32 (value value)*                dict: count, then each entry's key and
+                                                     value, in the dict's order
 
 The first byte tells a codec payload from a pickle (protocol 5 starts with ``0x80``), which is
 how :func:`pytimely.communication.wire.deserialize` dispatches.
@@ -157,4 +161,19 @@ def _decode_value(view: memoryview, at: int, depth: int) -> tuple[Any, int]:
             item, at = _decode_value(view, at, depth + 1)
             items.append(item)
         return (items if tag == "l" else tuple(items)), at
+    if tag == "d":
+        if depth >= _MAX_DEPTH:
+            raise ValueError("malformed records-codec payload: nested too deeply")
+        n, at = _U32.unpack_from(view, at)[0], at + 4
+        entries: dict[Any, Any] = {}
+        for _ in range(n):
+            key, at = _decode_value(view, at, depth + 1)
+            value, at = _decode_value(view, at, depth + 1)
+            try:
+                entries[key] = value
+            except TypeError:
+                raise ValueError(
+                    "malformed records-codec payload: a dict key that cannot be hashed"
+                ) from None
+        return entries, at
     raise ValueError(f"malformed records-codec payload: unknown tag {ord(tag)}")

@@ -86,8 +86,8 @@ __all__ = [
 
 HEADER = struct.Struct("<BBHIQQI4x")
 HEADER_SIZE = HEADER.size  # 32
-WIRE_VERSION = 5  # 2: CONTROL and HEARTBEAT frames, GOODBYE with a farewell; 3: ACK frames;
-# 4: DATA payloads in the records codec; 5: the codec's short-tuple tag
+WIRE_VERSION = 6  # 2: CONTROL and HEARTBEAT frames, GOODBYE with a farewell; 3: ACK frames;
+# 4: DATA payloads in the records codec; 5: the codec's short-tuple tag; 6: the codec's dicts
 MAGIC = 0x5954
 
 KIND_DATA = 1
