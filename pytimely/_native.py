@@ -22,10 +22,11 @@ from types import ModuleType
 __all__ = ["API", "PURE_PYTHON_ENV", "speedups", "implementation"]
 
 #: The functions the Python side calls in the extension, as a number: bumped with
-#: ``API_VERSION`` in ``_speedups.c`` whenever a function is added or changes its signature.
+#: ``API_VERSION`` in ``_speedups.c`` whenever a function is added or changes its signature,
+#: or the records codec gains a form (a stale decoder would refuse a peer's payloads).
 #: An extension built from an older source (an editable install not rebuilt after a pull) is
 #: not loaded: the pure-Python paths run, with a warning that says so.
-API = 4
+API = 5
 
 #: Set to anything but ``""`` or ``"0"`` to run the pure-Python paths even if the extension
 #: was built.

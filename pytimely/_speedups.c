@@ -39,8 +39,9 @@
 
 #define MAGIC 0xC5
 /* The functions pytimely calls here, as a number (pytimely/_native.py's API): bump both when
- * a function is added or changes its signature, so that a stale build is not loaded. */
-#define API_VERSION 4
+ * a function is added or changes its signature, or the records codec gains a form, so that a
+ * stale build is not loaded. */
+#define API_VERSION 5
 #define MAX_DEPTH 32
 
 enum {
