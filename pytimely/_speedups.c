@@ -1434,7 +1434,13 @@ decode_list(Reader *r, Py_ssize_t n, int depth)
 static PyObject *
 decode_dict(Reader *r, Py_ssize_t n, int depth)
 {
+#if PY_VERSION_HEX < 0x030D0000
+    /* Sized for its entries at once: an event of more than five fields would otherwise grow
+     * its table, and move every entry, once on the way. */
+    PyObject *d = n > 5 ? _PyDict_NewPresized(n) : PyDict_New();
+#else
     PyObject *d = PyDict_New();
+#endif
     if (d == NULL)
         return NULL;
     for (Py_ssize_t i = 0; i < n; i++) {

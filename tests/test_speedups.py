@@ -312,6 +312,9 @@ def test_a_dict_is_written_entry_by_entry_and_both_decoders_keep_its_order_and_t
                     codec.decode(data[:cut])
     first, second = codec.decode(data)[0], codec.decode(data)[0]
     assert next(iter(first)) is next(iter(second))  # the decoder's string cache
+    wide = {f"field{i}": i * i for i in range(12)}  # more entries than a new dict holds
+    wide.update({"field3": "again", 0: None})
+    assert list(codec.decode(codec.encode(wide)).items()) == list(wide.items())
     sent, buffers = serialize((3, [event]))
     assert sent[0] == codec.MAGIC and not buffers and deserialize(sent, []) == (3, [event])
 
