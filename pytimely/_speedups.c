@@ -782,6 +782,18 @@ put_blob(Buffer *b, char short_tag, char long_tag, const char *data, Py_ssize_t 
     return 0;
 }
 
+/* A container's head: its tag and its u32 count.  0, or -1 if out of memory (exception set). */
+static inline int
+put_head(Buffer *b, char tag, Py_ssize_t n)
+{
+    if (reserve(b, 5))
+        return -1;
+    b->data[b->size++] = tag;
+    put_u32(b->data + b->size, (uint32_t)n);
+    b->size += 4;
+    return 0;
+}
+
 /* The value of the exact int v if it lies in [0, 256), else -1 (no exception set). */
 static inline long
 small_count(PyObject *v)
@@ -860,11 +872,8 @@ encode_word_list(Buffer *b, PyObject *list)
     Py_ssize_t n = PyList_GET_SIZE(list), start = b->size;
     if (n < 1 || n > (Py_ssize_t)UINT32_MAX)
         return 0;
-    if (reserve(b, 5))
+    if (put_head(b, T_WORDS, n))
         return -1;
-    b->data[b->size++] = T_WORDS;
-    put_u32(b->data + b->size, (uint32_t)n);
-    b->size += 4;
     for (Py_ssize_t i = 0; i < n; i++) {
         Word word;
         if (!as_word_record(PyList_GET_ITEM(list, i), &word)) {
@@ -985,11 +994,8 @@ encode_value(Buffer *b, PyObject *obj, int depth)
         Py_ssize_t n = PyDict_GET_SIZE(obj);
         if (n > (Py_ssize_t)UINT32_MAX)
             return 1;
-        if (reserve(b, 5))
+        if (put_head(b, T_DICT, n))
             return -1;
-        b->data[b->size++] = T_DICT;
-        put_u32(b->data + b->size, (uint32_t)n);
-        b->size += 4;
         /* Its keys and values are exact atoms and containers, read without running Python
          * code: the dict cannot change while it is walked. */
         Py_ssize_t pos = 0;
@@ -1470,6 +1476,24 @@ error:
     return NULL;
 }
 
+/* The u32 count at the reader, moved past: -1 (ValueError set) if it is truncated or if its
+ * items, of at least `item_bytes` bytes each, could not fit in the rest of the payload. */
+static Py_ssize_t
+read_count(Reader *r, Py_ssize_t item_bytes)
+{
+    if (r->end - r->p < 4) {
+        malformed("truncated count");
+        return -1;
+    }
+    Py_ssize_t n = get_u32(r->p);
+    r->p += 4;
+    if (n > (r->end - r->p) / item_bytes) {
+        malformed("count beyond the payload");
+        return -1;
+    }
+    return n;
+}
+
 static PyObject *
 decode_value(Reader *r, int depth)
 {
@@ -1545,13 +1569,8 @@ decode_value(Reader *r, int depth)
     case T_WORDS: {
         if (depth >= MAX_DEPTH - 1)
             return malformed("nested too deeply");
-        if (avail < 4)
-            return malformed("truncated count");
-        Py_ssize_t n = get_u32(r->p);
-        r->p += 4;
-        if (n > (r->end - r->p) / 2) /* every record takes at least two bytes */
-            return malformed("count beyond the payload");
-        return decode_words(r, n);
+        Py_ssize_t n = read_count(r, 2); /* every record takes at least two bytes */
+        return n < 0 ? NULL : decode_words(r, n);
     }
     case T_TUPLE8:
     case T_TUPLE:
@@ -1577,13 +1596,8 @@ decode_value(Reader *r, int depth)
     case T_DICT: {
         if (depth >= MAX_DEPTH)
             return malformed("nested too deeply");
-        if (avail < 4)
-            return malformed("truncated count");
-        Py_ssize_t n = get_u32(r->p);
-        r->p += 4;
-        if (n > (r->end - r->p) / 2) /* every entry takes at least two bytes */
-            return malformed("count beyond the payload");
-        return decode_dict(r, n, depth + 1);
+        Py_ssize_t n = read_count(r, 2); /* every entry takes at least two bytes */
+        return n < 0 ? NULL : decode_dict(r, n, depth + 1);
     }
     default:
         PyErr_Format(PyExc_ValueError, "malformed records-codec payload: unknown tag %d",
