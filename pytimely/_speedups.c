@@ -1582,15 +1582,12 @@ decode_value(Reader *r, int depth)
             if (avail < 1)
                 return malformed("truncated count");
             n = *r->p++;
+            if (n > r->end - r->p) /* every item takes at least one byte */
+                return malformed("count beyond the payload");
         }
-        else {
-            if (avail < 4)
-                return malformed("truncated count");
-            n = get_u32(r->p);
-            r->p += 4;
+        else if ((n = read_count(r, 1)) < 0) {
+            return NULL;
         }
-        if (n > r->end - r->p) /* every item takes at least one byte */
-            return malformed("count beyond the payload");
         return tag == T_LIST ? decode_list(r, n, depth + 1) : decode_tuple(r, n, depth + 1);
     }
     case T_DICT: {

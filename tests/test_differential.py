@@ -843,6 +843,8 @@ HISTORY = st.dictionaries(
     st.lists(st.tuples(st.just(()), LOOP_TIMES, st.integers(-2, 2).filter(bool)), max_size=9),
     max_size=6,
 )
+#: A compaction frontier, or none: the loop times whose future the histories may be advanced to.
+SINCE = st.one_of(st.none(), st.sets(LOOP_TIMES, min_size=1, max_size=2))
 
 
 def _compiled_or_skip() -> object:
@@ -1302,6 +1304,17 @@ def test_compiled_join_makes_no_pair_of_an_insertion_and_its_later_retraction():
     assert sorted(got) == [("x", 3, -1), ("x", 3, 1), ("y", 3, 1), ("z", 5, 1)]
 
 
+def _in_future_of(frontier, pending):
+    """``pending`` (key -> times) with only the times in the future of ``frontier`` (all of
+    them without one), keys left with none dropped: what a reduce sees waiting."""
+    from pytimely.differential.lattice import in_future
+
+    if not frontier:
+        return pending
+    kept = {k: {t for t in ts if in_future(frontier, t)} for k, ts in pending.items()}
+    return {k: ts for k, ts in kept.items() if ts}
+
+
 def _canonical(updates, frontier) -> Counter:
     """Updates advanced by ``frontier`` and consolidated: what compaction may leave of them."""
     from pytimely.differential.lattice import advance_by
@@ -1317,21 +1330,19 @@ def _canonical(updates, frontier) -> Counter:
     st.dictionaries(st.integers(0, 4), st.sets(LOOP_TIMES, min_size=1, max_size=4), max_size=4),
     HISTORY,
     HISTORY,
-    st.one_of(st.none(), st.sets(LOOP_TIMES, min_size=1, max_size=2)),
+    SINCE,
     st.data(),
 )
 def test_compiled_threshold_into_records_equals_the_batch_form(pending, ins, outs, since, data):
     """A threshold whose output is a collection gets, as records, the corrections the batch
     form gives, and finds them in its packed output history (compacted there by the frontier
     once grown, which changes no accumulation at a time in its future)."""
-    from pytimely.differential.lattice import in_future, minimal
+    from pytimely.differential.lattice import minimal
     from pytimely.differential.reduce import _unpacked
 
     compiled = _compiled_or_skip()
     frontier = minimal(since) if since else None
-    if frontier:  # what a reduce sees: pending times in the future of the frontier
-        pending = {k: {t for t in ts if in_future(frontier, t)} for k, ts in pending.items()}
-        pending = {k: ts for k, ts in pending.items() if ts}
+    pending = _in_future_of(frontier, pending)
     ready = {
         k: sorted(data.draw(st.sets(st.sampled_from(sorted(ts)), min_size=1)))
         for k, ts in pending.items()
@@ -1369,7 +1380,7 @@ def test_compiled_threshold_into_records_equals_the_batch_form(pending, ins, out
     st.dictionaries(st.integers(0, 4), st.sets(LOOP_TIMES, min_size=1, max_size=3), max_size=4),
     HISTORY,
     HISTORY,
-    st.one_of(st.none(), st.sets(LOOP_TIMES, min_size=1, max_size=2)),
+    SINCE,
     LOOP_TIMES,
 )
 def test_compiled_threshold_of_the_keys_ready_at_one_time_equals_the_dict_form(
@@ -1384,9 +1395,7 @@ def test_compiled_threshold_of_the_keys_ready_at_one_time_equals_the_dict_form(
     frontier = minimal(since) if since else None
     if frontier and not in_future(frontier, t):
         return
-    pending = {k: ts | {t} for k, ts in pending.items()}
-    if frontier:
-        pending = {k: {u for u in ts if in_future(frontier, u)} for k, ts in pending.items()}
+    pending = _in_future_of(frontier, {k: ts | {t} for k, ts in pending.items()})
     runs = []
     for as_set in (False, True):
         fixes: list = []

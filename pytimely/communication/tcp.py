@@ -247,16 +247,33 @@ class TcpAllocator(Allocator):
         if not 0 <= target < self.peers:
             raise ValueError(f"worker {target} does not exist: there are {self.peers} workers")
         data, buffers = serialize(payload)
-        self._queue(channel, target, data, buffers, payload)
+        self._queue(channel, (target,), data, buffers, payload)
 
     def send_to(self, channel: int, targets: Sequence[int], payload: object) -> None:
         """See :meth:`Allocator.send_to`: serialized once, the same frame queued for each."""
         for target in targets:
             if target == self.index or not 0 <= target < self.peers:
                 raise ValueError(f"send_to: worker {target} is not another worker")
-        if not targets:
-            return
-        data, buffers = serialize(payload)
+        if targets:
+            data, buffers = serialize(payload)
+            self._queue(channel, targets, data, buffers, payload)
+
+    def send_serialized(self, channel: int, target: int, data: bytes, stand_in: object) -> None:
+        """See :meth:`Allocator.send_serialized`: queued as is, written by the next flush."""
+        if target == self.index or not 0 <= target < self.peers:
+            raise ValueError(f"send_serialized: worker {target} is not another worker")
+        self._queue(channel, (target,), data, [], stand_in)
+
+    def _queue(
+        self,
+        channel: int,
+        targets: Sequence[int],
+        data: bytes,
+        buffers: list[Any],
+        payload: object,
+    ) -> None:
+        """One DATA frame of ``data`` and ``buffers``, queued for each of ``targets`` (other
+        workers): counted for flow control and shown to the traffic observer per target."""
         frame = encode_data(channel, self.index, data, buffers)
         nbytes = data_payload_bytes(data, buffers)
         for target in targets:
@@ -266,35 +283,12 @@ class TcpAllocator(Allocator):
             if self._traffic is not None:
                 self._traffic(channel, target, True, payload, nbytes)
 
-    def send_serialized(self, channel: int, target: int, data: bytes, stand_in: object) -> None:
-        """See :meth:`Allocator.send_serialized`: queued as is, written by the next flush."""
-        if target == self.index or not 0 <= target < self.peers:
-            raise ValueError(f"send_serialized: worker {target} is not another worker")
-        self._queue(channel, target, data, [], stand_in)
-
-    def _queue(
-        self, channel: int, target: int, data: bytes, buffers: list[Any], payload: object
-    ) -> None:
-        self._outgoing[target].extend(encode_data(channel, self.index, data, buffers))
-        self._frames_queued[target] += 1
-        nbytes = data_payload_bytes(data, buffers)
-        self._flow.sent(target, nbytes)
-        if self._traffic is not None:
-            self._traffic(channel, target, True, payload, nbytes)
-
     def broadcast(self, channel: int, payload: object) -> None:
         """See :meth:`Allocator.broadcast`: one DATA frame, queued for every remote peer."""
         self._local_queued.append((channel, self.index, payload))
         if self._remote:
             data, buffers = serialize(payload)
-            frame = encode_data(channel, self.index, data, buffers)
-            nbytes = data_payload_bytes(data, buffers)
-            for peer in self._remote:
-                self._outgoing[peer.index].extend(frame)
-                self._frames_queued[peer.index] += 1
-                self._flow.sent(peer.index, nbytes)
-                if self._traffic is not None:
-                    self._traffic(channel, peer.index, True, payload, nbytes)
+            self._queue(channel, [peer.index for peer in self._remote], data, buffers, payload)
 
     def flush(self) -> None:
         """See :meth:`Allocator.flush`: write each peer's queued frames to its socket.
